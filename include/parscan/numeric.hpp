@@ -1,0 +1,127 @@
+// parscan/numeric.hpp — 16-bit storage types and the complex type.
+//
+// bfloat16 and float16 are storage formats: they hold 16 bits that are bit-identical
+// to __nv_bfloat16 / __half, so device buffers of either can be passed directly.
+// Arithmetic is never done in 16 bits: values convert to float on load and round to
+// nearest-even on store. They are plain C++ so the host backend and CI need no CUDA.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include <cuda/std/complex>
+
+#include "config.hpp"
+
+namespace parscan {
+
+template <class T>
+using complex = cuda::std::complex<T>;
+
+namespace detail {
+
+PARSCAN_HD PARSCAN_INLINE std::uint32_t float_bits(float f) {
+#if PARSCAN_DEVICE_PASS
+  return __float_as_uint(f);
+#else
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+#endif
+}
+
+PARSCAN_HD PARSCAN_INLINE float bits_float(std::uint32_t u) {
+#if PARSCAN_DEVICE_PASS
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
+
+PARSCAN_HD PARSCAN_INLINE std::uint16_t float_to_bf16_bits(float f) {
+#if PARSCAN_DEVICE_PASS
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
+  std::uint32_t x = float_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40u);  // quiet NaN
+  x += 0x7fffu + ((x >> 16) & 1u);  // round to nearest even
+  return static_cast<std::uint16_t>(x >> 16);
+#endif
+}
+
+PARSCAN_HD PARSCAN_INLINE std::uint16_t float_to_fp16_bits(float f) {
+#if PARSCAN_DEVICE_PASS
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
+  std::uint32_t x = float_bits(f);
+  const std::uint32_t sign = (x >> 16) & 0x8000u;
+  x &= 0x7fffffffu;
+  if (x >= 0x7f800000u)  // Inf stays Inf, NaN stays a quiet NaN
+    return static_cast<std::uint16_t>(sign | 0x7c00u | (x > 0x7f800000u ? 0x200u | ((x >> 13) & 0x3ffu) : 0u));
+  if (x >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds past 65504
+  if (x < 0x38800000u) {                                                   // half subnormal or zero
+    const std::uint32_t e = x >> 23;
+    if (e < 102) return static_cast<std::uint16_t>(sign);
+    const std::uint32_t m = (x & 0x7fffffu) | 0x800000u;
+    const std::uint32_t shift = 126 - e;
+    std::uint32_t r = m >> shift;
+    const std::uint32_t rem = m & ((1u << shift) - 1u), halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (r & 1u))) ++r;
+    return static_cast<std::uint16_t>(sign | r);
+  }
+  const std::uint32_t r = x - 0x38000000u;  // rebias the exponent from 127 to 15
+  std::uint32_t h = r >> 13;
+  const std::uint32_t rem = r & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
+  return static_cast<std::uint16_t>(sign | h);
+#endif
+}
+
+PARSCAN_HD PARSCAN_INLINE float fp16_bits_to_float(std::uint16_t h) {
+#if PARSCAN_DEVICE_PASS
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+#else
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0) {
+    const float v = static_cast<float>(m) * 5.9604644775390625e-8f;  // m * 2^-24, exact
+    return bits_float(float_bits(v) | sign);
+  }
+  if (e == 31) return bits_float(sign | 0x7f800000u | (m << 13));
+  return bits_float(sign | ((e + 112u) << 23) | (m << 13));
+#endif
+}
+
+}  // namespace detail
+
+/// bfloat16 storage (8-bit exponent, 7-bit mantissa); converts to and from float.
+struct bfloat16 {
+  std::uint16_t bits;
+  bfloat16() = default;
+  PARSCAN_HD PARSCAN_INLINE bfloat16(float f) : bits(detail::float_to_bf16_bits(f)) {}
+  PARSCAN_HD PARSCAN_INLINE operator float() const { return detail::bits_float(std::uint32_t(bits) << 16); }
+};
+
+/// IEEE binary16 storage; converts to and from float.
+struct float16 {
+  std::uint16_t bits;
+  float16() = default;
+  PARSCAN_HD PARSCAN_INLINE float16(float f) : bits(detail::float_to_fp16_bits(f)) {}
+  PARSCAN_HD PARSCAN_INLINE operator float() const { return detail::fp16_bits_to_float(bits); }
+};
+
+/// The type arithmetic is done in for a storage type: float for the 16-bit formats.
+template <class T> struct compute_type { using type = T; };
+template <> struct compute_type<bfloat16> { using type = float; };
+template <> struct compute_type<float16> { using type = float; };
+template <class T> using compute_t = typename compute_type<T>::type;
+
+}  // namespace parscan

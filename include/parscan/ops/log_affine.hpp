@@ -1,0 +1,85 @@
+// parscan/ops/log_affine.hpp — the affine map x ↦ a·x + b carried in log space
+// (after Heinsen 2023, "Efficient Parallelization of a Ubiquitous Sequential Computation").
+//
+// Each coefficient is held as log|·| plus a sign bit, so values of either sign work without
+// complex logarithms, and products that would overflow or underflow float (1e±300 over a
+// long sequence) stay representable. A zero coefficient is log = -inf and stays exact: a
+// zero gate resets the state.
+#pragma once
+
+#include <cuda/std/cmath>
+#include <cuda/std/limits>
+
+#include "../config.hpp"
+
+namespace parscan {
+
+template <class T>
+struct log_affine {
+  T log_a;  // log|a|
+  T log_b;  // log|b|
+  bool neg_a;  // a < 0
+  bool neg_b;  // b < 0
+  log_affine() = default;
+  PARSCAN_HD PARSCAN_INLINE log_affine(T la, bool na, T lb, bool nb) : log_a(la), log_b(lb), neg_a(na), neg_b(nb) {}
+  template <class U>
+  PARSCAN_HD PARSCAN_INLINE log_affine(const log_affine<U>& o)
+      : log_a(static_cast<T>(o.log_a)), log_b(static_cast<T>(o.log_b)), neg_a(o.neg_a), neg_b(o.neg_b) {}
+
+  /// From linear-space coefficients.
+  static PARSCAN_HD PARSCAN_INLINE log_affine from_linear(T a, T b) {
+    return log_affine(cuda::std::log(cuda::std::fabs(a)), cuda::std::signbit(a), cuda::std::log(cuda::std::fabs(b)),
+                      cuda::std::signbit(b));
+  }
+  PARSCAN_HD PARSCAN_INLINE T a() const { return (neg_a ? T(-1) : T(1)) * cuda::std::exp(log_a); }
+  PARSCAN_HD PARSCAN_INLINE T b() const { return (neg_b ? T(-1) : T(1)) * cuda::std::exp(log_b); }
+};
+
+/// A signed value in log form: (-1)^neg · exp(log_mag).
+template <class T>
+struct signed_log {
+  T log_mag;
+  bool neg;
+};
+
+/// Stable signed log-add-exp: the log form of u + v. Equal magnitudes of opposite sign give
+/// an exact zero (log = -inf); NaN propagates.
+template <class T>
+PARSCAN_HD PARSCAN_INLINE signed_log<T> signed_log_add(signed_log<T> u, signed_log<T> v) {
+  if (u.log_mag != u.log_mag || v.log_mag != v.log_mag)  // NaN in, NaN out
+    return {u.log_mag + v.log_mag, false};
+  const bool u_hi = u.log_mag >= v.log_mag;
+  const T hi = u_hi ? u.log_mag : v.log_mag;
+  const T lo = u_hi ? v.log_mag : u.log_mag;
+  const bool neg = u_hi ? u.neg : v.neg;
+  if (hi == -cuda::std::numeric_limits<T>::infinity()) return {hi, false};  // 0 + 0
+  if (u.neg == v.neg) {
+    if (lo == hi) return {hi + T(0.69314718055994530942), neg};  // also right for +inf
+    return {hi + cuda::std::log1p(cuda::std::exp(lo - hi)), neg};
+  }
+  if (lo == hi) {  // equal magnitudes cancel: exact zero, or NaN for inf - inf
+    const T r = (hi == cuda::std::numeric_limits<T>::infinity()) ? hi - hi : -cuda::std::numeric_limits<T>::infinity();
+    return {r, false};
+  }
+  return {hi + cuda::std::log1p(-cuda::std::exp(lo - hi)), neg};
+}
+
+/// op(earlier, later) = later ∘ earlier, in log form:
+///   log|A| = log|later.a| + log|earlier.a|
+///   B      = later.a·earlier.b + later.b   (signed log-add-exp)
+/// Identity: a = 1, b = 0 (log_a = 0, log_b = -inf). Associative up to rounding.
+template <class T>
+struct log_affine_op {
+  using value_type = log_affine<T>;
+  PARSCAN_HD PARSCAN_INLINE value_type operator()(const value_type& earlier, const value_type& later) const {
+    const signed_log<T> carried{later.log_a + earlier.log_b, later.neg_a != earlier.neg_b};
+    const signed_log<T> fresh{later.log_b, later.neg_b};
+    const signed_log<T> sum = signed_log_add(carried, fresh);
+    return value_type(later.log_a + earlier.log_a, later.neg_a != earlier.neg_a, sum.log_mag, sum.neg);
+  }
+  static PARSCAN_HD PARSCAN_INLINE value_type identity() {
+    return value_type(T(0), false, -cuda::std::numeric_limits<T>::infinity(), false);
+  }
+};
+
+}  // namespace parscan

@@ -1,0 +1,14 @@
+// parscan/parscan.hpp — one include for users of the host side: operators, layouts, the
+// generic algorithms on the host backend, and the gated recurrence (both backends).
+// For the generic algorithms on the CUDA backend include parscan/parscan.cuh from a .cu file.
+#pragma once
+
+#include "backend.hpp"
+#include "config.hpp"
+#include "host/scan.hpp"
+#include "layout.hpp"
+#include "numeric.hpp"
+#include "ops.hpp"
+#include "recurrence.hpp"
+#include "scan.hpp"
+#include "status.hpp"
