@@ -52,7 +52,8 @@ constexpr recurrence_strides dense_strides(const recurrence_shape& s) {
 /// a, b and x have shape (B, D, T) in the chosen layout; x0 and x_final are dense (B, D)
 /// (index b·D + d). x may be exactly a or b (in place). x_final receives the last state
 /// computed (x[T-1], or x[0] with `reverse`), so consecutive chunks chain through
-/// x0 = previous x_final.
+/// x0 = previous x_final. x_final may be exactly x0 (the state is updated in place). With
+/// T = 0 nothing is read from a or b and x_final receives x0 (or zero).
 template <class T>
 struct gated_forward_args {
   recurrence_shape shape;
@@ -69,13 +70,14 @@ struct gated_forward_args {
 /// Backward of the forward above. With g[t] = dx[t] (+ dx_final on the last step computed):
 ///   db[t]  = g[t] + a[t+1]*·db[t+1]          (a reverse scan; db[T] = 0)
 ///   da[t]  = db[t]·x[t-1]*                   (x[-1] = x0, or 0 without x0)
-///   dx0    = a[0]*·db[0]                     (written only when x0 is given)
+///   dx0    = a[0]*·db[0]                     (written when dx0 is non-null; required with x0)
 /// where * is the complex conjugate (PyTorch's convention; a no-op for real types), and
 /// "next"/"previous" follow the forward's direction. With gate_form::log, `da` receives the
 /// gradient with respect to log a, i.e. da·a*.
 /// x is the forward output; if it is null, x is recomputed from a, b and x0 into temporary
-/// storage (b is then required). db may be exactly dx (in place); da may be exactly dx;
-/// no other output may overlap an input. Backward over consecutive chunks, last chunk
+/// storage (b is then required). db may be exactly dx (in place), or da may be exactly dx;
+/// dx0 may be exactly dx_final; no other output may overlap an input or another output.
+/// With T = 0, dx0 receives dx_final (or zero). Backward over consecutive chunks, last chunk
 /// first, chains through dx_final = the later chunk's dx0.
 template <class T>
 struct gated_backward_args {
@@ -88,7 +90,7 @@ struct gated_backward_args {
   const T* dx_final = nullptr;  // optional dL/dx_final, dense (B, D)
   T* da = nullptr;              // dL/da (or dL/dlog a)
   T* db = nullptr;              // dL/db
-  T* dx0 = nullptr;             // dL/dx0, dense (B, D); required exactly when x0 is given
+  T* dx0 = nullptr;             // dL/dx0, dense (B, D); required when x0 is given
   bool reverse = false;
   gate_form gate = gate_form::linear;
   recurrence_strides a_strides{}, x_strides{}, b_strides{}, dx_strides{}, da_strides{}, db_strides{};

@@ -1,0 +1,97 @@
+// src/common/recurrence_args.hpp — turns gated-recurrence arguments into per-tensor
+// sequence layouts and validates them. Both backends call this before any work, so they
+// refuse exactly the same inputs.
+#pragma once
+
+#include <parscan/detail/validate.hpp>
+#include <parscan/recurrence.hpp>
+
+namespace parscan::detail {
+
+/// The (B·D sequences × T steps) layout of one (B, D, T) tensor with the given strides.
+inline sequence_layout as_sequences(const recurrence_shape& s, const recurrence_strides& st) {
+  return {s.channels, s.length, st.channel, st.time, s.batch, st.batch};
+}
+
+inline recurrence_strides strides_for(const recurrence_shape& s, const recurrence_strides& given) {
+  return s.layout == recurrence_layout::strided ? given : dense_strides(s);
+}
+
+struct forward_plan {
+  sequence_layout a, b, x;
+  index_t sequences = 0;
+};
+
+template <class T>
+status plan_forward(const gated_forward_args<T>& g, forward_plan& p) {
+  const recurrence_shape& s = g.shape;
+  if (s.batch < 0 || s.channels < 0 || s.length < 0) return status::negative_size;
+  index_t seqs;
+  if (mul_overflows(s.batch, s.channels, seqs)) return status::size_overflow;
+  p.sequences = seqs;
+  p.a = as_sequences(s, strides_for(s, g.a_strides));
+  p.b = as_sequences(s, strides_for(s, g.b_strides));
+  p.x = as_sequences(s, strides_for(s, g.x_strides));
+  tensor_ref a{g.a, p.a, sizeof(T)}, b{g.b, p.b, sizeof(T)}, x{g.x, p.x, sizeof(T)};
+  tensor_ref x0 = dense(g.x0, g.x0 ? seqs : 0, sizeof(T));
+  tensor_ref xf = dense(g.x_final, g.x_final ? seqs : 0, sizeof(T));
+  for (tensor_ref* t : {&a, &b, &x0})
+    if (status st = check_input(*t); st != status::success) return st;
+  for (tensor_ref* t : {&x, &xf})
+    if (status st = check_output(*t); st != status::success) return st;
+  for (const tensor_ref* in : {&a, &b})
+    if (status st = check_aliasing(x, *in); st != status::success) return st;
+  if (status st = check_disjoint(x, xf); st != status::success) return st;
+  if (status st = check_disjoint(x, x0); st != status::success) return st;
+  for (const tensor_ref* in : {&a, &b})
+    if (status st = check_disjoint(xf, *in); st != status::success) return st;
+  if (xf.span_bytes > 0 && x0.span_bytes > 0 && xf.ptr != x0.ptr)  // only exact in-place state update
+    if (status st = check_disjoint(xf, x0); st != status::success) return st;
+  return status::success;
+}
+
+struct backward_plan {
+  sequence_layout a, x, b, dx, da, db;
+  index_t sequences = 0;
+};
+
+template <class T>
+status plan_backward(const gated_backward_args<T>& g, backward_plan& p) {
+  const recurrence_shape& s = g.shape;
+  if (s.batch < 0 || s.channels < 0 || s.length < 0) return status::negative_size;
+  index_t seqs;
+  if (mul_overflows(s.batch, s.channels, seqs)) return status::size_overflow;
+  p.sequences = seqs;
+  p.a = as_sequences(s, strides_for(s, g.a_strides));
+  p.x = as_sequences(s, strides_for(s, g.x_strides));
+  p.b = as_sequences(s, strides_for(s, g.b_strides));
+  p.dx = as_sequences(s, strides_for(s, g.dx_strides));
+  p.da = as_sequences(s, strides_for(s, g.da_strides));
+  p.db = as_sequences(s, strides_for(s, g.db_strides));
+  tensor_ref a{g.a, p.a, sizeof(T)}, dx{g.dx, p.dx, sizeof(T)}, da{g.da, p.da, sizeof(T)}, db{g.db, p.db, sizeof(T)};
+  // x, or b to recompute it: whichever is used must be present.
+  tensor_ref x{g.x ? g.x : g.b, g.x ? p.x : p.b, sizeof(T)};
+  if (!g.x) p.x = p.b;  // x is recomputed into workspace laid out like b
+  tensor_ref x0 = dense(g.x0, g.x0 ? seqs : 0, sizeof(T));
+  tensor_ref dxf = dense(g.dx_final, g.dx_final ? seqs : 0, sizeof(T));
+  tensor_ref dx0 = dense(g.dx0, g.dx0 ? seqs : 0, sizeof(T));
+  for (tensor_ref* t : {&a, &x, &dx, &x0, &dxf})
+    if (status st = check_input(*t); st != status::success) return st;
+  for (tensor_ref* t : {&da, &db, &dx0})
+    if (status st = check_output(*t); st != status::success) return st;
+  if (g.x0 && !g.dx0 && seqs > 0) return status::null_pointer;
+  // Outputs may alias dx exactly (one of them); nothing else may overlap.
+  if (status st = check_disjoint(da, db); st != status::success) return st;
+  for (const tensor_ref* out : {&da, &db}) {
+    if (status st = check_aliasing(*out, dx); st != status::success) return st;
+    for (const tensor_ref* in : {&a, &x, &x0, &dxf, &dx0})
+      if (status st = check_disjoint(*out, *in); st != status::success) return st;
+  }
+  for (const tensor_ref* in : {&a, &x, &dx, &x0})
+    if (status st = check_disjoint(dx0, *in); st != status::success) return st;
+  if (dx0.span_bytes > 0 && dxf.span_bytes > 0 && dx0.ptr != dxf.ptr)
+    if (status st = check_disjoint(dx0, dxf); st != status::success) return st;
+  return status::success;
+}
+
+}  // namespace parscan::detail
