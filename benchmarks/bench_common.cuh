@@ -1,0 +1,136 @@
+// benchmarks/bench_common.cuh — timing and reporting shared by the benchmark programs.
+// Every figure is quoted against a device-to-device copy measured in the same process.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+#define BENCH_CHECK(call)                                                                  \
+  do {                                                                                     \
+    cudaError_t e_ = (call);                                                               \
+    if (e_ != cudaSuccess) {                                                               \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                        \
+    }                                                                                      \
+  } while (0)
+
+/// Median time in microseconds of `runs` calls of f(i) after `warmup` calls, with CUDA events.
+/// f receives the run index so callers can rotate buffers when the data fits in L2.
+inline double median_us(const std::function<void(int)>& f, int runs = 25, int warmup = 3) {
+  for (int i = 0; i < warmup; ++i) f(i);
+  BENCH_CHECK(cudaDeviceSynchronize());
+  std::vector<double> t;
+  cudaEvent_t a, b;
+  BENCH_CHECK(cudaEventCreate(&a));
+  BENCH_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < runs; ++i) {
+    BENCH_CHECK(cudaEventRecord(a));
+    f(i);
+    BENCH_CHECK(cudaEventRecord(b));
+    BENCH_CHECK(cudaEventSynchronize(b));
+    BENCH_CHECK(cudaGetLastError());
+    float ms = 0;
+    BENCH_CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1e3);
+  }
+  BENCH_CHECK(cudaEventDestroy(a));
+  BENCH_CHECK(cudaEventDestroy(b));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+/// Device-to-device copy bandwidth in GB/s, counting bytes read plus bytes written.
+inline double copy_bandwidth_gbs(size_t bytes = size_t(1) << 30) {
+  void *src, *dst;
+  BENCH_CHECK(cudaMalloc(&src, bytes));
+  BENCH_CHECK(cudaMalloc(&dst, bytes));
+  BENCH_CHECK(cudaMemset(src, 0x5a, bytes));
+  const double us = median_us([&](int) { BENCH_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice)); }, 30);
+  BENCH_CHECK(cudaFree(src));
+  BENCH_CHECK(cudaFree(dst));
+  return 2.0 * bytes / us / 1e3;
+}
+
+inline std::string gpu_name() {
+  cudaDeviceProp p{};
+  BENCH_CHECK(cudaGetDeviceProperties(&p, 0));
+  return p.name;
+}
+
+inline int l2_bytes() {
+  int v = 0;
+  BENCH_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrL2CacheSize, 0));
+  return v;
+}
+
+/// How many copies of a working set to rotate through so each run starts cold in L2.
+inline int rotation_for(size_t working_set_bytes) {
+  const size_t l2 = static_cast<size_t>(l2_bytes());
+  if (working_set_bytes >= 4 * l2) return 1;
+  return static_cast<int>(std::min<size_t>(16, (4 * l2) / std::max<size_t>(working_set_bytes, 1) + 1));
+}
+
+struct row {
+  std::string name, dtype, layout, direction;
+  std::string shape;
+  double us, gbs, pct_copy;
+  double extra = 0;  // case-specific (e.g. max error)
+};
+
+inline void print_table(const std::vector<row>& rows, double copy_gbs) {
+  std::printf("\n%-34s %-6s %-15s %-8s %-22s %10s %9s %8s\n", "case", "dtype", "layout", "dir", "shape", "median_us",
+              "GB/s", "%copy");
+  for (const row& r : rows)
+    std::printf("%-34s %-6s %-15s %-8s %-22s %10.2f %9.1f %7.1f%%\n", r.name.c_str(), r.dtype.c_str(),
+                r.layout.c_str(), r.direction.c_str(), r.shape.c_str(), r.us, r.gbs, r.pct_copy);
+  std::printf("copy bandwidth (read+write): %.1f GB/s on %s\n", copy_gbs, gpu_name().c_str());
+}
+
+inline void write_json(const char* path, const char* program, const std::vector<row>& rows, double copy_gbs) {
+  if (!path) return;
+  FILE* f = std::fopen(path, "w");
+  if (!f) {
+    std::fprintf(stderr, "cannot write %s\n", path);
+    return;
+  }
+  char date[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  const char* commit = std::getenv("PARSCAN_COMMIT");
+  std::fprintf(f, "{\n  \"program\": \"%s\",\n  \"gpu\": \"%s\",\n  \"commit\": \"%s\",\n  \"date\": \"%s\",\n", program,
+               gpu_name().c_str(), commit ? commit : "unknown", date);
+  std::fprintf(f, "  \"copy_gbs\": %.2f,\n  \"results\": [\n", copy_gbs);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const row& r = rows[i];
+    std::fprintf(f,
+                 "    {\"case\": \"%s\", \"dtype\": \"%s\", \"layout\": \"%s\", \"direction\": \"%s\", \"shape\": \"%s\", "
+                 "\"median_us\": %.3f, \"gbs\": %.2f, \"pct_copy\": %.2f, \"extra\": %.6g}%s\n",
+                 r.name.c_str(), r.dtype.c_str(), r.layout.c_str(), r.direction.c_str(), r.shape.c_str(), r.us, r.gbs,
+                 r.pct_copy, r.extra, i + 1 < rows.size() ? "," : "");
+  }
+  std::fprintf(f, "  ]\n}\n");
+  std::fclose(f);
+}
+
+inline const char* json_arg(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--json") return argv[i + 1];
+  return nullptr;
+}
+
+inline bool has_flag(int argc, char** argv, const char* flag) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == flag) return true;
+  return false;
+}
+
+}  // namespace bench

@@ -1,0 +1,235 @@
+// benchmarks/bench_recurrence.cu — the gated recurrence x[t] = a[t]·x[t-1] + b[t] on the
+// CUDA backend, over the cases of the speed table in docs/benchmarks.md. Effective bandwidth
+// counts each tensor once: forward reads a, b and writes x; backward reads a, x, dx and writes
+// da, db. A few sequences of every case are checked against a float64 host loop.
+//   usage: bench_recurrence [--json out.json] [--quick]
+#include <cmath>
+#include <complex>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <parscan/parscan.hpp>
+
+#include "bench_common.cuh"
+
+namespace {
+
+using parscan::index_t;
+
+__device__ __host__ inline std::uint64_t mix(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+__device__ inline float unit(std::uint64_t i, std::uint32_t seed) {
+  return static_cast<float>(mix(i * 0x9e3779b97f4a7c15ull + seed) >> 40) * (1.0f / 16777216.0f);
+}
+
+template <class T> struct dtype_name;
+template <> struct dtype_name<float> { static constexpr const char* v = "f32"; };
+template <> struct dtype_name<parscan::bfloat16> { static constexpr const char* v = "bf16"; };
+template <> struct dtype_name<parscan::complex<float>> { static constexpr const char* v = "c64"; };
+
+template <class T>
+__device__ T make_value(float u, float v) { return T(u); }
+template <>
+__device__ parscan::complex<float> make_value<parscan::complex<float>>(float u, float v) { return {u, v}; }
+
+// Gates with magnitude in (0.9, 1) (random phase for complex), values in (-1, 1).
+template <class T>
+__global__ void fill(T* p, index_t n, std::uint32_t seed, bool gate) {
+  for (index_t i = blockIdx.x * index_t(blockDim.x) + threadIdx.x; i < n; i += index_t(gridDim.x) * blockDim.x) {
+    const float u = unit(2 * i, seed), v = unit(2 * i + 1, seed);
+    if (gate) {
+      const float mag = 0.9f + 0.1f * u, ph = 0.2f * (v - 0.5f);
+      p[i] = make_value<T>(mag * cosf(ph), mag * sinf(ph));
+    } else {
+      p[i] = make_value<T>(2 * u - 1, 2 * v - 1);
+    }
+  }
+}
+
+template <class T> std::complex<double> to_c(const T& v) { return {double(float(v)), 0.0}; }
+template <> std::complex<double> to_c(const parscan::complex<float>& v) { return {v.real(), v.imag()}; }
+
+struct tensor {
+  void* p = nullptr;
+  size_t bytes = 0;
+};
+
+struct case_spec {
+  std::string name;
+  index_t B, D, T;
+  parscan::recurrence_layout layout;
+  bool backward = false;
+  bool state = false;  // x0 and x_final
+};
+
+template <class T>
+std::vector<T> download_sequence(const T* base, const parscan::recurrence_shape& sh, index_t s) {
+  const auto st = parscan::dense_strides(sh);
+  const index_t b = s / sh.channels, d = s % sh.channels;
+  std::vector<T> h(sh.length);
+  BENCH_CHECK(cudaMemcpy2D(h.data(), sizeof(T), base + b * st.batch + d * st.channel, st.time * sizeof(T), sizeof(T),
+                           sh.length, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+// Checks forward x (and backward db, da) of a few sequences against float64 loops.
+template <class T>
+double check_sequences(const parscan::recurrence_shape& sh, const T* a, const T* b, const T* x, const T* dx,
+                       const T* da, const T* db, bool backward) {
+  double worst = 0;
+  const index_t S = sh.batch * sh.channels;
+  for (index_t s : {index_t(0), S / 2, S - 1}) {
+    const auto ha = download_sequence(a, sh, s), hb = download_sequence(b, sh, s), hx = download_sequence(x, sh, s);
+    std::vector<std::complex<double>> ref(sh.length);
+    std::complex<double> st = 0;
+    double scale = 0, err = 0;
+    for (index_t t = 0; t < sh.length; ++t) {
+      st = to_c(ha[t]) * st + to_c(hb[t]);
+      ref[t] = st;
+      scale = std::max(scale, std::abs(st));
+      err = std::max(err, std::abs(to_c(hx[t]) - st));
+    }
+    worst = std::max(worst, err / scale);
+    if (!backward) continue;
+    const auto hdx = download_sequence(dx, sh, s), hda = download_sequence(da, sh, s), hdb = download_sequence(db, sh, s);
+    std::complex<double> g = 0, a_next = 1;
+    double gscale = 0, gerr = 0, ascale = 0, aerr = 0;
+    for (index_t t = sh.length - 1; t >= 0; --t) {
+      g = to_c(hdx[t]) + std::conj(a_next) * g;
+      const std::complex<double> ga = g * std::conj(t > 0 ? to_c(hx[t - 1]) : std::complex<double>(0));
+      gscale = std::max(gscale, std::abs(g));
+      gerr = std::max(gerr, std::abs(to_c(hdb[t]) - g));
+      ascale = std::max(ascale, std::abs(ga));
+      aerr = std::max(aerr, std::abs(to_c(hda[t]) - ga));
+      a_next = to_c(ha[t]);
+    }
+    worst = std::max({worst, gerr / gscale, aerr / ascale});
+  }
+  return worst;
+}
+
+template <class T>
+bench::row run_case(const case_spec& c, double copy, double& max_err) {
+  const parscan::recurrence_shape sh{c.B, c.D, c.T, c.layout};
+  const index_t n = c.B * c.D * c.T, S = c.B * c.D;
+  const size_t bytes = size_t(n) * sizeof(T);
+  const int tensors = c.backward ? 5 : 3;
+  const int rot = bench::rotation_for(size_t(tensors) * bytes);
+  struct set {
+    T *a, *b, *x, *dx, *da, *db, *x0, *xf, *dx0;
+  };
+  std::vector<set> sets(rot);
+  for (int r = 0; r < rot; ++r) {
+    set& z = sets[r];
+    z = {};
+    BENCH_CHECK(cudaMalloc(&z.a, bytes));
+    BENCH_CHECK(cudaMalloc(&z.b, bytes));
+    BENCH_CHECK(cudaMalloc(&z.x, bytes));
+    fill<<<2048, 256>>>(z.a, n, 11u + r, true);
+    fill<<<2048, 256>>>(z.b, n, 101u + r, false);
+    if (c.backward) {
+      BENCH_CHECK(cudaMalloc(&z.dx, bytes));
+      BENCH_CHECK(cudaMalloc(&z.da, bytes));
+      BENCH_CHECK(cudaMalloc(&z.db, bytes));
+      fill<<<2048, 256>>>(z.dx, n, 1001u + r, false);
+    }
+    if (c.state) {
+      BENCH_CHECK(cudaMalloc(&z.x0, S * sizeof(T)));
+      BENCH_CHECK(cudaMalloc(&z.xf, S * sizeof(T)));
+      fill<<<64, 256>>>(z.x0, S, 7u + r, false);
+    }
+    // The forward output feeds the backward.
+    parscan::gated_forward_args<T> f{};
+    f.shape = sh, f.a = z.a, f.b = z.b, f.x = z.x;
+    if (parscan::gated_recurrence_forward(parscan::cuda_backend{}, f) != parscan::status::success) std::exit(1);
+  }
+  BENCH_CHECK(cudaDeviceSynchronize());
+  parscan::cuda_backend be{};
+  size_t ws_bytes = 0;
+  auto call = [&](int i) {
+    const set& z = sets[i % rot];
+    parscan::status s;
+    if (c.backward) {
+      parscan::gated_backward_args<T> g{};
+      g.shape = sh, g.a = z.a, g.x = z.x, g.dx = z.dx, g.da = z.da, g.db = z.db;
+      if (!ws_bytes) ws_bytes = parscan::gated_recurrence_workspace_size(g) + 1;
+      s = parscan::gated_recurrence_backward(be, g);
+    } else {
+      parscan::gated_forward_args<T> f{};
+      f.shape = sh, f.a = z.a, f.b = z.b, f.x = z.x, f.x0 = z.x0, f.x_final = z.xf;
+      if (!ws_bytes) ws_bytes = parscan::gated_recurrence_workspace_size(f) + 1;
+      s = parscan::gated_recurrence_forward(be, f);
+    }
+    if (s != parscan::status::success) std::printf("%s: %s\n", c.name.c_str(), parscan::to_string(s)), std::exit(1);
+  };
+  // Time with caller-provided workspace, as a framework would pass it.
+  call(0);
+  void* ws = nullptr;
+  BENCH_CHECK(cudaMalloc(&ws, ws_bytes));
+  be.workspace = ws, be.workspace_bytes = ws_bytes;
+  call(0);
+  BENCH_CHECK(cudaDeviceSynchronize());
+  const double err = c.state ? 0.0
+                             : check_sequences<T>(sh, sets[0].a, sets[0].b, sets[0].x, sets[0].dx, sets[0].da,
+                                                  sets[0].db, c.backward);
+  max_err = std::max(max_err, err);
+  const double us = bench::median_us(call, 25, 3);
+  for (set& z : sets)
+    for (T* p : {z.a, z.b, z.x, z.dx, z.da, z.db, z.x0, z.xf})
+      if (p) BENCH_CHECK(cudaFree(p));
+  BENCH_CHECK(cudaFree(ws));
+  const double gbs = double(tensors) * bytes / us / 1e3;
+  const char* lay = c.layout == parscan::recurrence_layout::channel_last ? "(B,T,D)" : "(B,D,T)";
+  return {c.name, dtype_name<T>::v, lay, c.backward ? "bwd" : "fwd",
+          std::to_string(c.B) + "x" + std::to_string(c.D) + "x" + std::to_string(c.T), us, gbs, 100 * gbs / copy, err};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = bench::has_flag(argc, argv, "--quick");
+  const double copy = bench::copy_bandwidth_gbs();
+  using L = parscan::recurrence_layout;
+  const auto tc = L::time_contiguous, cl = L::channel_last;
+  std::vector<bench::row> rows;
+  double max_err = 0, max_err_16 = 0;
+  auto f32 = [&](case_spec c) { rows.push_back(run_case<float>(c, copy, max_err)); };
+  auto bf16 = [&](case_spec c) { rows.push_back(run_case<parscan::bfloat16>(c, copy, max_err_16)); };
+  auto c64 = [&](case_spec c) { rows.push_back(run_case<parscan::complex<float>>(c, copy, max_err)); };
+
+  std::vector<index_t> pow2 = {128, 1024, 4096, 16384, 65536};
+  if (quick) pow2 = {128, 1024, 4096};
+  for (index_t T : pow2) f32({"fwd f32 T=" + std::to_string(T), 8, 1536, T, tc});
+  for (index_t T : {index_t(1000), index_t(10000), index_t(50000), index_t(100003), index_t(8192), index_t(32768),
+                    index_t(131072)}) {
+    if (quick && T > 10000) continue;
+    f32({"fwd f32 T=" + std::to_string(T), 8, 1536, T, tc});
+  }
+  for (index_t T : pow2) bf16({"fwd bf16 T=" + std::to_string(T), 8, 1536, T, tc});
+  for (index_t T : {index_t(4096), index_t(16384)}) {
+    f32({"fwd f32 channel-last T=" + std::to_string(T), 8, 1536, T, cl});
+    bf16({"fwd bf16 channel-last T=" + std::to_string(T), 8, 1536, T, cl});
+    f32({"fwd f32 D=256 channel-last T=" + std::to_string(T), 8, 256, T, cl});
+  }
+  f32({"fwd f32 few long", 1, 16, index_t(1) << 22, tc});
+  bf16({"fwd bf16 few long", 1, 16, index_t(1) << 22, tc});
+  for (index_t T : {index_t(4096), index_t(16384)}) {
+    f32({"bwd f32 T=" + std::to_string(T), 8, 1536, T, tc, true});
+    bf16({"bwd bf16 T=" + std::to_string(T), 8, 1536, T, tc, true});
+    f32({"bwd f32 channel-last T=" + std::to_string(T), 8, 1536, T, cl, true});
+    bf16({"bwd bf16 channel-last T=" + std::to_string(T), 8, 1536, T, cl, true});
+  }
+  f32({"fwd f32 x0+x_final T=16384", 8, 1536, 16384, tc, false, true});
+  for (index_t T : {index_t(4096), index_t(16384)}) c64({"fwd c64 T=" + std::to_string(T), 8, 1536, T, tc});
+
+  bench::print_table(rows, copy);
+  bench::write_json(bench::json_arg(argc, argv), "bench_recurrence", rows, copy);
+  std::printf("max relative error of checked sequences: f32/c64 %.3g, bf16 %.3g\n", max_err, max_err_16);
+  const bool ok = max_err <= 1e-5 && max_err_16 <= 1e-2;
+  if (!ok) std::printf("FAILED: checked sequences above tolerance\n");
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,60 @@
+// parscan/cuda/device/generic_problem.cuh — the generic algorithms (inclusive, exclusive,
+// reduce over any operator and strided batch) as a Problem for the shared kernels.
+#pragma once
+
+#include "../../scan.hpp"
+#include "../warp/warp_shuffle.cuh"
+
+namespace parscan::cuda_detail {
+
+template <class In, class Out, class Acc>
+struct generic_problem {
+  using acc_type = Acc;
+  const In* in;
+  Out* out;  // null for reduce
+  sequence_layout in_layout, out_layout;
+  index_t length;
+  bool reverse, exclusive;
+  const Acc* carry_in;
+  Acc* carry_out;
+  Acc init;
+  bool has_init;
+
+  struct cursor {
+    const In* in;
+    Out* out;
+  };
+  __device__ PARSCAN_INLINE cursor at(index_t s) const {
+    return {in + in_layout.sequence_offset(s), out ? out + out_layout.sequence_offset(s) : nullptr};
+  }
+  __device__ PARSCAN_INLINE index_t step(index_t pos) const { return reverse ? length - 1 - pos : pos; }
+  __device__ PARSCAN_INLINE Acc load(const cursor& c, index_t pos) const {
+    return static_cast<Acc>(c.in[step(pos) * in_layout.step_stride]);
+  }
+  __device__ PARSCAN_INLINE void store(const cursor& c, index_t pos, const Acc& v) const {
+    if (c.out) c.out[step(pos) * out_layout.step_stride] = static_cast<Out>(v);
+  }
+  __device__ PARSCAN_INLINE maybe<Acc> initial(index_t s) const {
+    if (carry_in) return {carry_in[s], true};
+    return {init, has_init};
+  }
+  __device__ PARSCAN_INLINE void finish(index_t s, const Acc& total) const {
+    if (carry_out) carry_out[s] = total;
+  }
+
+  static generic_problem from(const scan_problem<In, Out, Acc>& p) {
+    return {p.in,
+            p.kind == scan_kind::reduce ? nullptr : p.out,
+            p.in_layout,
+            p.out_layout,
+            p.in_layout.length,
+            p.opts.dir == direction::reverse,
+            p.kind == scan_kind::exclusive,
+            p.opts.carry_in,
+            p.opts.carry_out,
+            p.init,
+            p.has_init};
+  }
+};
+
+}  // namespace parscan::cuda_detail

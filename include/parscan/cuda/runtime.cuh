@@ -1,0 +1,97 @@
+// parscan/cuda/runtime.cuh — what every CUDA entry point needs around its kernels: error
+// checks that report instead of aborting, temporary storage from the caller, the allocator
+// hook or cudaMallocAsync, and cached device facts.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "../backend.hpp"
+#include "../status.hpp"
+
+namespace parscan {
+
+/// The CUDA error behind the calling thread's most recent status::cuda_error.
+inline cudaError_t& cuda_last_error() {
+  static thread_local cudaError_t last = cudaSuccess;
+  return last;
+}
+
+namespace cuda_detail {
+
+inline status report(cudaError_t e) {
+  if (e == cudaSuccess) return status::success;
+  cuda_last_error() = e;
+  return status::cuda_error;
+}
+
+/// After a launch: a bad configuration or a sticky error from earlier work becomes a status.
+inline status check_launch() { return report(cudaGetLastError()); }
+
+/// Temporary device storage for one call, released (stream-ordered) when it goes out of scope.
+class workspace_lease {
+ public:
+  explicit workspace_lease(const cuda_backend& be) : be_(be) {}
+  workspace_lease(const workspace_lease&) = delete;
+  workspace_lease& operator=(const workspace_lease&) = delete;
+  ~workspace_lease() {
+    if (!owned_) return;
+    if (be_.allocator) be_.allocator->deallocate(ptr_, bytes_, be_.stream);
+    else cudaFreeAsync(ptr_, be_.stream);
+  }
+
+  status acquire(std::size_t bytes) {
+    if (bytes == 0) return status::success;
+    if (be_.workspace) {
+      if (be_.workspace_bytes < bytes) return status::insufficient_workspace;
+      ptr_ = be_.workspace;
+      return status::success;
+    }
+    if (be_.allocator) {
+      ptr_ = be_.allocator->allocate(bytes, be_.stream);
+    } else if (cudaMallocAsync(&ptr_, bytes, be_.stream) != cudaSuccess) {
+      cudaGetLastError();  // not sticky: clear it so later checks see only new errors
+      ptr_ = nullptr;
+    }
+    if (!ptr_) return status::allocation_failed;
+    owned_ = true;
+    bytes_ = bytes;
+    return status::success;
+  }
+  void* get() const { return ptr_; }
+
+ private:
+  const cuda_backend& be_;
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+  bool owned_ = false;
+};
+
+struct device_facts {
+  int device = 0;
+  int multiprocessors = 0;
+  status st = status::success;
+};
+
+inline device_facts current_device() {
+  device_facts f;
+  if ((f.st = report(cudaGetDevice(&f.device))) != status::success) return f;
+  f.st = report(cudaDeviceGetAttribute(&f.multiprocessors, cudaDevAttrMultiProcessorCount, f.device));
+  return f;
+}
+
+/// Resident blocks per multiprocessor for a kernel, computed once per kernel.
+template <class Kernel>
+int blocks_per_multiprocessor(Kernel kernel, int block_threads) {
+  static const int cached = [&] {
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, block_threads, 0) != cudaSuccess) {
+      cudaGetLastError();
+      n = 1;
+    }
+    return n > 0 ? n : 1;
+  }();
+  return cached;
+}
+
+}  // namespace cuda_detail
+}  // namespace parscan

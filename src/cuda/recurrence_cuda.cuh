@@ -1,0 +1,101 @@
+// src/cuda/recurrence_cuda.cuh — the gated recurrence on the CUDA backend: validate with
+// the same planner as the host, build the forward or backward Problem, run the shared scan
+// kernels. Instantiated per dtype by recurrence_<dtype>.cu so the dtypes compile in parallel.
+#pragma once
+
+#include <parscan/cuda/device/dispatch_scan.cuh>
+#include <parscan/cuda/device/recurrence_problems.cuh>
+#include <parscan/ops/affine.hpp>
+#include <parscan/recurrence.hpp>
+
+#include "../common/recurrence_args.hpp"
+
+namespace parscan {
+namespace cuda_detail {
+
+inline std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
+
+template <class T>
+recurrence_forward_problem<T> make_forward(const gated_forward_args<T>& g, const detail::forward_plan& p) {
+  return {g.a, g.b, g.x, g.x0, g.x_final, p.a, p.b, p.x, g.shape.length, g.reverse, g.gate == gate_form::log};
+}
+
+// Bytes of the recomputed x (laid out like b) when backward is not given x.
+template <class T>
+std::size_t recompute_bytes(const gated_backward_args<T>& g, const detail::backward_plan& p) {
+  if (g.x) return 0;
+  index_t span = 0;
+  detail::check_layout(p.b, sizeof(T), span);
+  return align256(static_cast<std::size_t>(span) * sizeof(T));
+}
+
+}  // namespace cuda_detail
+
+template <class T>
+std::size_t gated_recurrence_workspace_size(const gated_forward_args<T>& g) {
+  detail::forward_plan p;
+  if (detail::plan_forward(g, p) != status::success) return 0;
+  return cuda_detail::scan_workspace_bytes<affine<compute_t<T>>>(p.sequences, g.shape.length);
+}
+
+template <class T>
+std::size_t gated_recurrence_workspace_size(const gated_backward_args<T>& g) {
+  detail::backward_plan p;
+  if (detail::plan_backward(g, p) != status::success) return 0;
+  return cuda_detail::recompute_bytes(g, p) +
+         cuda_detail::scan_workspace_bytes<affine<compute_t<T>>>(p.sequences, g.shape.length);
+}
+
+template <class T>
+status gated_recurrence_forward(const cuda_backend& be, const gated_forward_args<T>& g) {
+  detail::forward_plan p;
+  if (status st = detail::plan_forward(g, p); st != status::success) return st;
+  return cuda_detail::dispatch_scan(cuda_detail::make_forward(g, p), affine_op<T>{}, p.sequences, be);
+}
+
+template <class T>
+status gated_recurrence_backward(const cuda_backend& be, const gated_backward_args<T>& g) {
+  detail::backward_plan p;
+  if (status st = detail::plan_backward(g, p); st != status::success) return st;
+  if (p.sequences == 0) return status::success;
+
+  const std::size_t x_bytes = cuda_detail::recompute_bytes(g, p);
+  cuda_detail::workspace_lease ws(be);
+  if (status st = ws.acquire(gated_recurrence_workspace_size(g)); st != status::success) return st;
+  cuda_backend rest = be;  // the scans take their tile state from what follows x
+  if (ws.get()) {
+    rest.workspace = static_cast<char*>(ws.get()) + x_bytes;
+    rest.workspace_bytes = gated_recurrence_workspace_size(g) - x_bytes;
+    rest.allocator = nullptr;
+  }
+
+  const T* x = g.x;
+  if (!x && g.shape.length > 0) {  // recompute the forward states into the workspace
+    T* x_tmp = static_cast<T*>(ws.get());
+    gated_forward_args<T> f{};
+    f.shape = g.shape;
+    f.a = g.a;
+    f.b = g.b;
+    f.x = x_tmp;
+    f.x0 = g.x0;
+    f.reverse = g.reverse;
+    f.gate = g.gate;
+    const auto fp = cuda_detail::make_forward(f, detail::forward_plan{p.a, p.b, p.b, p.sequences});
+    if (status st = cuda_detail::dispatch_scan(fp, affine_op<T>{}, p.sequences, rest); st != status::success) return st;
+    x = x_tmp;
+  }
+  const cuda_detail::recurrence_backward_problem<T> bp{
+      g.a,  x,    g.dx, g.x0, g.dx_final, g.da, g.db, g.dx0, p.a, p.x, p.dx, p.da, p.db, g.shape.length,
+      g.reverse, g.gate == gate_form::log};
+  return cuda_detail::dispatch_scan(bp, affine_op<T>{}, p.sequences, rest);
+}
+
+bool cuda_available();
+
+}  // namespace parscan
+
+#define PARSCAN_INSTANTIATE_CUDA_RECURRENCE(T)                                                       \
+  template status gated_recurrence_forward<T>(const cuda_backend&, const gated_forward_args<T>&);    \
+  template status gated_recurrence_backward<T>(const cuda_backend&, const gated_backward_args<T>&);  \
+  template std::size_t gated_recurrence_workspace_size<T>(const gated_forward_args<T>&);             \
+  template std::size_t gated_recurrence_workspace_size<T>(const gated_backward_args<T>&);
