@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
       fill_affine<<<1024, 256>>>(in[r], n, 1234u + r);
     }
     BENCH_CHECK(cudaDeviceSynchronize());
-    const std::size_t ws_bytes = parscan::scan_workspace_size<elem>(parscan::sequence_layout::contiguous(n));
+    const std::size_t ws_bytes = parscan::scan_workspace_size<elem>(parscan::sequence_layout::contiguous(n), parscan::affine_op<float>{});
     void* ws = nullptr;
     BENCH_CHECK(cudaMalloc(&ws, ws_bytes + 256));
     parscan::cuda_backend be{nullptr, ws, ws_bytes + 256, nullptr};

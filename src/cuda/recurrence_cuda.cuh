@@ -35,15 +35,16 @@ template <class T>
 std::size_t gated_recurrence_workspace_size(const gated_forward_args<T>& g) {
   detail::forward_plan p;
   if (detail::plan_forward(g, p) != status::success) return 0;
-  return cuda_detail::scan_workspace_bytes<affine<compute_t<T>>>(p.sequences, g.shape.length);
+  return cuda_detail::scan_workspace_bytes<cuda_detail::recurrence_forward_problem<T>>(p.sequences, g.shape.length);
 }
 
 template <class T>
 std::size_t gated_recurrence_workspace_size(const gated_backward_args<T>& g) {
   detail::backward_plan p;
   if (detail::plan_backward(g, p) != status::success) return 0;
+  // The recompute (forward) and the backward scan run one after the other and share the rest.
   return cuda_detail::recompute_bytes(g, p) +
-         cuda_detail::scan_workspace_bytes<affine<compute_t<T>>>(p.sequences, g.shape.length);
+         cuda_detail::scan_workspace_bytes<cuda_detail::recurrence_backward_problem<T>>(p.sequences, g.shape.length);
 }
 
 template <class T>

@@ -16,10 +16,12 @@
 
 namespace parscan {
 
-/// Workspace bytes the CUDA backend needs for a generic scan of `layout` with accumulator Acc.
-template <class Acc>
-std::size_t scan_workspace_size(const sequence_layout& layout) {
-  return cuda_detail::scan_workspace_bytes<Acc>(layout.num_sequences(), layout.length);
+/// Workspace bytes the CUDA backend needs for a generic scan or reduce of elements In laid out
+/// as `layout` with operator op (pass it as cuda_backend::workspace to avoid an allocation).
+template <class In, class Op>
+std::size_t scan_workspace_size(const sequence_layout& layout, const Op&) {
+  using problem = cuda_detail::generic_problem<In, accumulator_t<Op, In>, accumulator_t<Op, In>>;
+  return cuda_detail::scan_workspace_bytes<problem>(layout.num_sequences(), layout.length);
 }
 
 /// CUDA backend's full form of every generic algorithm (see parscan/scan.hpp).

@@ -1,96 +1,112 @@
-// parscan/cuda/block/tile_scan.cuh — one tile of one sequence, end to end: load the tile's
-// elements (striped, so a warp touches adjacent steps), transpose to blocked through shared
-// memory, scan, transpose back, store.
+// parscan/cuda/block/tile_scan.cuh — one tile of one sequence, end to end.
+//
+// A tile is Warps × Chunks × 32 × V consecutive steps. Each warp owns a contiguous segment
+// of Chunks chunks; in each chunk lane l holds the V steps l·V … l·V+V-1, so one 16-byte
+// load per lane per tensor reads the chunk fully coalesced, with no shared-memory transpose.
+// Order of work: every lane folds its V steps, the warp scans the folds chunk by chunk, the
+// warps' totals are scanned through shared memory, and `tile_prefix` — run by one warp with
+// the tile's aggregate — supplies everything before the tile (a running carry or a
+// look-back). With Warps = 1 a warp is a whole tile and never waits on its block.
+// Every combination happens in a fixed order, so results never depend on timing.
 //
 // The elements come from and go to a Problem, which hides where they live:
-//   using acc_type;                      // the accumulator
-//   cursor at(index_t s)                 // per-sequence addressing, computed once per tile
-//   acc_type load(cursor, index_t pos)   // element at processing position pos
-//   void store(cursor, index_t pos, acc_type)   // result at processing position pos
-//   maybe<acc_type> initial(index_t s)   // carry in / init of sequence s, if any
-//   void finish(index_t s, acc_type)     // total of sequence s (carry out)
+//   using acc_type;  static constexpr int run;            // V
+//   cursor at(index_t s)                                  // per-sequence addressing
+//   void load_run(cursor, index_t pos, acc_type (&)[V])   // steps pos … pos+V-1 (processing
+//   void store_run(cursor, index_t pos, const acc_type (&)[V])   //  order), those < length
+//   maybe<acc_type> initial(index_t s)                    // carry in / init, if any
+//   void finish(index_t s, acc_type)                      // total of sequence s (carry out)
 //   bool exclusive; index_t length;
-// The generic scans and every fast path (the gated recurrence, forward and backward) are
-// Problems, so they share these kernels.
+// The generic scans and every fast path are Problems, so they share these kernels.
 #pragma once
 
-#include <cstddef>
-
-#include "block_scan.cuh"
+#include "../warp/warp_shuffle.cuh"
 
 namespace parscan::cuda_detail {
 
-template <class Acc, int Block, int Items>
-struct tile_config {
-  static constexpr int block = Block;
-  static constexpr int items = Items;
-  static constexpr index_t tile = static_cast<index_t>(Block) * Items;
-  // One padding element per Items keeps the blocked reads free of bank conflicts.
-  static constexpr int exchange_elems = Items > 1 ? Block * Items + Block : 1;
+template <class Acc, int Warps>
+struct tile_scan_storage {
+  Acc warp_total[Warps];
+  maybe<Acc> warp_prefix[Warps];
 };
 
-// Raw bytes shared by the transpose and the scan: accumulators such as complex numbers have
-// constructors, which a __shared__ union would not allow.
-template <class Acc, int Block, int Items>
-struct tile_storage {
-  static constexpr std::size_t exchange_bytes = sizeof(Acc) * tile_config<Acc, Block, Items>::exchange_elems;
-  static constexpr std::size_t bytes =
-      exchange_bytes > sizeof(block_scan_storage<Acc, Block>) ? exchange_bytes : sizeof(block_scan_storage<Acc, Block>);
-  alignas(16) alignas(Acc) unsigned char raw[bytes];
-  __device__ PARSCAN_INLINE Acc* exchange() { return reinterpret_cast<Acc*>(raw); }
-  __device__ PARSCAN_INLINE block_scan_storage<Acc, Block>& scan() {
-    return *reinterpret_cast<block_scan_storage<Acc, Block>*>(raw);
+/// Raw bytes, because accumulators such as complex numbers have constructors, which a
+/// __shared__ variable may not.
+template <class Acc, int Warps>
+struct alignas(16) tile_scan_smem {
+  alignas(Acc) unsigned char raw[sizeof(tile_scan_storage<Acc, Warps>)];
+  __device__ PARSCAN_INLINE tile_scan_storage<Acc, Warps>& get() {
+    return *reinterpret_cast<tile_scan_storage<Acc, Warps>*>(raw);
   }
 };
 
-template <int Items>
-__device__ PARSCAN_INLINE int padded(int i) { return Items > 1 ? i + i / Items : i; }
+template <class Problem, int Warps, int Chunks>
+constexpr index_t tile_steps = static_cast<index_t>(Warps) * Chunks * warp_threads * Problem::run;
 
-/// Processes tile `k` of sequence `s`; `tile_prefix` is called by warp 0 with the tile's
-/// aggregate and returns what precedes the tile.
-template <int Block, int Items, class Problem, class Op, class TilePrefix>
-__device__ PARSCAN_INLINE void scan_one_tile(const Problem& P, const Op& op, index_t s, index_t k,
-                                             tile_storage<typename Problem::acc_type, Block, Items>& sm,
-                                             TilePrefix&& tile_prefix) {
+/// Scans tile k of sequence s. `smem` is unused when Warps == 1.
+template <int Warps, int Chunks, class Problem, class Op, class TilePrefix>
+__device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t s, index_t k,
+                                         tile_scan_smem<typename Problem::acc_type, Warps>* smem,
+                                         TilePrefix&& tile_prefix) {
   using Acc = typename Problem::acc_type;
-  constexpr index_t tile = static_cast<index_t>(Block) * Items;
-  const int tid = static_cast<int>(threadIdx.x);
-  const index_t start = k * tile, length = P.length;
+  constexpr int V = Problem::run;
+  constexpr index_t chunk = static_cast<index_t>(warp_threads) * V;
+  const int lane = lane_id(), warp = Warps == 1 ? 0 : static_cast<int>(threadIdx.x) / warp_threads;
+  const index_t segment = k * tile_steps<Problem, Warps, Chunks> + warp * (Chunks * chunk);
   const auto cur = P.at(s);
 
-  Acc items[Items];
+  Acc items[Chunks][V];
 #pragma unroll
-  for (int i = 0; i < Items; ++i) {
-    const index_t pos = start + i * Block + tid;
-    items[i] = pos < length ? P.load(cur, pos) : Acc{};
+  for (int j = 0; j < Chunks; ++j) P.load_run(cur, segment + j * chunk + lane * V, items[j]);
+
+  Acc lane_inclusive[Chunks], chunk_total[Chunks];
+#pragma unroll
+  for (int j = 0; j < Chunks; ++j) {
+    Acc fold = items[j][0];
+#pragma unroll
+    for (int v = 1; v < V; ++v) fold = op(fold, items[j][v]);
+    lane_inclusive[j] = warp_inclusive_scan(fold, op);
+    chunk_total[j] = shfl_idx(lane_inclusive[j], warp_threads - 1);
   }
-  if constexpr (Items > 1) {
-    __syncthreads();  // the previous tile may still read the exchange buffer
+  Acc warp_total = chunk_total[0];
 #pragma unroll
-    for (int i = 0; i < Items; ++i) sm.exchange()[padded<Items>(i * Block + tid)] = items[i];
+  for (int j = 1; j < Chunks; ++j) warp_total = op(warp_total, chunk_total[j]);
+
+  maybe<Acc> run;
+  if constexpr (Warps == 1) {
+    run = tile_prefix(warp_total);
+  } else {
+    auto& sm = smem->get();
+    if (lane == 0) sm.warp_total[warp] = warp_total;
     __syncthreads();
-#pragma unroll
-    for (int j = 0; j < Items; ++j) items[j] = sm.exchange()[padded<Items>(tid * Items + j)];
-    __syncthreads();  // the scan storage shares the buffer
+    if (warp == 0) {
+      const Acc total = sm.warp_total[lane < Warps ? lane : 0];
+      const Acc warps_inclusive = warp_inclusive_scan(total, op);
+      const maybe<Acc> prefix = tile_prefix(shfl_idx(warps_inclusive, Warps - 1));
+      const Acc before = shfl_up(warps_inclusive, 1);
+      if (lane < Warps) sm.warp_prefix[lane] = lane == 0 ? prefix : combine(prefix, maybe<Acc>{before, true}, op);
+    }
+    __syncthreads();
+    run = sm.warp_prefix[warp];
   }
 
-  const index_t first_pos = start + static_cast<index_t>(tid) * Items;
-  block_scan_tile<Block, Items>(items, P.exclusive, op, sm.scan(), tile_prefix, [&](int j, const Acc& inclusive) {
-    if (first_pos + j == length - 1) P.finish(s, inclusive);
-  });
-
-  if constexpr (Items > 1) {
-    __syncthreads();
+  const index_t length = P.length;
 #pragma unroll
-    for (int j = 0; j < Items; ++j) sm.exchange()[padded<Items>(tid * Items + j)] = items[j];
-    __syncthreads();
+  for (int j = 0; j < Chunks; ++j) {
+    const Acc lane_before = shfl_up(lane_inclusive[j], 1);
+    const maybe<Acc> lane_prefix = lane == 0 ? run : combine(run, maybe<Acc>{lane_before, true}, op);
+    const index_t first = segment + j * chunk + lane * V;
+    Acc r = lane_prefix.value;
 #pragma unroll
-    for (int i = 0; i < Items; ++i) items[i] = sm.exchange()[padded<Items>(i * Block + tid)];
-  }
-#pragma unroll
-  for (int i = 0; i < Items; ++i) {
-    const index_t pos = start + i * Block + tid;
-    if (pos < length) P.store(cur, pos, items[i]);
+    for (int v = 0; v < V; ++v) {
+      const Acc x = items[j][v];
+      if (P.exclusive) items[j][v] = r;
+      r = (v == 0 && !lane_prefix.has) ? x : op(r, x);
+      if (!P.exclusive) items[j][v] = r;
+      if (first + v == length - 1) P.finish(s, r);
+    }
+    run = combine(run, maybe<Acc>{chunk_total[j], true}, op);
+    P.store_run(cur, first, items[j]);
   }
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "../../scan.hpp"
+#include "../thread/run_io.cuh"
 #include "../warp/warp_shuffle.cuh"
 
 namespace parscan::cuda_detail {
@@ -27,12 +28,24 @@ struct generic_problem {
   __device__ PARSCAN_INLINE cursor at(index_t s) const {
     return {in + in_layout.sequence_offset(s), out ? out + out_layout.sequence_offset(s) : nullptr};
   }
+  static constexpr int run = run_length<In>;
   __device__ PARSCAN_INLINE index_t step(index_t pos) const { return reverse ? length - 1 - pos : pos; }
-  __device__ PARSCAN_INLINE Acc load(const cursor& c, index_t pos) const {
-    return static_cast<Acc>(c.in[step(pos) * in_layout.step_stride]);
+  __device__ PARSCAN_INLINE int count(index_t pos) const {
+    return pos >= length ? 0 : (length - pos < run ? static_cast<int>(length - pos) : run);
   }
-  __device__ PARSCAN_INLINE void store(const cursor& c, index_t pos, const Acc& v) const {
-    if (c.out) c.out[step(pos) * out_layout.step_stride] = static_cast<Out>(v);
+  __device__ PARSCAN_INLINE void load_run(const cursor& c, index_t pos, Acc (&items)[run]) const {
+    In raw[run];
+    const int n = count(pos);
+    read_steps(c.in, in_layout.step_stride, step(pos), reverse ? -1 : 1, n, raw);
+#pragma unroll
+    for (int v = 0; v < run; ++v) items[v] = v < n ? static_cast<Acc>(raw[v]) : Acc{};
+  }
+  __device__ PARSCAN_INLINE void store_run(const cursor& c, index_t pos, const Acc (&items)[run]) const {
+    if (!c.out) return;
+    Out raw[run];
+#pragma unroll
+    for (int v = 0; v < run; ++v) raw[v] = static_cast<Out>(items[v]);
+    write_steps(c.out, out_layout.step_stride, step(pos), reverse ? -1 : 1, count(pos), raw);
   }
   __device__ PARSCAN_INLINE maybe<Acc> initial(index_t s) const {
     if (carry_in) return {carry_in[s], true};

@@ -6,6 +6,7 @@
 #include "../../detail/recurrence_math.hpp"
 #include "../../layout.hpp"
 #include "../../ops/affine.hpp"
+#include "../thread/run_io.cuh"
 #include "../warp/warp_shuffle.cuh"
 
 namespace parscan::cuda_detail {
@@ -34,13 +35,25 @@ struct recurrence_forward_problem {
   __device__ PARSCAN_INLINE cursor at(index_t s) const {
     return {a + la.sequence_offset(s), b + lb.sequence_offset(s), x + lx.sequence_offset(s)};
   }
+  static constexpr int run = run_length<T>;
   __device__ PARSCAN_INLINE index_t step(index_t pos) const { return reverse ? length - 1 - pos : pos; }
-  __device__ PARSCAN_INLINE acc_type load(const cursor& c, index_t pos) const {
-    const index_t t = step(pos);
-    return acc_type(detail::load_gate<C>(c.a[t * la.step_stride], log_gate), static_cast<C>(c.b[t * lb.step_stride]));
+  __device__ PARSCAN_INLINE int count(index_t pos) const {
+    return pos >= length ? 0 : (length - pos < run ? static_cast<int>(length - pos) : run);
   }
-  __device__ PARSCAN_INLINE void store(const cursor& c, index_t pos, const acc_type& v) const {
-    c.x[step(pos) * lx.step_stride] = static_cast<T>(v.b);
+  __device__ PARSCAN_INLINE void load_run(const cursor& c, index_t pos, acc_type (&items)[run]) const {
+    T ra[run], rb[run];
+    const int n = count(pos), dir = reverse ? -1 : 1;
+    read_steps(c.a, la.step_stride, step(pos), dir, n, ra);
+    read_steps(c.b, lb.step_stride, step(pos), dir, n, rb);
+#pragma unroll
+    for (int v = 0; v < run; ++v)
+      items[v] = v < n ? acc_type(detail::load_gate<C>(ra[v], log_gate), static_cast<C>(rb[v])) : acc_type{};
+  }
+  __device__ PARSCAN_INLINE void store_run(const cursor& c, index_t pos, const acc_type (&items)[run]) const {
+    T rx[run];
+#pragma unroll
+    for (int v = 0; v < run; ++v) rx[v] = static_cast<T>(items[v].b);
+    write_steps(c.x, lx.step_stride, step(pos), reverse ? -1 : 1, count(pos), rx);
   }
   __device__ PARSCAN_INLINE maybe<acc_type> initial(index_t s) const {
     return {acc_type(C(0), x0 ? static_cast<C>(x0[s]) : C(0)), true};
@@ -83,33 +96,62 @@ struct recurrence_backward_problem {
     return {a + la.sequence_offset(s),   x + lx.sequence_offset(s),   dx + ldx.sequence_offset(s),
             da + lda.sequence_offset(s), db + ldb.sequence_offset(s), s};
   }
-  // Backward position p visits the forward's steps last to first.
+  static constexpr int run = run_length<T>;
+  // Backward position p visits the forward's steps last to first; `dir` is the step change
+  // from one backward position to the next, so the forward's next step is t - dir and its
+  // previous step is t + dir.
   __device__ PARSCAN_INLINE index_t step(index_t p) const { return forward_reverse ? p : length - 1 - p; }
-  __device__ PARSCAN_INLINE index_t forward_next(index_t t) const { return forward_reverse ? t - 1 : t + 1; }
-  __device__ PARSCAN_INLINE index_t forward_prev(index_t t) const { return forward_reverse ? t + 1 : t - 1; }
-  __device__ PARSCAN_INLINE C gate(const cursor& c, index_t t) const {
-    return detail::load_gate<C>(c.a[t * la.step_stride], log_gate);
+  __device__ PARSCAN_INLINE int dir() const { return forward_reverse ? 1 : -1; }
+  __device__ PARSCAN_INLINE int count(index_t pos) const {
+    return pos >= length ? 0 : (length - pos < run ? static_cast<int>(length - pos) : run);
   }
 
-  __device__ PARSCAN_INLINE acc_type load(const cursor& c, index_t p) const {
+  __device__ PARSCAN_INLINE void load_run(const cursor& c, index_t p, acc_type (&items)[run]) const {
+    const int n = count(p), d = dir();
     const index_t t = step(p);
-    const C gate_next = p > 0 ? detail::conj_if_complex(gate(c, forward_next(t))) : C(1);
-    return acc_type(gate_next, static_cast<C>(c.dx[t * ldx.step_stride]));
-  }
-  __device__ PARSCAN_INLINE void store(const cursor& c, index_t p, const acc_type& v) const {
-    const index_t t = step(p);
-    const C grad = v.b;
-    const bool first_step = p == length - 1;
-    const C x_before = !first_step ? static_cast<C>(c.x[forward_prev(t) * lx.step_stride])
-                                   : (x0 ? static_cast<C>(x0[c.s]) : C(0));
-    C grad_gate = grad * detail::conj_if_complex(x_before);
-    if (log_gate || (first_step && dx0)) {
-      const C g = detail::conj_if_complex(gate(c, t));
-      if (log_gate) grad_gate = grad_gate * g;
-      if (first_step && dx0) dx0[c.s] = static_cast<T>(g * grad);
+    T rdx[run], ra[run];
+    read_steps(c.dx, ldx.step_stride, t, d, n, rdx);
+    if (p > 0) {
+      read_steps(c.a, la.step_stride, t - d, d, n, ra);  // the gate of each step's forward successor
+    } else {  // the forward's last step has no successor; its slot 0 is the carry's entry point
+#pragma unroll
+      for (int v = 1; v < run; ++v)
+        if (v < n) ra[v] = c.a[(t - d + v * d) * la.step_stride];
     }
-    c.db[t * ldb.step_stride] = static_cast<T>(grad);
-    c.da[t * lda.step_stride] = static_cast<T>(grad_gate);
+#pragma unroll
+    for (int v = 0; v < run; ++v) {
+      const C gate_next = (p == 0 && v == 0) ? C(1) : detail::conj_if_complex(detail::load_gate<C>(ra[v], log_gate));
+      items[v] = v < n ? acc_type(gate_next, static_cast<C>(rdx[v])) : acc_type{};
+    }
+  }
+
+  __device__ PARSCAN_INLINE void store_run(const cursor& c, index_t p, const acc_type (&items)[run]) const {
+    const int n = count(p), d = dir();
+    const index_t t = step(p);
+    // x at each step's forward predecessor; the forward's first step (p = length-1) uses x0.
+    const index_t with_pred = length - 1 - p;  // steps of this run whose predecessor is in x
+    const int with_x = with_pred >= run ? run : static_cast<int>(with_pred < 0 ? 0 : with_pred);
+    T rx[run], ra[run], rdb[run], rda[run];
+    read_steps(c.x, lx.step_stride, t + d, d, with_x < n ? with_x : n, rx);
+    const bool need_gate = log_gate || (dx0 != nullptr && p + n == length);
+    if (need_gate) read_steps(c.a, la.step_stride, t, d, n, ra);
+#pragma unroll
+    for (int v = 0; v < run; ++v) {
+      if (v >= n) break;
+      const C grad = items[v].b;
+      const bool first_step = p + v == length - 1;
+      const C x_before = !first_step ? static_cast<C>(rx[v]) : (x0 ? static_cast<C>(x0[c.s]) : C(0));
+      C grad_gate = grad * detail::conj_if_complex(x_before);
+      if (need_gate) {
+        const C g = detail::conj_if_complex(detail::load_gate<C>(ra[v], log_gate));
+        if (log_gate) grad_gate = grad_gate * g;
+        if (first_step && dx0) dx0[c.s] = static_cast<T>(g * grad);
+      }
+      rdb[v] = static_cast<T>(grad);
+      rda[v] = static_cast<T>(grad_gate);
+    }
+    write_steps(c.db, ldb.step_stride, t, d, n, rdb);
+    write_steps(c.da, lda.step_stride, t, d, n, rda);
   }
   __device__ PARSCAN_INLINE maybe<acc_type> initial(index_t s) const {
     return {acc_type(C(0), dx_final ? static_cast<C>(dx_final[s]) : C(0)), true};

@@ -1,0 +1,82 @@
+// parscan/cuda/thread/run_io.cuh — a thread reads or writes a run of V consecutive steps of
+// one strided sequence. When the steps are adjacent in memory and the run is aligned, it is
+// one vector access (16 bytes for the common types); otherwise V scalar accesses, which stay
+// correct for any stride, direction and alignment.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "../../config.hpp"
+
+namespace parscan::cuda_detail {
+
+template <int Bytes> struct vector_word;
+template <> struct vector_word<4> { using type = unsigned; };
+template <> struct vector_word<8> { using type = uint2; };
+template <> struct vector_word<16> { using type = uint4; };
+
+template <class T, int V>
+constexpr bool vectorizable = (sizeof(T) * V == 4 || sizeof(T) * V == 8 || sizeof(T) * V == 16);
+
+/// out[v] = seq[(t0 + v·dir)·stride] for v < count (count ≤ V; the rest are left alone).
+/// dir is +1 or -1: the run's steps in processing order.
+template <int V, class T>
+__device__ PARSCAN_INLINE void read_steps(const T* seq, index_t stride, index_t t0, int dir, int count, T (&out)[V]) {
+  if constexpr (vectorizable<T, V>) {
+    if (count == V && stride == 1) {
+      const T* lo = seq + (dir > 0 ? t0 : t0 - (V - 1));
+      if ((reinterpret_cast<std::uintptr_t>(lo) % (sizeof(T) * V)) == 0) {
+        using W = typename vector_word<sizeof(T) * V>::type;
+        const W w = *reinterpret_cast<const W*>(lo);
+        T tmp[V];
+        memcpy(tmp, &w, sizeof(W));
+        if (dir > 0) {  // two loops, not a computed index, so tmp stays in registers
+#pragma unroll
+          for (int v = 0; v < V; ++v) out[v] = tmp[v];
+        } else {
+#pragma unroll
+          for (int v = 0; v < V; ++v) out[v] = tmp[V - 1 - v];
+        }
+        return;
+      }
+    }
+  }
+#pragma unroll
+  for (int v = 0; v < V; ++v)
+    if (v < count) out[v] = seq[(t0 + v * dir) * stride];
+}
+
+/// seq[(t0 + v·dir)·stride] = in[v] for v < count.
+template <int V, class T>
+__device__ PARSCAN_INLINE void write_steps(T* seq, index_t stride, index_t t0, int dir, int count, const T (&in)[V]) {
+  if constexpr (vectorizable<T, V>) {
+    if (count == V && stride == 1) {
+      T* lo = seq + (dir > 0 ? t0 : t0 - (V - 1));
+      if ((reinterpret_cast<std::uintptr_t>(lo) % (sizeof(T) * V)) == 0) {
+        using W = typename vector_word<sizeof(T) * V>::type;
+        T tmp[V];
+        if (dir > 0) {
+#pragma unroll
+          for (int v = 0; v < V; ++v) tmp[v] = in[v];
+        } else {
+#pragma unroll
+          for (int v = 0; v < V; ++v) tmp[v] = in[V - 1 - v];
+        }
+        W w;
+        memcpy(&w, tmp, sizeof(W));
+        *reinterpret_cast<W*>(lo) = w;
+        return;
+      }
+    }
+  }
+#pragma unroll
+  for (int v = 0; v < V; ++v)
+    if (v < count) seq[(t0 + v * dir) * stride] = in[v];
+}
+
+/// Run length that makes one 16-byte access of T (at least 1).
+template <class T>
+constexpr int run_length = sizeof(T) >= 16 ? 1 : static_cast<int>(16 / sizeof(T));
+
+}  // namespace parscan::cuda_detail
