@@ -43,21 +43,44 @@ struct alignas(16) tile_scan_smem {
 template <class Problem, int Warps, int Chunks>
 constexpr index_t tile_steps = static_cast<index_t>(Warps) * Chunks * warp_threads * Problem::run;
 
-/// Scans tile k of sequence s. `smem` is unused when Warps == 1.
+/// The elements of one tile, in registers: lane l of warp w holds, for each chunk j, the run of
+/// V steps at tile start + (w·Chunks + j)·32·V + l·V.
+template <class Problem, int Chunks>
+struct tile_items {
+  typename Problem::acc_type v[Chunks][Problem::run];
+};
+
+template <int Warps, int Chunks, class Problem>
+__device__ PARSCAN_INLINE index_t segment_start(index_t k) {
+  constexpr index_t chunk = static_cast<index_t>(warp_threads) * Problem::run;
+  const int warp = Warps == 1 ? 0 : static_cast<int>(threadIdx.x) / warp_threads;
+  return k * tile_steps<Problem, Warps, Chunks> + warp * (Chunks * chunk);
+}
+
+/// Issues the loads of tile k of sequence s (the registers fill in the background, so a
+/// caller can load the next tile before scanning this one).
+template <int Warps, int Chunks, class Problem>
+__device__ PARSCAN_INLINE void load_tile(const Problem& P, index_t s, index_t k, tile_items<Problem, Chunks>& items) {
+  constexpr index_t chunk = static_cast<index_t>(warp_threads) * Problem::run;
+  const index_t segment = segment_start<Warps, Chunks, Problem>(k);
+  const auto cur = P.at(s);
+#pragma unroll
+  for (int j = 0; j < Chunks; ++j) P.load_run(cur, segment + j * chunk + lane_id() * Problem::run, items.v[j]);
+}
+
+/// Scans the loaded tile k of sequence s and stores it. `tile_prefix` is run by one warp with
+/// the tile's aggregate and returns what precedes the tile. `smem` is unused when Warps == 1.
 template <int Warps, int Chunks, class Problem, class Op, class TilePrefix>
 __device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t s, index_t k,
+                                         tile_items<Problem, Chunks>& tile,
                                          tile_scan_smem<typename Problem::acc_type, Warps>* smem,
                                          TilePrefix&& tile_prefix) {
   using Acc = typename Problem::acc_type;
   constexpr int V = Problem::run;
   constexpr index_t chunk = static_cast<index_t>(warp_threads) * V;
   const int lane = lane_id(), warp = Warps == 1 ? 0 : static_cast<int>(threadIdx.x) / warp_threads;
-  const index_t segment = k * tile_steps<Problem, Warps, Chunks> + warp * (Chunks * chunk);
-  const auto cur = P.at(s);
-
-  Acc items[Chunks][V];
-#pragma unroll
-  for (int j = 0; j < Chunks; ++j) P.load_run(cur, segment + j * chunk + lane * V, items[j]);
+  const index_t segment = segment_start<Warps, Chunks, Problem>(k);
+  auto& items = tile.v;
 
   Acc lane_inclusive[Chunks], chunk_total[Chunks];
 #pragma unroll
@@ -106,7 +129,7 @@ __device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t
       if (first + v == length - 1) P.finish(s, r);
     }
     run = combine(run, maybe<Acc>{chunk_total[j], true}, op);
-    P.store_run(cur, first, items[j]);
+    P.store_run(P.at(s), first, items[j]);
   }
 }
 

@@ -29,7 +29,7 @@ std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
   using shape = tile_shape<Problem>;
   if (sequences <= 0 || length <= 0) return 0;
   const index_t tiles = sequences * ((length + shape::chained_tile - 1) / shape::chained_tile);
-  return tile_state<typename Problem::acc_type, 1>::bytes(tiles) + 256;
+  return tile_state<typename Problem::acc_type>::bytes(tiles) + 256;
 }
 
 /// Runs a validated Problem over `sequences` sequences of P.length steps.
@@ -61,7 +61,7 @@ status dispatch_scan(const Problem& P, const Op& op, index_t sequences, const cu
   index_t total_tiles;
   if (__builtin_mul_overflow(sequences, tiles_per_sequence, &total_tiles) || total_tiles > max_grid)
     return status::exceeds_device_limits;
-  using state = tile_state<Acc, 1>;
+  using state = tile_state<Acc>;
   const std::size_t state_bytes = state::bytes(total_tiles);
   workspace_lease ws(be);
   if (status s = ws.acquire(state_bytes + 256); s != status::success) return s;
@@ -70,9 +70,11 @@ status dispatch_scan(const Problem& P, const Op& op, index_t sequences, const cu
     if (status s = report(cudaMemsetAsync(st.status, 0, state::status_bytes(total_tiles), be.stream)); s != status::success)
     return s;
   if (status s = report(cudaMemsetAsync(counter, 0, sizeof(unsigned), be.stream)); s != status::success) return s;
-  scan_chained_kernel<shape::chained_warps, shape::chunks, Problem, Op>
-      <<<static_cast<unsigned>(total_tiles), shape::chained_warps * 32, 0, be.stream>>>(P, op, st, counter,
-                                                                                        tiles_per_sequence);
+  auto chained = scan_chained_kernel<shape::chained_warps, shape::chunks, Problem, Op>;
+  const index_t resident = static_cast<index_t>(blocks_per_multiprocessor(chained, shape::chained_warps * 32)) *
+                           dev.multiprocessors;
+  chained<<<static_cast<unsigned>(resident < total_tiles ? resident : total_tiles), shape::chained_warps * 32, 0,
+            be.stream>>>(P, op, st, counter, tiles_per_sequence, total_tiles);
   return check_launch();
 }
 

@@ -3,8 +3,8 @@
 //  * warp loop: each warp owns whole sequences and walks their tiles in order, carrying the
 //    running prefix in registers. No barriers and no inter-block traffic; chosen when there
 //    are enough sequences to give every resident warp its own.
-//  * chained tiles: every tile is a block; tiles take their index from an atomic counter (so
-//    a tile only ever waits on tiles already running) and their prefix from the
+//  * chained tiles: a persistent grid of blocks claims tiles from an atomic counter (so a
+//    tile only ever waits on tiles already running) and takes each tile's prefix from the
 //    deterministic look-back in tile_state.cuh. Chosen for fewer, longer sequences.
 #pragma once
 
@@ -16,39 +16,60 @@ namespace parscan::cuda_detail {
 template <int Warps, int Chunks, class Problem, class Op>
 __global__ void __launch_bounds__(Warps* warp_threads) scan_warp_loop_kernel(Problem P, Op op, index_t sequences) {
   using Acc = typename Problem::acc_type;
+  using items = tile_items<Problem, Chunks>;
   constexpr index_t tile = tile_steps<Problem, 1, Chunks>;
   const index_t tiles = (P.length + tile - 1) / tile;
   const index_t first_warp = static_cast<index_t>(blockIdx.x) * Warps + threadIdx.x / warp_threads;
   const index_t all_warps = static_cast<index_t>(gridDim.x) * Warps;
   for (index_t s = first_warp; s < sequences; s += all_warps) {
     maybe<Acc> running = P.initial(s);
-    for (index_t k = 0; k < tiles; ++k)
-      scan_tile<1, Chunks>(P, op, s, k, static_cast<tile_scan_smem<Acc, 1>*>(nullptr), [&](const Acc& aggregate) {
+    items now, next;
+    load_tile<1, Chunks>(P, s, 0, now);
+    for (index_t k = 0; k < tiles; ++k) {
+      if (k + 1 < tiles) load_tile<1, Chunks>(P, s, k + 1, next);  // in flight while tile k is scanned
+      scan_tile<1, Chunks>(P, op, s, k, now, static_cast<tile_scan_smem<Acc, 1>*>(nullptr), [&](const Acc& aggregate) {
         const maybe<Acc> before = running;
         running = combine(running, maybe<Acc>{aggregate, true}, op);
         return before;
       });
+      now = next;
+    }
   }
 }
 
+/// Persistent blocks claim tiles in order from an atomic counter and prefetch the next claimed
+/// tile while scanning the current one. A tile only waits on tiles with smaller indices, all
+/// of which are claimed by running blocks, so the grid always makes progress.
 template <int Warps, int Chunks, class Problem, class Op>
 __global__ void __launch_bounds__(Warps* warp_threads)
-    scan_chained_kernel(Problem P, Op op, tile_state<typename Problem::acc_type, 1> st, unsigned* tile_counter,
-                        index_t tiles_per_sequence) {
+    scan_chained_kernel(Problem P, Op op, tile_state<typename Problem::acc_type> st, unsigned* tile_counter,
+                        index_t tiles_per_sequence, index_t total_tiles) {
   using Acc = typename Problem::acc_type;
+  using items = tile_items<Problem, Chunks>;
   __shared__ tile_scan_smem<Acc, Warps> sm;
-  __shared__ unsigned claimed;
-  if (threadIdx.x == 0) claimed = atomicAdd(tile_counter, 1u);
+  __shared__ unsigned claimed[2];
+  auto claim = [&](int slot) {
+    if (threadIdx.x == 0) claimed[slot] = atomicAdd(tile_counter, 1u);
+  };
+  claim(0);
   __syncthreads();
-  const index_t tile = claimed;
-  const index_t s = tile / tiles_per_sequence, k = tile % tiles_per_sequence, first = tile - k;
-  scan_tile<Warps, Chunks>(P, op, s, k, &sm, [&](const Acc& aggregate) {
-    st.publish_aggregate(tile, aggregate);
-    const maybe<Acc> none{Acc{}, false};
-    const maybe<Acc> before = lookback_prefix(st, first, k, k < lookback_window ? P.initial(s) : none, op);
-    if (closes_window(k)) st.publish_inclusive(tile, combine(before, maybe<Acc>{aggregate, true}, op).value);
-    return before;
-  });
+  index_t tile = claimed[0];
+  items now, next;
+  if (tile < total_tiles) load_tile<Warps, Chunks>(P, tile / tiles_per_sequence, tile % tiles_per_sequence, now);
+  for (int slot = 1; tile < total_tiles; slot ^= 1) {
+    claim(slot);
+    __syncthreads();
+    const index_t upcoming = claimed[slot];
+    if (upcoming < total_tiles)
+      load_tile<Warps, Chunks>(P, upcoming / tiles_per_sequence, upcoming % tiles_per_sequence, next);
+    const index_t s = tile / tiles_per_sequence, k = tile % tiles_per_sequence;
+    scan_tile<Warps, Chunks>(P, op, s, k, now, &sm, [&](const Acc& aggregate) {
+      const maybe<Acc> carry = k < lookback_super ? P.initial(s) : maybe<Acc>{Acc{}, false};
+      return lookback(st, tile - k, k, aggregate, carry, op);
+    });
+    now = next;
+    tile = upcoming;
+  }
 }
 
 /// Sequences of length 0: their carry out is their carry in (or init), if they have one.

@@ -1,14 +1,20 @@
 // parscan/cuda/device/tile_state.cuh — the per-tile state of the single-pass chained scan
 // (decoupled look-back, Merrill & Garland 2016), in a deterministic form.
 //
-// Every tile publishes its aggregate as soon as it has reduced its own elements. Tile k's
-// prefix is always formed the same way, whatever the timing:
-//     prefix(k) = inclusive(w-1) ⊕ aggregate(w) ⊕ … ⊕ aggregate(k-1),   w = 32·⌊k/32⌋,
-// and the tiles that close a window of 32 (k ≡ 31 mod 32) also publish their inclusive
-// value. A look-back therefore reads at most one inclusive value and 31 aggregates, in one
-// warp-wide step, and results are bitwise identical from run to run. CUB's decoupled
-// look-back instead takes whichever predecessors are ready, which is faster to converge but
-// gives floating-point results that vary between runs.
+// CUB's look-back takes whichever predecessors happen to be ready, so the association of a
+// floating-point prefix changes from run to run. Here every prefix has one fixed formula.
+// With windows of 32 tiles and super-windows of 32 windows (1024 tiles):
+//   * every tile publishes its aggregate as soon as it has reduced its own elements;
+//   * the last tile of a window also publishes the window's aggregate (it reads the 31
+//     aggregates before it, which never wait on anything);
+//   * the last tile of a super-window also publishes its inclusive prefix;
+//   * tile k's prefix is
+//       inclusive(end of the previous super-window)
+//         ⊕ the aggregates of the earlier windows of its super-window (≤ 31)
+//         ⊕ the aggregates of the earlier tiles of its window (≤ 31),
+//     which one warp gathers in two 32-wide steps.
+// Only super-window ends form a chain, so a sequence of n tiles has n/1024 dependent hops.
+// Results are bitwise identical from run to run.
 //
 // Values of any size stay in their own arrays; a status word per tile is written with
 // release semantics after the values and read with acquire semantics before them, so a
@@ -25,101 +31,88 @@
 namespace parscan::cuda_detail {
 
 constexpr int lookback_window = 32;
+constexpr int lookback_super = lookback_window * lookback_window;
 
-enum tile_status : unsigned { tile_empty = 0, tile_aggregate = 1, tile_inclusive = 2 };
+enum tile_status : unsigned { tile_empty = 0, tile_aggregate = 1, tile_window = 2, tile_inclusive = 3 };
 
-/// `lanes` values per tile: 1 when a tile covers one sequence, 32 when it covers 32.
-template <class Acc, int Lanes>
+template <class Acc>
 struct tile_state {
   unsigned* status;  // [tiles], zeroed before each launch
-  Acc* aggregate;    // [tiles · Lanes]
-  Acc* inclusive;    // [tiles · Lanes]
+  Acc* aggregate;    // [tiles]
+  Acc* window;       // [tiles], written at window ends
+  Acc* inclusive;    // [tiles], written at super-window ends
 
   static constexpr std::size_t align(std::size_t b) { return (b + 255) / 256 * 256; }
   static std::size_t status_bytes(index_t tiles) { return align(static_cast<std::size_t>(tiles) * sizeof(unsigned)); }
-  static std::size_t bytes(index_t tiles) {
-    return status_bytes(tiles) + 2 * align(static_cast<std::size_t>(tiles) * Lanes * sizeof(Acc));
-  }
+  static std::size_t value_bytes(index_t tiles) { return align(static_cast<std::size_t>(tiles) * sizeof(Acc)); }
+  static std::size_t bytes(index_t tiles) { return status_bytes(tiles) + 3 * value_bytes(tiles); }
   static tile_state carve(void* base, index_t tiles) {
     char* p = static_cast<char*>(base);
     tile_state s;
     s.status = reinterpret_cast<unsigned*>(p);
     p += status_bytes(tiles);
     s.aggregate = reinterpret_cast<Acc*>(p);
-    p += align(static_cast<std::size_t>(tiles) * Lanes * sizeof(Acc));
-    s.inclusive = reinterpret_cast<Acc*>(p);
+    s.window = reinterpret_cast<Acc*>(p + value_bytes(tiles));
+    s.inclusive = reinterpret_cast<Acc*>(p + 2 * value_bytes(tiles));
     return s;
   }
 
-  __device__ PARSCAN_INLINE void release(index_t tile, unsigned st) const {
-    cuda::atomic_ref<unsigned, cuda::thread_scope_device> ref(status[tile]);
-    ref.store(st, cuda::memory_order_release);
-  }
   __device__ PARSCAN_INLINE void wait(index_t tile, unsigned at_least) const {
     cuda::atomic_ref<unsigned, cuda::thread_scope_device> ref(status[tile]);
     int spins = 0;
     while (ref.load(cuda::memory_order_acquire) < at_least)
       if (++spins > 8) __nanosleep(32);
   }
-
-  /// Called by the lanes that hold the tile's values (lane < Lanes) of one warp, all 32 lanes
-  /// present. Each lane writes its own value; one lane then releases the status.
+  /// Called by one lane: the value, then the status with release semantics.
   __device__ PARSCAN_INLINE void publish(Acc* values, index_t tile, const Acc& v, unsigned st) const {
-    const int lane = lane_id();
-    if (lane < Lanes) {
-      values[tile * Lanes + lane] = v;
-      if (Lanes > 1) __threadfence();  // other lanes' writes are ordered before lane 0's release
-    }
-    __syncwarp();
-    if (lane == 0) release(tile, st);
+    values[tile] = v;
+    cuda::atomic_ref<unsigned, cuda::thread_scope_device> ref(status[tile]);
+    ref.store(st, cuda::memory_order_release);
   }
-  __device__ PARSCAN_INLINE void publish_aggregate(index_t tile, const Acc& v) const { publish(aggregate, tile, v, tile_aggregate); }
-  __device__ PARSCAN_INLINE void publish_inclusive(index_t tile, const Acc& v) const { publish(inclusive, tile, v, tile_inclusive); }
 };
 
-/// Deterministic look-back for a tile that covers one sequence (Lanes = 1). Called by a whole
-/// warp; `first` is the global index of the sequence's first tile and k the tile's index
-/// within it. Returns carry ⊕ tiles 0..k-1 of the sequence, the same in every lane.
+/// Reads `n` (≤ 32) values, lane i taking tile first + i·stride once its status reaches
+/// `at_least`, and combines them in order. Valid in every lane; n = 0 gives nothing.
 template <class Acc, class Op>
-__device__ PARSCAN_INLINE maybe<Acc> lookback_prefix(const tile_state<Acc, 1>& st, index_t first, index_t k,
-                                                     maybe<Acc> carry, const Op& op) {
+__device__ PARSCAN_INLINE maybe<Acc> gather_in_order(const tile_state<Acc>& st, const Acc* values, index_t first,
+                                                     index_t stride, int n, unsigned at_least, const Op& op) {
+  if (n == 0) return {Acc{}, false};
   const int lane = lane_id();
-  const index_t w = (k / lookback_window) * lookback_window;
-  maybe<Acc> start = carry;
-  if (w > 0) {
-    st.wait(first + w - 1, tile_inclusive);
-    start = {st.inclusive[first + w - 1], true};
-  }
-  const int n = static_cast<int>(k - w);
-  if (n == 0) return start;
   Acc v{};
   if (lane < n) {
-    st.wait(first + w + lane, tile_aggregate);
-    v = st.aggregate[first + w + lane];
+    st.wait(first + lane * stride, at_least);
+    v = values[first + lane * stride];
   }
   v = warp_ordered_reduce(v, n, op);
-  return combine(start, maybe<Acc>{shfl_idx(v, 0), true}, op);
+  return {shfl_idx(v, 0), true};
 }
 
-/// The same for a tile that covers 32 sequences, one per lane (Lanes = 32): each lane folds
-/// its own sequence's aggregates in order.
+/// The whole look-back of tile k of a sequence whose first tile is `first`, run by one warp
+/// with the tile's aggregate. Publishes what the tile owes its successors and returns the
+/// tile's prefix (carry ⊕ tiles 0..k-1), the same in every lane.
 template <class Acc, class Op>
-__device__ PARSCAN_INLINE maybe<Acc> lookback_prefix(const tile_state<Acc, 32>& st, index_t first, index_t k,
-                                                     maybe<Acc> carry, const Op& op) {
-  const int lane = lane_id();
-  const index_t w = (k / lookback_window) * lookback_window;
-  maybe<Acc> run = carry;
-  if (w > 0) {
-    st.wait(first + w - 1, tile_inclusive);
-    run = {st.inclusive[(first + w - 1) * 32 + lane], true};
-  }
-  for (index_t j = w; j < k; ++j) {
-    st.wait(first + j, tile_aggregate);
-    run = combine(run, maybe<Acc>{st.aggregate[(first + j) * 32 + lane], true}, op);
-  }
-  return run;
-}
+__device__ PARSCAN_INLINE maybe<Acc> lookback(const tile_state<Acc>& st, index_t first, index_t k, const Acc& aggregate,
+                                              const maybe<Acc>& carry, const Op& op) {
+  const index_t tile = first + k;
+  const bool lane0 = lane_id() == 0;
+  if (lane0) st.publish(st.aggregate, tile, aggregate, tile_aggregate);
+  const index_t w = k - k % lookback_window, sw = k - k % lookback_super;
 
-PARSCAN_HD PARSCAN_INLINE bool closes_window(index_t k) { return k % lookback_window == lookback_window - 1; }
+  const maybe<Acc> in_window = gather_in_order(st, st.aggregate, first + w, 1, static_cast<int>(k - w), tile_aggregate, op);
+  if (k % lookback_window == lookback_window - 1 && lane0)
+    st.publish(st.window, tile, combine(in_window, maybe<Acc>{aggregate, true}, op).value, tile_window);
+
+  maybe<Acc> start = carry;
+  if (sw > 0) {
+    st.wait(first + sw - 1, tile_inclusive);
+    start = {st.inclusive[first + sw - 1], true};
+  }
+  const maybe<Acc> windows = gather_in_order(st, st.window, first + sw + lookback_window - 1, lookback_window,
+                                             static_cast<int>((w - sw) / lookback_window), tile_window, op);
+  const maybe<Acc> prefix = combine(combine(start, windows, op), in_window, op);
+  if (k % lookback_super == lookback_super - 1 && lane0)
+    st.publish(st.inclusive, tile, combine(prefix, maybe<Acc>{aggregate, true}, op).value, tile_inclusive);
+  return prefix;
+}
 
 }  // namespace parscan::cuda_detail
