@@ -4,6 +4,7 @@
 #pragma once
 
 #include <parscan/cuda/device/dispatch_scan.cuh>
+#include <parscan/cuda/device/generic_problem.cuh>
 #include <parscan/cuda/device/recurrence_problems.cuh>
 #include <parscan/ops/affine.hpp>
 #include <parscan/recurrence.hpp>
@@ -17,7 +18,10 @@ inline std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
 
 template <class T>
 recurrence_forward_problem<T> make_forward(const gated_forward_args<T>& g, const detail::forward_plan& p) {
-  return {g.a, g.b, g.x, g.x0, g.x_final, p.a, p.b, p.x, g.shape.length, g.reverse, g.gate == gate_form::log};
+  return {g.a,         g.b,         g.x,         g.x0,           g.x_final,
+          p.a,         p.b,         p.x,         g.shape.length, g.reverse,
+          g.gate == gate_form::log,
+          is_lane_major(p.a) && is_lane_major(p.b) && is_lane_major(p.x)};
 }
 
 // Bytes of the recomputed x (laid out like b) when backward is not given x.
@@ -87,7 +91,8 @@ status gated_recurrence_backward(const cuda_backend& be, const gated_backward_ar
   }
   const cuda_detail::recurrence_backward_problem<T> bp{
       g.a,  x,    g.dx, g.x0, g.dx_final, g.da, g.db, g.dx0, p.a, p.x, p.dx, p.da, p.db, g.shape.length,
-      g.reverse, g.gate == gate_form::log};
+      g.reverse, g.gate == gate_form::log,
+      cuda_detail::is_lane_major(p.a) && cuda_detail::is_lane_major(p.x) && cuda_detail::is_lane_major(p.dx) && cuda_detail::is_lane_major(p.da) && cuda_detail::is_lane_major(p.db)};
   return cuda_detail::dispatch_scan(bp, affine_op<T>{}, p.sequences, rest);
 }
 

@@ -21,15 +21,55 @@ struct tile_shape {
   static constexpr int loop_warps = 4;
   static constexpr int chained_warps = 8;
   static constexpr index_t chained_tile = tile_steps<Problem, chained_warps, chunks>;
+  // Lane tiles: 32 sequences × lane_warps·lane_steps steps, lane_steps accumulators per thread.
+  static constexpr int lane_steps = per_lane;
+  static constexpr int lane_warps = 8;
+  static constexpr index_t lane_tile = static_cast<index_t>(lane_warps) * lane_steps;
 };
 
 /// Workspace bytes for `sequences` × `length` steps of Problem (an upper bound over the modes).
 template <class Problem>
 std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
   using shape = tile_shape<Problem>;
+  using Acc = typename Problem::acc_type;
   if (sequences <= 0 || length <= 0) return 0;
   const index_t tiles = sequences * ((length + shape::chained_tile - 1) / shape::chained_tile);
-  return tile_state<typename Problem::acc_type>::bytes(tiles) + 256;
+  const index_t lane_tiles = (sequences + 31) / 32 * ((length + shape::lane_tile - 1) / shape::lane_tile);
+  const std::size_t a = tile_state<Acc>::bytes(tiles), b = tile_state<Acc, warp_threads>::bytes(lane_tiles);
+  return (a > b ? a : b) + 256;
+}
+
+/// Claims workspace for the tile state and the tile counter, and zeroes both on the stream.
+template <class State>
+status prepare_tiles(workspace_lease& ws, index_t tiles, State& st, unsigned*& counter, const cuda_backend& be) {
+  const std::size_t state_bytes = State::bytes(tiles);
+  if (status s = ws.acquire(state_bytes + 256); s != status::success) return s;
+  st = State::carve(ws.get(), tiles);
+  counter = reinterpret_cast<unsigned*>(static_cast<char*>(ws.get()) + state_bytes);
+  if (status s = report(cudaMemsetAsync(st.status, 0, State::status_bytes(tiles), be.stream)); s != status::success)
+    return s;
+  return report(cudaMemsetAsync(counter, 0, sizeof(unsigned), be.stream));
+}
+
+constexpr index_t max_grid = 0x7fffffff;
+
+template <class Problem, class Op>
+status launch_lane_tiles(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
+  using Acc = typename Problem::acc_type;
+  using shape = tile_shape<Problem>;
+  using state = tile_state<Acc, warp_threads>;
+  const index_t groups = (sequences + warp_threads - 1) / warp_threads;
+  const index_t tiles_per_group = (P.length + shape::lane_tile - 1) / shape::lane_tile;
+  index_t tiles;
+  if (__builtin_mul_overflow(groups, tiles_per_group, &tiles) || tiles > max_grid) return status::exceeds_device_limits;
+  workspace_lease ws(be);
+  state st;
+  unsigned* counter;
+  if (status s = prepare_tiles(ws, tiles, st, counter, be); s != status::success) return s;
+  scan_lane_chained_kernel<shape::lane_warps, shape::lane_steps, Problem, Op>
+      <<<static_cast<unsigned>(tiles), shape::lane_warps * warp_threads, 0, be.stream>>>(P, op, st, counter,
+                                                                                        tiles_per_group, sequences);
+  return check_launch();
 }
 
 /// Runs a validated Problem over `sequences` sequences of P.length steps.
@@ -37,7 +77,6 @@ template <class Problem, class Op>
 status dispatch_scan(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
   using Acc = typename Problem::acc_type;
   using shape = tile_shape<Problem>;
-  constexpr index_t max_grid = 0x7fffffff;
   if (sequences == 0) return status::success;
   if (P.length == 0) {
     const index_t blocks = (sequences + 255) / 256;
@@ -46,6 +85,7 @@ status dispatch_scan(const Problem& P, const Op& op, index_t sequences, const cu
   }
   const device_facts dev = current_device();
   if (dev.st != status::success) return dev.st;
+  if (P.lane_major) return launch_lane_tiles(P, op, sequences, be);
 
   auto warp_kernel = scan_warp_loop_kernel<shape::loop_warps, shape::chunks, Problem, Op>;
   const index_t resident_warps = static_cast<index_t>(blocks_per_multiprocessor(warp_kernel, shape::loop_warps * 32)) *

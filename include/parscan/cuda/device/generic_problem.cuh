@@ -3,6 +3,7 @@
 #pragma once
 
 #include "../../scan.hpp"
+#include "../block/lane_tile_scan.cuh"
 #include "../thread/run_io.cuh"
 #include "../warp/warp_shuffle.cuh"
 
@@ -16,6 +17,7 @@ struct generic_problem {
   sequence_layout in_layout, out_layout;
   index_t length;
   bool reverse, exclusive;
+  bool lane_major;  // adjacent sequences are adjacent in memory, steps are not
   const Acc* carry_in;
   Acc* carry_out;
   Acc init;
@@ -40,6 +42,12 @@ struct generic_problem {
 #pragma unroll
     for (int v = 0; v < run; ++v) items[v] = v < n ? static_cast<Acc>(raw[v]) : Acc{};
   }
+  __device__ PARSCAN_INLINE Acc load_at(const cursor& c, index_t pos) const {
+    return static_cast<Acc>(c.in[step(pos) * in_layout.step_stride]);
+  }
+  __device__ PARSCAN_INLINE void store_at(const cursor& c, index_t pos, const Acc& v) const {
+    if (c.out) c.out[step(pos) * out_layout.step_stride] = static_cast<Out>(v);
+  }
   __device__ PARSCAN_INLINE void store_run(const cursor& c, index_t pos, const Acc (&items)[run]) const {
     if (!c.out) return;
     Out raw[run];
@@ -63,6 +71,7 @@ struct generic_problem {
             p.in_layout.length,
             p.opts.dir == direction::reverse,
             p.kind == scan_kind::exclusive,
+            is_lane_major(p.in_layout) && (p.kind == scan_kind::reduce || is_lane_major(p.out_layout)),
             p.opts.carry_in,
             p.opts.carry_out,
             p.init,

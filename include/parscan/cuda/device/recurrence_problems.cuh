@@ -6,6 +6,7 @@
 #include "../../detail/recurrence_math.hpp"
 #include "../../layout.hpp"
 #include "../../ops/affine.hpp"
+#include "../block/lane_tile_scan.cuh"
 #include "../thread/run_io.cuh"
 #include "../warp/warp_shuffle.cuh"
 
@@ -25,6 +26,7 @@ struct recurrence_forward_problem {
   sequence_layout la, lb, lx;
   index_t length;
   bool reverse, log_gate;
+  bool lane_major;  // adjacent sequences are adjacent in memory, steps are not (channel-last)
   bool exclusive = false;
 
   struct cursor {
@@ -48,6 +50,13 @@ struct recurrence_forward_problem {
 #pragma unroll
     for (int v = 0; v < run; ++v)
       items[v] = v < n ? acc_type(detail::load_gate<C>(ra[v], log_gate), static_cast<C>(rb[v])) : acc_type{};
+  }
+  __device__ PARSCAN_INLINE acc_type load_at(const cursor& c, index_t pos) const {
+    const index_t t = step(pos);
+    return acc_type(detail::load_gate<C>(c.a[t * la.step_stride], log_gate), static_cast<C>(c.b[t * lb.step_stride]));
+  }
+  __device__ PARSCAN_INLINE void store_at(const cursor& c, index_t pos, const acc_type& v) const {
+    c.x[step(pos) * lx.step_stride] = static_cast<T>(v.b);
   }
   __device__ PARSCAN_INLINE void store_run(const cursor& c, index_t pos, const acc_type (&items)[run]) const {
     T rx[run];
@@ -82,6 +91,7 @@ struct recurrence_backward_problem {
   sequence_layout la, lx, ldx, lda, ldb;
   index_t length;
   bool forward_reverse, log_gate;
+  bool lane_major;
   bool exclusive = false;
 
   struct cursor {
@@ -125,30 +135,52 @@ struct recurrence_backward_problem {
     }
   }
 
+  __device__ PARSCAN_INLINE acc_type load_at(const cursor& c, index_t p) const {
+    const index_t t = step(p);
+    const C gate_next = p == 0 ? C(1) : detail::conj_if_complex(detail::load_gate<C>(c.a[(t - dir()) * la.step_stride], log_gate));
+    return acc_type(gate_next, static_cast<C>(c.dx[t * ldx.step_stride]));
+  }
+
+  // The gradients of the step at backward position p (step t) from db = grad: writes dx0 on
+  // the forward's first step and returns da; x_prev and gate are the stored x at the step's
+  // forward predecessor (unused on the first step) and the stored gate (used when needed).
+  __device__ PARSCAN_INLINE C gate_gradient(const cursor& c, index_t p, const C& grad, const T& x_prev,
+                                            const T& gate_raw, bool have_gate) const {
+    const bool first_step = p == length - 1;
+    const C x_before = !first_step ? static_cast<C>(x_prev) : (x0 ? static_cast<C>(x0[c.s]) : C(0));
+    C grad_gate = grad * detail::conj_if_complex(x_before);
+    if (have_gate) {
+      const C g = detail::conj_if_complex(detail::load_gate<C>(gate_raw, log_gate));
+      if (log_gate) grad_gate = grad_gate * g;
+      if (first_step && dx0) dx0[c.s] = static_cast<T>(g * grad);
+    }
+    return grad_gate;
+  }
+
+  __device__ PARSCAN_INLINE void store_at(const cursor& c, index_t p, const acc_type& v) const {
+    const index_t t = step(p);
+    const bool first_step = p == length - 1;
+    const T x_prev = first_step ? T{} : c.x[(t + dir()) * lx.step_stride];
+    const bool have_gate = log_gate || (first_step && dx0);
+    const T gate_raw = have_gate ? c.a[t * la.step_stride] : T{};
+    c.db[t * ldb.step_stride] = static_cast<T>(v.b);
+    c.da[t * lda.step_stride] = static_cast<T>(gate_gradient(c, p, v.b, x_prev, gate_raw, have_gate));
+  }
+
   __device__ PARSCAN_INLINE void store_run(const cursor& c, index_t p, const acc_type (&items)[run]) const {
     const int n = count(p), d = dir();
     const index_t t = step(p);
-    // x at each step's forward predecessor; the forward's first step (p = length-1) uses x0.
     const index_t with_pred = length - 1 - p;  // steps of this run whose predecessor is in x
     const int with_x = with_pred >= run ? run : static_cast<int>(with_pred < 0 ? 0 : with_pred);
     T rx[run], ra[run], rdb[run], rda[run];
     read_steps(c.x, lx.step_stride, t + d, d, with_x < n ? with_x : n, rx);
-    const bool need_gate = log_gate || (dx0 != nullptr && p + n == length);
-    if (need_gate) read_steps(c.a, la.step_stride, t, d, n, ra);
+    const bool have_gate = log_gate || (dx0 != nullptr && p + n == length);
+    if (have_gate) read_steps(c.a, la.step_stride, t, d, n, ra);
 #pragma unroll
     for (int v = 0; v < run; ++v) {
       if (v >= n) break;
-      const C grad = items[v].b;
-      const bool first_step = p + v == length - 1;
-      const C x_before = !first_step ? static_cast<C>(rx[v]) : (x0 ? static_cast<C>(x0[c.s]) : C(0));
-      C grad_gate = grad * detail::conj_if_complex(x_before);
-      if (need_gate) {
-        const C g = detail::conj_if_complex(detail::load_gate<C>(ra[v], log_gate));
-        if (log_gate) grad_gate = grad_gate * g;
-        if (first_step && dx0) dx0[c.s] = static_cast<T>(g * grad);
-      }
-      rdb[v] = static_cast<T>(grad);
-      rda[v] = static_cast<T>(grad_gate);
+      rdb[v] = static_cast<T>(items[v].b);
+      rda[v] = static_cast<T>(gate_gradient(c, p + v, items[v].b, rx[v], ra[v], have_gate));
     }
     write_steps(c.db, ldb.step_stride, t, d, n, rdb);
     write_steps(c.da, lda.step_stride, t, d, n, rda);

@@ -35,16 +35,18 @@ constexpr int lookback_super = lookback_window * lookback_window;
 
 enum tile_status : unsigned { tile_empty = 0, tile_aggregate = 1, tile_window = 2, tile_inclusive = 3 };
 
-template <class Acc>
+/// Lanes values per tile: 1 when a tile covers one sequence, 32 when it covers 32 sequences
+/// (one per lane, see block/lane_tile_scan.cuh).
+template <class Acc, int Lanes = 1>
 struct tile_state {
   unsigned* status;  // [tiles], zeroed before each launch
-  Acc* aggregate;    // [tiles]
-  Acc* window;       // [tiles], written at window ends
-  Acc* inclusive;    // [tiles], written at super-window ends
+  Acc* aggregate;    // [tiles · Lanes]
+  Acc* window;       // [tiles · Lanes], written at window ends
+  Acc* inclusive;    // [tiles · Lanes], written at super-window ends
 
   static constexpr std::size_t align(std::size_t b) { return (b + 255) / 256 * 256; }
   static std::size_t status_bytes(index_t tiles) { return align(static_cast<std::size_t>(tiles) * sizeof(unsigned)); }
-  static std::size_t value_bytes(index_t tiles) { return align(static_cast<std::size_t>(tiles) * sizeof(Acc)); }
+  static std::size_t value_bytes(index_t tiles) { return align(static_cast<std::size_t>(tiles) * Lanes * sizeof(Acc)); }
   static std::size_t bytes(index_t tiles) { return status_bytes(tiles) + 3 * value_bytes(tiles); }
   static tile_state carve(void* base, index_t tiles) {
     char* p = static_cast<char*>(base);
@@ -66,6 +68,16 @@ struct tile_state {
   /// Called by one lane: the value, then the status with release semantics.
   __device__ PARSCAN_INLINE void publish(Acc* values, index_t tile, const Acc& v, unsigned st) const {
     values[tile] = v;
+    release(tile, st);
+  }
+  /// Called by a whole warp, each lane with its own sequence's value.
+  __device__ PARSCAN_INLINE void publish_lanes(Acc* values, index_t tile, const Acc& v, unsigned st) const {
+    values[tile * Lanes + lane_id()] = v;
+    __threadfence();  // every lane's value is visible device-wide before lane 0's release
+    __syncwarp();
+    if (lane_id() == 0) release(tile, st);
+  }
+  __device__ PARSCAN_INLINE void release(index_t tile, unsigned st) const {
     cuda::atomic_ref<unsigned, cuda::thread_scope_device> ref(status[tile]);
     ref.store(st, cuda::memory_order_release);
   }
@@ -74,7 +86,7 @@ struct tile_state {
 /// Reads `n` (≤ 32) values, lane i taking tile first + i·stride once its status reaches
 /// `at_least`, and combines them in order. Valid in every lane; n = 0 gives nothing.
 template <class Acc, class Op>
-__device__ PARSCAN_INLINE maybe<Acc> gather_in_order(const tile_state<Acc>& st, const Acc* values, index_t first,
+__device__ PARSCAN_INLINE maybe<Acc> gather_in_order(const tile_state<Acc, 1>& st, const Acc* values, index_t first,
                                                      index_t stride, int n, unsigned at_least, const Op& op) {
   if (n == 0) return {Acc{}, false};
   const int lane = lane_id();
@@ -91,7 +103,7 @@ __device__ PARSCAN_INLINE maybe<Acc> gather_in_order(const tile_state<Acc>& st, 
 /// with the tile's aggregate. Publishes what the tile owes its successors and returns the
 /// tile's prefix (carry ⊕ tiles 0..k-1), the same in every lane.
 template <class Acc, class Op>
-__device__ PARSCAN_INLINE maybe<Acc> lookback(const tile_state<Acc>& st, index_t first, index_t k, const Acc& aggregate,
+__device__ PARSCAN_INLINE maybe<Acc> lookback(const tile_state<Acc, 1>& st, index_t first, index_t k, const Acc& aggregate,
                                               const maybe<Acc>& carry, const Op& op) {
   const index_t tile = first + k;
   const bool lane0 = lane_id() == 0;
@@ -112,6 +124,40 @@ __device__ PARSCAN_INLINE maybe<Acc> lookback(const tile_state<Acc>& st, index_t
   const maybe<Acc> prefix = combine(combine(start, windows, op), in_window, op);
   if (k % lookback_super == lookback_super - 1 && lane0)
     st.publish(st.inclusive, tile, combine(prefix, maybe<Acc>{aggregate, true}, op).value, tile_inclusive);
+  return prefix;
+}
+
+/// The same look-back for a tile of 32 sequences, one per lane: every lane folds its own
+/// sequence's values, in the same fixed order. Run by a whole warp.
+template <class Acc, class Op>
+__device__ PARSCAN_INLINE maybe<Acc> lookback(const tile_state<Acc, 32>& st, index_t first, index_t k,
+                                              const maybe<Acc>& aggregate, const maybe<Acc>& carry, const Op& op) {
+  const int lane = lane_id();
+  const index_t tile = first + k;
+  const Acc own = aggregate.value;  // lanes past the last sequence publish whatever they hold
+  st.publish_lanes(st.aggregate, tile, own, tile_aggregate);
+  const index_t w = k - k % lookback_window, sw = k - k % lookback_super;
+  auto fold = [&](const Acc* values, index_t from, index_t stride, index_t n, unsigned at_least) {
+    maybe<Acc> r{Acc{}, false};
+    for (index_t i = 0; i < n; ++i) {
+      st.wait(from + i * stride, at_least);
+      r = combine(r, maybe<Acc>{values[(from + i * stride) * 32 + lane], true}, op);
+    }
+    return r;
+  };
+  const maybe<Acc> in_window = fold(st.aggregate, first + w, 1, k - w, tile_aggregate);
+  if (k % lookback_window == lookback_window - 1)
+    st.publish_lanes(st.window, tile, combine(in_window, aggregate, op).value, tile_window);
+  maybe<Acc> start = carry;
+  if (sw > 0) {
+    st.wait(first + sw - 1, tile_inclusive);
+    start = {st.inclusive[(first + sw - 1) * 32 + lane], true};
+  }
+  const maybe<Acc> windows =
+      fold(st.window, first + sw + lookback_window - 1, lookback_window, (w - sw) / lookback_window, tile_window);
+  const maybe<Acc> prefix = combine(combine(start, windows, op), in_window, op);
+  if (k % lookback_super == lookback_super - 1)
+    st.publish_lanes(st.inclusive, tile, combine(prefix, aggregate, op).value, tile_inclusive);
   return prefix;
 }
 
