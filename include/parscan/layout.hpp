@@ -7,6 +7,10 @@
 // group dimension lets a (B, T, D) tensor (channel-last) be scanned along T without a
 // transpose, since its B·D sequences do not share one stride. Strides count elements, not
 // bytes, and are never negative (use direction::reverse to scan backwards).
+//
+// An output layout must be nested: ordered by stride, each dimension's stride steps past
+// everything the smaller ones reach. Every dense or padded tensor layout is; a few exotic
+// interleavings that happen not to collide are refused as overlapping_output.
 #pragma once
 
 #include "config.hpp"

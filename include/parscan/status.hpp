@@ -9,8 +9,9 @@ enum class status : int {
   null_pointer,          // a pointer that must address data is null
   negative_size,         // a count, length or group count is negative
   size_overflow,         // element or byte counts overflow 64-bit arithmetic
-  invalid_stride,        // a stride is negative, or an output stride is zero
-  overlapping_output,    // output elements alias each other, or partly alias an input
+  invalid_stride,        // a stride is negative
+  overlapping_output,    // output elements alias each other (a zero output stride, say), or an
+                         // output partly aliases an input or another output
   shape_mismatch,        // two layouts or tensors disagree on their shape
   exceeds_device_limits, // the problem needs a launch larger than the device allows
   insufficient_workspace,// the caller's workspace is smaller than the size query says
@@ -25,7 +26,7 @@ constexpr const char* to_string(status s) noexcept {
     case status::null_pointer: return "null pointer where data is required";
     case status::negative_size: return "negative size";
     case status::size_overflow: return "size overflows 64-bit element or byte arithmetic";
-    case status::invalid_stride: return "invalid stride (negative, or zero on an output)";
+    case status::invalid_stride: return "invalid stride (negative)";
     case status::overlapping_output: return "output overlaps itself or partly overlaps an input";
     case status::shape_mismatch: return "shapes of the arguments do not match";
     case status::exceeds_device_limits: return "problem exceeds what the device can launch";

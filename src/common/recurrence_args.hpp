@@ -26,8 +26,10 @@ template <class T>
 status plan_forward(const gated_forward_args<T>& g, forward_plan& p) {
   const recurrence_shape& s = g.shape;
   if (s.batch < 0 || s.channels < 0 || s.length < 0) return status::negative_size;
-  index_t seqs;
-  if (mul_overflows(s.batch, s.channels, seqs)) return status::size_overflow;
+  index_t seqs, total;
+  if (mul_overflows(s.batch, s.channels, seqs) || mul_overflows(seqs, s.length, total)) return status::size_overflow;
+  if (s.layout != recurrence_layout::strided && mul_overflows(total, index_t(sizeof(T)), total))
+    return status::size_overflow;  // the dense strides below must not overflow either
   p.sequences = seqs;
   p.a = as_sequences(s, strides_for(s, g.a_strides));
   p.b = as_sequences(s, strides_for(s, g.b_strides));
@@ -59,8 +61,10 @@ template <class T>
 status plan_backward(const gated_backward_args<T>& g, backward_plan& p) {
   const recurrence_shape& s = g.shape;
   if (s.batch < 0 || s.channels < 0 || s.length < 0) return status::negative_size;
-  index_t seqs;
-  if (mul_overflows(s.batch, s.channels, seqs)) return status::size_overflow;
+  index_t seqs, total;
+  if (mul_overflows(s.batch, s.channels, seqs) || mul_overflows(seqs, s.length, total)) return status::size_overflow;
+  if (s.layout != recurrence_layout::strided && mul_overflows(total, index_t(sizeof(T)), total))
+    return status::size_overflow;  // the dense strides below must not overflow either
   p.sequences = seqs;
   p.a = as_sequences(s, strides_for(s, g.a_strides));
   p.x = as_sequences(s, strides_for(s, g.x_strides));

@@ -79,12 +79,13 @@ inline device_facts current_device() {
   return f;
 }
 
-/// Resident blocks per multiprocessor for a kernel, computed once per kernel.
-template <class Kernel>
-int blocks_per_multiprocessor(Kernel kernel, int block_threads) {
+/// Resident blocks per multiprocessor for a kernel, computed once per kernel (the cache is
+/// keyed on the kernel itself, not on its signature, which several kernels may share).
+template <auto Kernel>
+int blocks_per_multiprocessor(int block_threads) {
   static const int cached = [&] {
     int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, block_threads, 0) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel, block_threads, 0) != cudaSuccess) {
       cudaGetLastError();
       n = 1;
     }

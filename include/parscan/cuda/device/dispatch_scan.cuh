@@ -87,8 +87,8 @@ status dispatch_scan(const Problem& P, const Op& op, index_t sequences, const cu
   if (dev.st != status::success) return dev.st;
   if (P.lane_major) return launch_lane_tiles(P, op, sequences, be);
 
-  auto warp_kernel = scan_warp_loop_kernel<shape::loop_warps, shape::chunks, Problem, Op>;
-  const index_t resident_warps = static_cast<index_t>(blocks_per_multiprocessor(warp_kernel, shape::loop_warps * 32)) *
+  constexpr auto warp_kernel = scan_warp_loop_kernel<shape::loop_warps, shape::chunks, Problem, Op>;
+  const index_t resident_warps = static_cast<index_t>(blocks_per_multiprocessor<warp_kernel>(shape::loop_warps * 32)) *
                                  shape::loop_warps * dev.multiprocessors;
   const index_t tiles_per_sequence = (P.length + shape::chained_tile - 1) / shape::chained_tile;
   if (sequences >= resident_warps || tiles_per_sequence == 1) {
@@ -110,8 +110,8 @@ status dispatch_scan(const Problem& P, const Op& op, index_t sequences, const cu
     if (status s = report(cudaMemsetAsync(st.status, 0, state::status_bytes(total_tiles), be.stream)); s != status::success)
     return s;
   if (status s = report(cudaMemsetAsync(counter, 0, sizeof(unsigned), be.stream)); s != status::success) return s;
-  auto chained = scan_chained_kernel<shape::chained_warps, shape::chunks, Problem, Op>;
-  const index_t resident = static_cast<index_t>(blocks_per_multiprocessor(chained, shape::chained_warps * 32)) *
+  constexpr auto chained = scan_chained_kernel<shape::chained_warps, shape::chunks, Problem, Op>;
+  const index_t resident = static_cast<index_t>(blocks_per_multiprocessor<chained>(shape::chained_warps * 32)) *
                            dev.multiprocessors;
   chained<<<static_cast<unsigned>(resident < total_tiles ? resident : total_tiles), shape::chained_warps * 32, 0,
             be.stream>>>(P, op, st, counter, tiles_per_sequence, total_tiles);

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# benchmarks/gpu_run.sh — everything the GPU machine is for, in one command (shared/GPU.md):
+# configure and build with the GPU tests, run them, run them again under compute-sanitizer
+# (memcheck and racecheck, on the small cases), and run the benchmarks. Logs and JSON go to
+# $OUT (or ./out); the last thing printed is a short summary.
+#   usage: bash benchmarks/gpu_run.sh [--skip-bench] [--skip-sanitizer] [--quick-bench]
+set -uo pipefail
+out=${OUT:-$PWD/out}
+mkdir -p "$out"
+build=${PARSCAN_GPU_BUILD:-/tmp/parscan-gpu}
+skip_bench=0 skip_san=0 quick=""
+for a in "$@"; do
+  case $a in
+    --skip-bench) skip_bench=1 ;;
+    --skip-sanitizer) skip_san=1 ;;
+    --quick-bench) quick=--quick ;;
+  esac
+done
+summary=()
+step() {  # name, command...: runs, records pass/fail and the wall time
+  local name=$1; shift
+  local t0=$SECONDS
+  if "$@"; then summary+=("PASS  $name ($((SECONDS - t0)) s)"); else summary+=("FAIL  $name ($((SECONDS - t0)) s)"); fi
+}
+prefix=""
+for d in /usr/local/cuda/targets/x86_64-linux/lib/cmake /usr/local/cuda/lib64/cmake; do
+  [ -d "$d" ] && prefix="$prefix;$d"
+done
+gen=""; command -v ninja >/dev/null && gen="-G Ninja"
+step configure cmake -S . -B "$build" $gen -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DCMAKE_PREFIX_PATH="${prefix#;}" -DPARSCAN_GPU_TESTS=ON -DPARSCAN_BUILD_BENCHMARKS=ON
+step build bash -c "cmake --build '$build' -j $(nproc) > '$out/build.txt' 2>&1 || { tail -50 '$out/build.txt'; exit 1; }"
+step gpu-tests bash -c "ctest --test-dir '$build' -L gpu --output-on-failure > '$out/ctest_gpu.txt' 2>&1 || { tail -60 '$out/ctest_gpu.txt'; exit 1; }"
+if [ $skip_san = 0 ]; then
+  # The GPU test binary honours PARSCAN_TEST_SMALL=1: small shapes only, so the tools finish quickly.
+  for tool in memcheck racecheck; do
+    step "sanitizer-$tool" bash -c "PARSCAN_TEST_SMALL=1 compute-sanitizer --tool $tool --error-exitcode 1 \
+      '$build/test/parscan_gpu_tests' > '$out/sanitizer_$tool.txt' 2>&1 || { tail -40 '$out/sanitizer_$tool.txt'; exit 1; }"
+  done
+fi
+if [ $skip_bench = 0 ]; then
+  commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+  export PARSCAN_COMMIT=$commit
+  step bench_scan bash -c "'$build/benchmarks/bench_scan' $quick --json '$out/bench_scan.json' 2>&1 | tee '$out/bench_scan.txt'"
+  step bench_recurrence bash -c "'$build/benchmarks/bench_recurrence' $quick --json '$out/bench_recurrence.json' 2>&1 | tee '$out/bench_recurrence.txt'"
+fi
+echo
+nvidia-smi -L 2>/dev/null
+printf '%s\n' "${summary[@]}"
+printf '%s\n' "${summary[@]}" | grep -q FAIL && exit 1
+exit 0

@@ -1,0 +1,702 @@
+// test/recurrence/recurrence_cases.inl — the gated-recurrence tests (parscan/recurrence.hpp),
+// backend-neutral. Included by recurrence_test.cpp (host backend) and recurrence_test.cu (CUDA
+// backend, PARSCAN_TEST_CUDA=1); test names carry the backend ("host: ..." / "cuda: ...").
+//
+// Every result is compared with a float64 sequential reference (recurrence_reference.hpp),
+// computed from the same (rounded) inputs. Error metric: max|x − ref| / max|ref|, at most
+// 1e-5 for float and complex<float>, 1e-2 for bfloat16 and float16, 1e-12 for double. Every
+// output is poisoned before the call and checked afterwards: each element written, nothing
+// written around it (holes of strided layouts, guard bands), inputs untouched.
+#pragma once
+
+#include <cmath>
+#include <complex>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "support/catch.hpp"
+#include "support/env.hpp"
+
+#include "recurrence/recurrence_reference.hpp"
+#include "recurrence/recurrence_support.hpp"
+
+namespace rec_test {
+
+/// The gate families a dtype is tested with (complex: in and near the unit disk).
+template <class T>
+std::vector<family> families() {
+  if constexpr (scalar<T>::is_complex) return {family::unit, family::near_one};
+  else return {family::unit, family::near_one, family::signed_};
+}
+
+/// Shapes so large that one dense layout is enough (alternating from one such shape to the next).
+inline bool huge(const shape3& s) {
+  return s.B * s.D * s.T > (parscan_test::on_device ? index_t(8) << 20 : index_t(1) << 20);
+}
+
+// ---------------------------------------------------------------------------------------
+// Forward.
+
+/// Every sweep shape in both dense layouts; the options rotate so each shape size meets
+/// x0 / no x0, reverse, log gates and every gate family somewhere.
+template <class T>
+void forward_sweep() {
+  const std::vector<family> fams = families<T>();
+  int i = 0, n_huge = 0;
+  for (const shape3& s : sweep_shapes())
+    for (lay l : {lay::tc, lay::cl}) {
+      ++i;
+      if (huge(s) && (l == lay::tc) != ((n_huge++ / 2) % 2 == 0)) continue;
+      fwd_opts o;
+      o.B = s.B, o.D = s.D, o.T = s.T, o.layout = l;
+      o.x0 = (i % 2) == 0;
+      o.xfinal = (i % 5) != 3;
+      o.reverse = ((i / 2) % 2) == 1;
+      o.fam = fams[static_cast<std::size_t>(i / 4) % fams.size()];
+      o.log = (i % 3) == 1 && o.fam != family::signed_;
+      run_forward<T>(o);
+    }
+}
+
+/// Every combination of options and layouts (dense and strided) on two moderate shapes.
+template <class T>
+void forward_options() {
+  for (const shape3& s : {shape3{3, 11, 129}, shape3{2, 5, 1000}})
+    for (lay l : {lay::tc, lay::cl, lay::s1, lay::s2})
+      for (bool x0 : {false, true})
+        for (bool xf : {false, true})
+          for (bool rev : {false, true})
+            for (bool log : {false, true})
+              for (family f : families<T>()) {
+                if (log && f == family::signed_) continue;
+                fwd_opts o;
+                o.B = s.B, o.D = s.D, o.T = s.T, o.layout = l;
+                o.x0 = x0, o.xfinal = xf, o.reverse = rev, o.log = log, o.fam = f;
+                run_forward<T>(o);
+              }
+}
+
+/// Pointers one element past an aligned allocation, and x == b (in place), in every layout.
+template <class T>
+void forward_misaligned_in_place() {
+  int i = 0;
+  for (const shape3& s : {shape3{1, 3, 33}, shape3{3, 11, 129}, shape3{2, 48, 1000}, shape3{1, 3, 4097}})
+    for (lay l : {lay::tc, lay::cl, lay::s1, lay::s2})
+      for (int variant = 0; variant < 3; ++variant) {  // misaligned; in place; both
+        ++i;
+        fwd_opts o;
+        o.B = s.B, o.D = s.D, o.T = s.T, o.layout = l;
+        o.misalign = variant != 1 ? 1 : 0;
+        o.in_place = variant != 0;
+        o.x0 = (i % 2) == 0, o.reverse = (i % 3) == 0, o.log = (i % 4) == 1;
+        run_forward<T>(o);
+      }
+}
+
+// ---------------------------------------------------------------------------------------
+// Backward.
+
+template <class T>
+void backward_sweep() {
+  const std::vector<family> fams = families<T>();
+  int i = 0, n_huge = 0;
+  for (const shape3& s : sweep_shapes())
+    for (lay l : {lay::tc, lay::cl}) {
+      ++i;
+      if (huge(s) && (l == lay::cl) != ((n_huge++ / 2) % 2 == 0)) continue;
+      bwd_opts o;
+      o.B = s.B, o.D = s.D, o.T = s.T, o.layout = l;
+      o.x0 = (i % 2) == 1;
+      o.dxfinal = (i % 3) != 0;
+      o.x_given = (i % 4) < 2;
+      o.reverse = ((i / 2) % 3) == 1;
+      o.fam = fams[static_cast<std::size_t>(i / 3) % fams.size()];
+      o.log = (i % 5) == 2 && o.fam != family::signed_;
+      run_backward<T>(o);
+    }
+}
+
+template <class T>
+void backward_options() {
+  int i = 0;
+  for (const shape3& s : {shape3{3, 11, 129}, shape3{2, 5, 1000}})
+    for (lay l : {lay::tc, lay::cl, lay::s1, lay::s2})
+      for (bool x0 : {false, true})
+        for (bool dxf : {false, true})
+          for (int xmode = 0; xmode < 3; ++xmode)  // x given (b null); x and b given; x null
+            for (bool rev : {false, true})
+              for (bool log : {false, true})
+                for (family f : families<T>()) {
+                  if (log && f == family::signed_) continue;
+                  ++i;
+                  bwd_opts o;
+                  o.B = s.B, o.D = s.D, o.T = s.T, o.layout = l;
+                  o.x0 = x0, o.dxfinal = dxf, o.reverse = rev, o.log = log, o.fam = f;
+                  o.x_given = xmode != 2, o.b_given = xmode == 1;
+                  o.dx0_without_x0 = !x0 && (i % 2) == 0;
+                  run_backward<T>(o);
+                }
+}
+
+/// Misaligned pointers, db == dx and da == dx, in every layout.
+template <class T>
+void backward_misaligned_in_place() {
+  int i = 0;
+  for (const shape3& s : {shape3{1, 3, 33}, shape3{3, 11, 129}, shape3{2, 48, 1000}, shape3{1, 3, 4097}})
+    for (lay l : {lay::tc, lay::cl, lay::s1, lay::s2})
+      for (int variant = 0; variant < 5; ++variant) {  // misaligned; db==dx; da==dx; both with misaligned
+        ++i;
+        bwd_opts o;
+        o.B = s.B, o.D = s.D, o.T = s.T, o.layout = l;
+        o.misalign = (variant == 0 || variant >= 3) ? 1 : 0;
+        o.in_place = variant == 1 || variant == 3 ? 1 : variant == 2 || variant == 4 ? 2 : 0;
+        o.x0 = (i % 2) == 0, o.dxfinal = (i % 3) != 1, o.x_given = (i % 4) < 2, o.reverse = (i % 3) == 0;
+        o.log = (i % 5) == 1;
+        run_backward<T>(o);
+      }
+}
+
+// ---------------------------------------------------------------------------------------
+// Chunks, determinism.
+
+template <class T>
+void chunked() {
+  int i = 0;
+  for (lay l : {lay::tc, lay::cl, lay::s1, lay::s2})
+    for (bool rev : {false, true})
+      for (bool x0 : {false, true})
+        for (bool x_given : {true, false}) {
+          ++i;
+          bwd_opts o;
+          o.B = 2, o.D = 3, o.T = 100, o.layout = l;
+          o.reverse = rev, o.x0 = x0, o.x_given = x_given, o.dxfinal = (i % 3) != 0, o.log = (i % 3) == 1;
+          o.fam = (i % 2) ? family::near_one : family::unit;
+          o.misalign = (i % 4) == 3 ? 1 : 0;
+          run_chunked<T>(o);
+        }
+  for (const shape3& s : {shape3{1, 1, 3}, shape3{3, 11, 4097}, shape3{2, 48, 1000}})
+    for (bool rev : {false, true}) {
+      ++i;
+      bwd_opts o;
+      o.B = s.B, o.D = s.D, o.T = s.T, o.layout = (i % 2) ? lay::cl : lay::tc;
+      o.reverse = rev, o.x0 = true, o.dxfinal = true, o.x_given = rev, o.fam = family::near_one;
+      run_chunked<T>(o);
+    }
+}
+
+/// The same call twice gives bitwise identical outputs.
+template <class T>
+void determinism() {
+  std::vector<shape3> shapes = {{2, 48, 4097}, {1, 3, 65537}};
+#if PARSCAN_TEST_ON_DEVICE
+  shapes.push_back({8, 1536, 4096});
+  shapes.push_back({2, 8, index_t(1) << 20});
+#endif
+  for (const shape3& s : shapes)
+    for (lay l : {lay::tc, lay::cl}) {
+      bwd_opts o;
+      o.B = s.B, o.D = s.D, o.T = s.T, o.layout = l, o.x0 = true, o.dxfinal = true, o.log = l == lay::cl;
+      o.fam = family::near_one;
+      INFO(scalar<T>::name() << " determinism " << o.str());
+      PARSCAN_TEST_RNG(r, std::string("recurrence determinism ") + scalar<T>::name() + " " + o.str());
+      const bwd_inputs<T> in = draw_bwd_inputs<T>(r, o);
+      const fwd_opts fo = o.forward();
+      const fwd_inputs<T> fin{in.a, in.b, in.x0};
+      const fwd_out<T> f1 = forward_call(fo, fin), f2 = forward_call(fo, fin);
+      CHECK(first_bitwise_difference(f1.x, f2.x) == -1);
+      CHECK(first_bitwise_difference(f1.xf, f2.xf) == -1);
+      for (bool x_given : {true, false}) {
+        o.x_given = x_given;
+        INFO("backward, x " << (x_given ? "given" : "null"));
+        const bwd_out<T> b1 = backward_call(o, in), b2 = backward_call(o, in);
+        CHECK(first_bitwise_difference(b1.da, b2.da) == -1);
+        CHECK(first_bitwise_difference(b1.db, b2.db) == -1);
+        CHECK(first_bitwise_difference(b1.dx0, b2.dx0) == -1);
+      }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Non-finite inputs.
+
+/// NaN / ±Inf placed in b (and a NaN in a) of a few channels: those channels follow IEEE
+/// arithmetic from that step on (in processing order), the others are unaffected.
+template <class T>
+void non_finite() {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (lay l : {lay::tc, lay::cl})
+    for (bool rev : {false, true}) {
+      fwd_opts o;
+      o.B = 2, o.D = 3, o.T = 1000, o.layout = l, o.reverse = rev, o.x0 = true, o.fam = family::near_one;
+      INFO(scalar<T>::name() << " non-finite " << o.str());
+      PARSCAN_TEST_RNG(r, std::string("recurrence non-finite ") + scalar<T>::name() + " " + o.str());
+      fwd_inputs<T> in = draw_fwd_inputs<T>(r, o);
+      const index_t Tn = o.T;
+      // channel 4: NaN in b at t = 500; channel 5: NaN in a at t = 200 (never the first step)
+      if constexpr (scalar<T>::is_complex) {
+        in.b[4 * Tn + 500] = from_ref<T>(std::complex<double>(nan, nan));
+        in.a[5 * Tn + 200] = from_ref<T>(std::complex<double>(nan, nan));
+      } else {
+        in.b[4 * Tn + 500] = from_ref<T>(nan);
+        in.a[5 * Tn + 200] = from_ref<T>(nan);
+        // channel 1: +Inf in b at t = 300; channel 2: −Inf in b at t = 0. Gates are positive,
+        // so the infinities persist (real types only: complex infinities mix into NaN).
+        in.b[1 * Tn + 300] = from_ref<T>(inf);
+        in.b[2 * Tn + 0] = from_ref<T>(-inf);
+      }
+      const fwd_ref<T> ref = reference_forward(o, in);
+      const fwd_out<T> out = forward_call(o, in);
+      REQUIRE(out.st == status::success);
+      for (int which = 0; which < 2; ++which) {
+        const std::vector<T>& got = which ? out.xf : out.x;
+        const std::vector<ref_t<T>>& want = which ? ref.xf : ref.x;
+        INFO((which ? "x_final" : "x"));
+        index_t class_mismatch = 0, first = -1, nans = 0, infs = 0;
+        double num = 0, den = 0;
+        for (std::size_t i = 0; i < want.size(); ++i) {
+          const ref_t<T> g = to_ref(got[i]), w = want[i];
+          bool ok;
+          if (isnan_(w)) ok = isnan_(g), ++nans;
+          else if (!isfinite_(w)) ok = g == w, ++infs;
+          else {
+            ok = isfinite_(g);
+            if (ok) num = std::max(num, std::abs(g - w)), den = std::max(den, std::abs(w));
+          }
+          if (!ok && class_mismatch++ == 0) first = static_cast<index_t>(i);
+        }
+        INFO("elements where NaN/Inf/finite differs from IEEE sequential: " << class_mismatch << ", first at channel "
+                                                                              << (first < 0 ? -1 : first / (which ? 1 : Tn))
+                                                                              << " step " << (first < 0 ? -1 : first % Tn));
+        CHECK(class_mismatch == 0);
+        CHECK(nans > 0);  // the test itself must have produced non-finite values
+        if constexpr (!scalar<T>::is_complex) CHECK(infs > 0);
+        INFO("finite elements: max|x - ref| / max|ref| = " << num / den);
+        CHECK(num / den <= scalar<T>::tol);
+      }
+      // channel 4 of x is NaN exactly from t = 500 on in processing order
+      for (index_t t = 0; t < Tn; ++t) {
+        const bool after = rev ? t <= 500 : t >= 500;
+        if (isnan_(to_ref(out.x[static_cast<std::size_t>(4 * Tn + t)])) != after) {
+          INFO("channel 4, step " << t << ": NaN expected " << after);
+          CHECK(false);
+          break;
+        }
+      }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Bad arguments: each returns its status and writes nothing.
+
+template <class T>
+struct fwd_fixture {
+  static constexpr index_t B = 2, D = 3, T_ = 8, pad = 4;
+  tensor<T> a, b, x, x0, xf;
+  parscan::gated_forward_args<T> args;
+  explicit fwd_fixture(rng& r) {
+    fwd_opts o;
+    o.B = B, o.D = D, o.T = T_, o.x0 = true;
+    const fwd_inputs<T> in = draw_fwd_inputs<T>(r, o);
+    const geometry g = make_geometry(arrangement::tc, B, D, T_);
+    a = tensor<T>(g, pad, &in.a), b = tensor<T>(g, pad, &in.b), x = tensor<T>(g, pad, nullptr);
+    x0 = tensor<T>::dense(B * D, pad, &in.x0), xf = tensor<T>::dense(B * D, pad, nullptr);
+    args.shape = recurrence_shape{B, D, T_, recurrence_layout::time_contiguous};
+    args.a = a.ptr(), args.b = b.ptr(), args.x = x.ptr(), args.x0 = x0.ptr(), args.x_final = xf.ptr();
+    args.a_strides = args.b_strides = args.x_strides = g.s;
+  }
+  void check_nothing_written() {
+    check_untouched(x, "x"), check_untouched(xf, "x_final");
+    check_input_unchanged(a, "a"), check_input_unchanged(b, "b"), check_input_unchanged(x0, "x0");
+  }
+};
+
+template <class T>
+void bad_forward() {
+  using args_t = parscan::gated_forward_args<T>;
+  struct bad {
+    const char* what;
+    std::function<void(args_t&, fwd_fixture<T>&)> mutate;
+    status want, also = status::success;  // `also`: a second acceptable status, where the docs differ
+  };
+  const index_t big = index_t(1) << 62, huge31 = index_t(1) << 31;
+  const std::vector<bad> cases = {
+      {"a null", [](args_t& g, fwd_fixture<T>&) { g.a = nullptr; }, status::null_pointer},
+      {"b null", [](args_t& g, fwd_fixture<T>&) { g.b = nullptr; }, status::null_pointer},
+      {"x null", [](args_t& g, fwd_fixture<T>&) { g.x = nullptr; }, status::null_pointer},
+      {"batch -1", [](args_t& g, fwd_fixture<T>&) { g.shape.batch = -1; }, status::negative_size},
+      {"channels -1", [](args_t& g, fwd_fixture<T>&) { g.shape.channels = -1; }, status::negative_size},
+      {"length -1", [](args_t& g, fwd_fixture<T>&) { g.shape.length = -1; }, status::negative_size},
+      {"length 2^62", [=](args_t& g, fwd_fixture<T>&) { g.shape.batch = 1, g.shape.channels = 1, g.shape.length = big; },
+       status::size_overflow},
+      {"B = D = T = 2^31", [=](args_t& g, fwd_fixture<T>&) { g.shape = {huge31, huge31, huge31, g.shape.layout}; },
+       status::size_overflow},
+      // Dense layouts whose strides themselves (D·T) overflow: still a size overflow, since
+      // the caller gave no strides.
+      {"channel_last, B=1 D=2 T=2^62",
+       [=](args_t& g, fwd_fixture<T>&) { g.shape = {1, 2, big, recurrence_layout::channel_last}; },
+       status::size_overflow},
+      {"time_contiguous, B=1 D=2 T=2^62",
+       [=](args_t& g, fwd_fixture<T>&) { g.shape = {1, 2, big, recurrence_layout::time_contiguous}; },
+       status::size_overflow},
+      {"strided, time stride 2^62",
+       [=](args_t& g, fwd_fixture<T>&) {
+         g.shape.layout = recurrence_layout::strided;
+         g.b_strides.time = big;
+       },
+       status::size_overflow},
+      {"strided, a time stride -1",
+       [](args_t& g, fwd_fixture<T>&) {
+         g.shape.layout = recurrence_layout::strided;
+         g.a_strides.time = -1;
+       },
+       status::invalid_stride},
+      {"strided, b channel stride -1",
+       [](args_t& g, fwd_fixture<T>&) {
+         g.shape.layout = recurrence_layout::strided;
+         g.b_strides.channel = -1;
+       },
+       status::invalid_stride},
+      {"strided, x batch stride -1",
+       [](args_t& g, fwd_fixture<T>&) {
+         g.shape.layout = recurrence_layout::strided;
+         g.x_strides.batch = -1;
+       },
+       status::invalid_stride},
+      {"strided, x time stride 0 (output elements alias)",
+       [](args_t& g, fwd_fixture<T>&) {
+         g.shape.layout = recurrence_layout::strided;
+         g.x_strides.time = 0;
+       },
+       status::invalid_stride, status::overlapping_output},
+      {"strided, x strides {1,1,1} (output elements alias)",
+       [](args_t& g, fwd_fixture<T>&) {
+         g.shape.layout = recurrence_layout::strided;
+         g.x_strides = {1, 1, 1};
+       },
+       status::overlapping_output},
+      {"x overlaps a, not exactly (x = a - 1)", [](args_t& g, fwd_fixture<T>& f) { g.x = f.a.ptr() - 1; },
+       status::overlapping_output},
+      {"x overlaps b, not exactly (x = b - 1)", [](args_t& g, fwd_fixture<T>& f) { g.x = f.b.ptr() - 1; },
+       status::overlapping_output},
+      {"x at b but other strides",
+       [](args_t& g, fwd_fixture<T>& f) {
+         g.shape.layout = recurrence_layout::strided;
+         g.x = f.b.ptr();
+         g.x_strides = {fwd_fixture<T>::D * fwd_fixture<T>::T_, 1, fwd_fixture<T>::D};  // channel-last over b
+       },
+       status::overlapping_output},
+      {"x_final overlaps x (x_final = x + 3)", [](args_t& g, fwd_fixture<T>& f) { g.x_final = f.x.ptr() + 3; },
+       status::overlapping_output},
+      {"x_final overlaps a (x_final = a + 2)", [](args_t& g, fwd_fixture<T>& f) { g.x_final = f.a.ptr() + 2; },
+       status::overlapping_output},
+      {"x overlaps x0 (x0 = x + 1)", [](args_t& g, fwd_fixture<T>& f) { g.x0 = f.x.ptr() + 1; },
+       status::overlapping_output},
+  };
+  for (const bad& c : cases) {
+    INFO(scalar<T>::name() << " forward, bad argument: " << c.what);
+    PARSCAN_TEST_RNG(r, std::string("recurrence bad forward ") + scalar<T>::name() + c.what);
+    fwd_fixture<T> f(r);
+    args_t args = f.args;
+    c.mutate(args, f);
+    const status st = parscan::gated_recurrence_forward(parscan_test::backend(), args);
+    PARSCAN_TEST_SYNC();
+    INFO("status " << parscan::to_string(st));
+    CHECK((st == c.want || (c.also != status::success && st == c.also)));
+    f.check_nothing_written();
+  }
+}
+
+template <class T>
+struct bwd_fixture {
+  static constexpr index_t B = 2, D = 3, T_ = 8, pad = 4;
+  tensor<T> a, x, b, x0, dx, dxf, da, db, dx0;
+  parscan::gated_backward_args<T> args;
+  explicit bwd_fixture(rng& r) {
+    bwd_opts o;
+    o.B = B, o.D = D, o.T = T_, o.x0 = true, o.dxfinal = true;
+    const bwd_inputs<T> in = draw_bwd_inputs<T>(r, o);
+    const geometry g = make_geometry(arrangement::tc, B, D, T_);
+    a = tensor<T>(g, pad, &in.a), x = tensor<T>(g, pad, &in.x), b = tensor<T>(g, pad, &in.b);
+    x0 = tensor<T>::dense(B * D, pad, &in.x0), dx = tensor<T>(g, pad, &in.dx);
+    dxf = tensor<T>::dense(B * D, pad, &in.dxf);
+    da = tensor<T>(g, pad, nullptr), db = tensor<T>(g, pad, nullptr), dx0 = tensor<T>::dense(B * D, pad, nullptr);
+    args.shape = recurrence_shape{B, D, T_, recurrence_layout::time_contiguous};
+    args.a = a.ptr(), args.x = x.ptr(), args.b = b.ptr(), args.x0 = x0.ptr(), args.dx = dx.ptr();
+    args.dx_final = dxf.ptr(), args.da = da.ptr(), args.db = db.ptr(), args.dx0 = dx0.ptr();
+    args.a_strides = args.x_strides = args.b_strides = args.dx_strides = args.da_strides = args.db_strides = g.s;
+  }
+  void check_nothing_written() {
+    check_untouched(da, "da"), check_untouched(db, "db"), check_untouched(dx0, "dx0");
+    check_input_unchanged(a, "a"), check_input_unchanged(x, "x"), check_input_unchanged(b, "b");
+    check_input_unchanged(x0, "x0"), check_input_unchanged(dx, "dx"), check_input_unchanged(dxf, "dx_final");
+  }
+};
+
+template <class T>
+void bad_backward() {
+  using args_t = parscan::gated_backward_args<T>;
+  using fx = bwd_fixture<T>;
+  struct bad {
+    const char* what;
+    std::function<void(args_t&, fx&)> mutate;
+    status want;
+  };
+  const index_t big = index_t(1) << 62;
+  auto strided = [](args_t& g) { g.shape.layout = recurrence_layout::strided; };
+  const std::vector<bad> cases = {
+      {"a null", [](args_t& g, fx&) { g.a = nullptr; }, status::null_pointer},
+      {"dx null", [](args_t& g, fx&) { g.dx = nullptr; }, status::null_pointer},
+      {"da null", [](args_t& g, fx&) { g.da = nullptr; }, status::null_pointer},
+      {"db null", [](args_t& g, fx&) { g.db = nullptr; }, status::null_pointer},
+      {"x0 given, dx0 null", [](args_t& g, fx&) { g.dx0 = nullptr; }, status::null_pointer},
+      {"x null and b null", [](args_t& g, fx&) { g.x = nullptr, g.b = nullptr; }, status::null_pointer},
+      {"batch -1", [](args_t& g, fx&) { g.shape.batch = -1; }, status::negative_size},
+      {"channels -1", [](args_t& g, fx&) { g.shape.channels = -1; }, status::negative_size},
+      {"length -1", [](args_t& g, fx&) { g.shape.length = -1; }, status::negative_size},
+      {"length 2^62", [=](args_t& g, fx&) { g.shape.batch = 1, g.shape.channels = 1, g.shape.length = big; },
+       status::size_overflow},
+      {"B = D = T = 2^31", [=](args_t& g, fx&) { g.shape = {index_t(1) << 31, index_t(1) << 31, index_t(1) << 31, g.shape.layout}; },
+       status::size_overflow},
+      {"channel_last, B=1 D=2 T=2^62", [=](args_t& g, fx&) { g.shape = {1, 2, big, recurrence_layout::channel_last}; },
+       status::size_overflow},
+      {"strided, dx time stride 2^62", [=](args_t& g, fx&) { strided(g), g.dx_strides.time = big; },
+       status::size_overflow},
+      {"strided, a time stride -1", [=](args_t& g, fx&) { strided(g), g.a_strides.time = -1; }, status::invalid_stride},
+      {"strided, x channel stride -1", [=](args_t& g, fx&) { strided(g), g.x_strides.channel = -1; },
+       status::invalid_stride},
+      {"strided, dx time stride -1", [=](args_t& g, fx&) { strided(g), g.dx_strides.time = -1; },
+       status::invalid_stride},
+      {"strided, da batch stride -1", [=](args_t& g, fx&) { strided(g), g.da_strides.batch = -1; },
+       status::invalid_stride},
+      {"strided, db channel stride -1", [=](args_t& g, fx&) { strided(g), g.db_strides.channel = -1; },
+       status::invalid_stride},
+      {"strided, b time stride -1 (x null)", [=](args_t& g, fx&) { strided(g), g.x = nullptr, g.b_strides.time = -1; },
+       status::invalid_stride},
+      {"da aliases a exactly", [](args_t& g, fx& f) { g.da = f.a.ptr(); }, status::overlapping_output},
+      {"da overlaps a (da = a - 1)", [](args_t& g, fx& f) { g.da = f.a.ptr() - 1; }, status::overlapping_output},
+      {"db aliases x exactly", [](args_t& g, fx& f) { g.db = f.x.ptr(); }, status::overlapping_output},
+      {"db overlaps x (db = x - 1)", [](args_t& g, fx& f) { g.db = f.x.ptr() - 1; }, status::overlapping_output},
+      {"db overlaps da (db = da - 1)", [](args_t& g, fx& f) { g.db = f.da.ptr() - 1; }, status::overlapping_output},
+      {"da and db the same buffer", [](args_t& g, fx& f) { g.db = f.da.ptr(); }, status::overlapping_output},
+      {"dx0 overlaps dx_final (dx0 = dx_final - 1)", [](args_t& g, fx& f) { g.dx0 = f.dxf.ptr() - 1; },
+       status::overlapping_output},
+      {"dx0 overlaps da (dx0 = da + 3)", [](args_t& g, fx& f) { g.dx0 = f.da.ptr() + 3; }, status::overlapping_output},
+      {"da at dx but other strides",
+       [=](args_t& g, fx& f) {
+         strided(g);
+         g.da = f.dx.ptr();
+         g.da_strides = {fx::D * fx::T_, 1, fx::D};
+       },
+       status::overlapping_output},
+      {"db overlaps b (x null, db = b - 1)", [](args_t& g, fx& f) { g.x = nullptr, g.db = f.b.ptr() - 1; },
+       status::overlapping_output},
+  };
+  for (const bad& c : cases) {
+    INFO(scalar<T>::name() << " backward, bad argument: " << c.what);
+    PARSCAN_TEST_RNG(r, std::string("recurrence bad backward ") + scalar<T>::name() + c.what);
+    fx f(r);
+    args_t args = f.args;
+    c.mutate(args, f);
+    const status st = parscan::gated_recurrence_backward(parscan_test::backend(), args);
+    PARSCAN_TEST_SYNC();
+    CHECK(st == c.want);
+    f.check_nothing_written();
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Zero-sized problems: success, and no element written.
+
+template <class T>
+void zero_sized() {
+  for (const shape3& s : {shape3{2, 3, 0}, shape3{0, 3, 8}, shape3{2, 0, 8}, shape3{0, 0, 0}})
+    for (lay l : {lay::tc, lay::cl, lay::s1}) {
+      INFO(scalar<T>::name() << " zero-sized B=" << s.B << " D=" << s.D << " T=" << s.T << " layout=" << name(l));
+      PARSCAN_TEST_RNG(r, std::string("recurrence zero-sized ") + scalar<T>::name());
+      const index_t C = s.B * s.D, pad = 3;
+      const fwd_arr fa = fwd_arrangements(l, false);
+      std::vector<T> none, x0v(static_cast<std::size_t>(C));
+      for (auto& v : x0v) v = draw_normal<T>(r);
+      // Every tensor keeps `pad` elements of payload, so a stray write has somewhere to land.
+      tensor<T> ta(make_geometry(fa.a, s.B, s.D, s.T), pad, &none), tb(make_geometry(fa.b, s.B, s.D, s.T), pad, &none);
+      tensor<T> tx(make_geometry(fa.x, s.B, s.D, s.T), pad, nullptr);
+      tensor<T> tx0 = tensor<T>::dense(C, pad, &x0v), txf = tensor<T>::dense(C, pad, nullptr);
+      parscan::gated_forward_args<T> fargs;
+      fargs.shape = recurrence_shape{s.B, s.D, s.T, api_layout(l)};
+      fargs.a = ta.ptr(), fargs.b = tb.ptr(), fargs.x = tx.ptr(), fargs.x0 = tx0.ptr(), fargs.x_final = txf.ptr();
+      fargs.a_strides = ta.strides(), fargs.b_strides = tb.strides(), fargs.x_strides = tx.strides();
+      const status fs = parscan::gated_recurrence_forward(parscan_test::backend(), fargs);
+      PARSCAN_TEST_SYNC();
+      CHECK(fs == status::success);
+      check_untouched(tx, "x");
+      // The header does not say what x_final is when T = 0 (no state is computed); with
+      // B·D = 0 there is no element of it to write.
+      if (C == 0) check_untouched(txf, "x_final");
+      check_input_unchanged(ta, "a"), check_input_unchanged(tb, "b"), check_input_unchanged(tx0, "x0");
+
+      const bwd_arr ba = bwd_arrangements(l, 0);
+      auto geo = [&](arrangement a) { return make_geometry(a, s.B, s.D, s.T); };
+      tensor<T> ba_(geo(ba.a), pad, &none), bx(geo(ba.x), pad, &none), bdx(geo(ba.dx), pad, &none);
+      tensor<T> bda(geo(ba.da), pad, nullptr), bdb(geo(ba.db), pad, nullptr);
+      tensor<T> bdxf = tensor<T>::dense(C, pad, &x0v), bdx0 = tensor<T>::dense(C, pad, nullptr);
+      parscan::gated_backward_args<T> bargs;
+      bargs.shape = fargs.shape;
+      bargs.a = ba_.ptr(), bargs.x = bx.ptr(), bargs.x0 = tx0.ptr(), bargs.dx = bdx.ptr(), bargs.dx_final = bdxf.ptr();
+      bargs.da = bda.ptr(), bargs.db = bdb.ptr(), bargs.dx0 = bdx0.ptr();
+      bargs.a_strides = ba_.strides(), bargs.x_strides = bx.strides(), bargs.b_strides = geo(ba.b).s;
+      bargs.dx_strides = bdx.strides(), bargs.da_strides = bda.strides(), bargs.db_strides = bdb.strides();
+      const status bs = parscan::gated_recurrence_backward(parscan_test::backend(), bargs);
+      PARSCAN_TEST_SYNC();
+      CHECK(bs == status::success);
+      check_untouched(bda, "da"), check_untouched(bdb, "db");
+      if (C == 0) check_untouched(bdx0, "dx0");
+      check_input_unchanged(ba_, "a"), check_input_unchanged(bx, "x"), check_input_unchanged(bdx, "dx");
+      check_input_unchanged(bdxf, "dx_final");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The backward formulas themselves, against finite differences of
+//     L = sum(w·x) + sum(v·x_final)      (complex: L = Re sum(conj(w)·x + conj(v)·x_final))
+// whose gradient (PyTorch's convention for complex: ∂L/∂Re z + i·∂L/∂Im z) is the backward
+// with dx = w, dx_final = v.
+
+template <class R>
+double loss(index_t C, index_t T, const std::vector<R>& a_stored, bool log_form, const std::vector<R>& b,
+            const std::vector<R>& x0, bool reverse, const std::vector<R>& w, const std::vector<R>& v) {
+  std::vector<R> a(a_stored.size()), x, xf;
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = log_form ? exp_(a_stored[i]) : a_stored[i];
+  ref_forward(C, T, a, b, x0.empty() ? nullptr : x0.data(), reverse, x, xf);
+  double L = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) L += std::real(conj_(w[i]) * x[i]);
+  for (std::size_t i = 0; i < xf.size(); ++i) L += std::real(conj_(v[i]) * xf[i]);
+  return L;
+}
+
+/// Central differences of `loss` with respect to every element of `p` (one of a, b, x0).
+template <class R>
+std::vector<R> fd_gradient(std::vector<R>& p, double h, const std::function<double()>& L) {
+  std::vector<R> g(p.size());
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const R keep = p[i];
+    auto partial = [&](R dir) {
+      p[i] = keep + dir * h;
+      const double up = L();
+      p[i] = keep - dir * h;
+      const double dn = L();
+      p[i] = keep;
+      return (up - dn) / (2 * h);
+    };
+    if constexpr (std::is_same<R, double>::value) g[i] = partial(1.0);
+    else g[i] = R(partial(R(1, 0)), partial(R(0, 1)));
+  }
+  return g;
+}
+
+}  // namespace rec_test
+
+// =======================================================================================
+// The test cases.
+
+#define REC_NAME(title) PARSCAN_TEST_NAME("recurrence " title)
+#define REC_TAGS(tags) PARSCAN_TEST_TAGS("[recurrence]" tags)
+
+/// One TEST_CASE per library dtype, each calling fn<dtype>().
+#define REC_FOR_EACH_DTYPE(title, tags, fn)                                                        \
+  TEST_CASE(REC_NAME(title " <float>"), REC_TAGS(tags)) { rec_test::fn<float>(); }                 \
+  TEST_CASE(REC_NAME(title " <double>"), REC_TAGS(tags)) { rec_test::fn<double>(); }               \
+  TEST_CASE(REC_NAME(title " <bfloat16>"), REC_TAGS(tags)) { rec_test::fn<parscan::bfloat16>(); }  \
+  TEST_CASE(REC_NAME(title " <float16>"), REC_TAGS(tags)) { rec_test::fn<parscan::float16>(); }    \
+  TEST_CASE(REC_NAME(title " <complex<float>>"), REC_TAGS(tags)) { rec_test::fn<rec_test::cfloat>(); }
+
+REC_FOR_EACH_DTYPE("forward: shapes x dense layouts", "[forward]", forward_sweep)
+REC_FOR_EACH_DTYPE("forward: every option x every layout", "[forward]", forward_options)
+REC_FOR_EACH_DTYPE("forward: misaligned pointers and x == b", "[forward]", forward_misaligned_in_place)
+REC_FOR_EACH_DTYPE("backward: shapes x dense layouts", "[backward]", backward_sweep)
+REC_FOR_EACH_DTYPE("backward: every option x every layout", "[backward]", backward_options)
+REC_FOR_EACH_DTYPE("backward: misaligned pointers, db == dx, da == dx", "[backward]", backward_misaligned_in_place)
+REC_FOR_EACH_DTYPE("chunked forward and backward equal one call", "[chunked]", chunked)
+REC_FOR_EACH_DTYPE("same call twice is bitwise identical", "[determinism]", determinism)
+REC_FOR_EACH_DTYPE("NaN and Inf propagate per channel as IEEE", "[nonfinite]", non_finite)
+REC_FOR_EACH_DTYPE("forward: bad arguments return their status and write nothing", "[errors]", bad_forward)
+REC_FOR_EACH_DTYPE("backward: bad arguments return their status and write nothing", "[errors]", bad_backward)
+REC_FOR_EACH_DTYPE("zero-sized problems succeed and write nothing", "[errors]", zero_sized)
+
+TEST_CASE(REC_NAME("reference: backward formulas equal finite differences of the loss"), REC_TAGS("[reference]")) {
+  // Checks the test's own float64 reference (and so the formulas of recurrence.hpp, complex
+  // conjugates included) against central differences; independent of the library.
+  using namespace rec_test;
+  PARSCAN_TEST_RNG(r, "recurrence reference finite differences");
+  const index_t C = 3, T = 7;
+  const std::size_t n = static_cast<std::size_t>(C * T);
+  auto check = [&](auto zero, bool x0_given, bool reverse, bool log_form) {
+    using R = decltype(zero);
+    constexpr bool cplx = !std::is_same<R, double>::value;
+    INFO((cplx ? "complex<double>" : "double") << " x0=" << x0_given << " reverse=" << reverse << " log=" << log_form);
+    auto draw = [&](std::size_t k) {
+      std::vector<R> v(k);
+      for (auto& e : v) {
+        if constexpr (cplx) e = R(r.normal(), r.normal());
+        else e = r.normal();
+      }
+      return v;
+    };
+    std::vector<R> a(n);
+    for (auto& e : a) {
+      if constexpr (cplx) e = draw_gate_complex(r, family::unit, log_form);
+      else e = draw_gate_real(r, log_form ? family::unit : family::signed_, log_form);
+    }
+    std::vector<R> b = draw(n), w = draw(n), v = draw(static_cast<std::size_t>(C));
+    std::vector<R> x0 = x0_given ? draw(static_cast<std::size_t>(C)) : std::vector<R>{};
+    auto L = [&] { return loss(C, T, a, log_form, b, x0, reverse, w, v); };
+    const double h = log_form ? 1e-5 : 1e-3;  // L is affine in each linear gate, b and x0
+    const std::vector<R> ga = fd_gradient(a, h, L), gb = fd_gradient(b, 1e-3, L);
+    const std::vector<R> gx0 = x0_given ? fd_gradient(x0, 1e-3, L) : std::vector<R>{};
+
+    std::vector<R> al(n), x, xf, da, db, dx0;
+    for (std::size_t i = 0; i < n; ++i) al[i] = log_form ? exp_(a[i]) : a[i];
+    ref_forward(C, T, al, b, x0_given ? x0.data() : nullptr, reverse, x, xf);
+    ref_backward(C, T, al, x, x0_given ? x0.data() : nullptr, w, v.data(), reverse, log_form, da, db, dx0);
+    CHECK(rel_error_ref(da, ga) <= 1e-8);
+    CHECK(rel_error_ref(db, gb) <= 1e-8);
+    if (x0_given) CHECK(rel_error_ref(dx0, gx0) <= 1e-8);
+  };
+  for (bool x0 : {false, true})
+    for (bool rev : {false, true})
+      for (bool log : {false, true}) {
+        check(0.0, x0, rev, log);
+        check(std::complex<double>(0, 0), x0, rev, log);
+      }
+}
+
+TEST_CASE(REC_NAME("backward <double> equals finite differences of L = sum(w.x) + sum(v.x_final)"),
+          REC_TAGS("[backward][gradcheck]")) {
+  // The library's float64 backward against central differences of the loss through the
+  // float64 reference forward: verifies the backward, not only its agreement with the formulas.
+  using namespace rec_test;
+  for (lay l : {lay::tc, lay::s1})
+    for (bool x0 : {false, true})
+      for (bool rev : {false, true})
+        for (bool log : {false, true})
+          for (bool x_given : {true, false}) {
+            bwd_opts o;
+            o.B = 2, o.D = 2, o.T = 6, o.layout = l, o.x0 = x0, o.dxfinal = true, o.reverse = rev, o.log = log;
+            o.x_given = x_given, o.fam = log ? family::unit : family::signed_;
+            INFO("gradcheck " << o.str());
+            PARSCAN_TEST_RNG(r, "recurrence gradcheck " + o.str());
+            const bwd_inputs<double> in = draw_bwd_inputs<double>(r, o);
+            const index_t C = o.B * o.D;
+            std::vector<double> a = in.a, b = in.b, x0v = in.x0;
+            auto L = [&] { return loss(C, o.T, a, log, b, x0v, rev, in.dx, in.dxf); };
+            const std::vector<double> ga = fd_gradient(a, log ? 1e-5 : 1e-3, L), gb = fd_gradient(b, 1e-3, L);
+            const std::vector<double> gx0 = x0 ? fd_gradient(x0v, 1e-3, L) : std::vector<double>{};
+            const bwd_out<double> out = backward_call(o, in);
+            REQUIRE(out.st == status::success);
+            CHECK(rel_error_ref(out.da, ga) <= 1e-8);
+            CHECK(rel_error_ref(out.db, gb) <= 1e-8);
+            if (x0) CHECK(rel_error_ref(out.dx0, gx0) <= 1e-8);
+          }
+}
