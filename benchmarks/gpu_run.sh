@@ -2,7 +2,8 @@
 # benchmarks/gpu_run.sh — everything the GPU machine is for, in one command (shared/GPU.md):
 # configure and build with the GPU tests, run them, run them again under compute-sanitizer
 # (memcheck and racecheck, on the small cases), and run the benchmarks. Logs and JSON go to
-# $OUT (or ./out); the last thing printed is a short summary.
+# $OUT (or ./out); the last thing printed is a short summary. Each step has a time limit, so
+# the whole run fits a short lease.
 #   usage: bash benchmarks/gpu_run.sh [--skip-bench] [--skip-sanitizer] [--quick-bench]
 set -uo pipefail
 out=${OUT:-$PWD/out}
@@ -29,20 +30,26 @@ done
 gen=""; command -v ninja >/dev/null && gen="-G Ninja"
 step configure cmake -S . -B "$build" $gen -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DCMAKE_PREFIX_PATH="${prefix#;}" -DPARSCAN_GPU_TESTS=ON -DPARSCAN_BUILD_BENCHMARKS=ON
-step build bash -c "cmake --build '$build' -j $(nproc) > '$out/build.txt' 2>&1 || { tail -50 '$out/build.txt'; exit 1; }"
-step gpu-tests bash -c "ctest --test-dir '$build' -L gpu --output-on-failure > '$out/ctest_gpu.txt' 2>&1 || { tail -60 '$out/ctest_gpu.txt'; exit 1; }"
+step build bash -c "cmake --build '$build' -j $(nproc) --target parscan_gpu_tests bench_scan bench_recurrence > '$out/build.txt' 2>&1 || { tail -50 '$out/build.txt'; exit 1; }"
+gpu_tests=$build/test/parscan_gpu_tests
+# The full suite, less the large shape sweeps (their float64 host references dominate the
+# time), then the sweeps for float only.
+step gpu-tests bash -c "timeout ${PARSCAN_GPU_TEST_TIMEOUT:-150} '$gpu_tests' '~*shapes x dense layouts*' > '$out/gpu_tests.txt' 2>&1 || { tail -60 '$out/gpu_tests.txt'; exit 1; }"
+[ "${PARSCAN_GPU_SWEEPS:-1}" = 1 ] && step gpu-sweeps bash -c "timeout 120 '$gpu_tests' '*shapes x dense layouts <float>' > '$out/gpu_sweeps.txt' 2>&1 || { tail -40 '$out/gpu_sweeps.txt'; exit 1; }"
 if [ $skip_san = 0 ]; then
-  # The GPU test binary honours PARSCAN_TEST_SMALL=1: small shapes only, so the tools finish quickly.
+  # Small cases under each tool: every kernel kind (warp loop, chained tiles, lane tiles),
+  # forward and backward, carries and reverse.
+  small=${PARSCAN_SANITIZER_CASES:-'cuda: generic scans: batches in every layout in both directions with carries,cuda: recurrence backward: every option x every layout <float>,cuda: recurrence chunked forward and backward equal one call <float>'}
   for tool in memcheck racecheck; do
-    step "sanitizer-$tool" bash -c "PARSCAN_TEST_SMALL=1 compute-sanitizer --tool $tool --error-exitcode 1 \
-      '$build/test/parscan_gpu_tests' > '$out/sanitizer_$tool.txt' 2>&1 || { tail -40 '$out/sanitizer_$tool.txt'; exit 1; }"
+    step "sanitizer-$tool" bash -c "timeout ${PARSCAN_SANITIZER_TIMEOUT:-150} compute-sanitizer --tool $tool --error-exitcode 1 '$gpu_tests' '$small' \
+      > '$out/sanitizer_$tool.txt' 2>&1 || { tail -40 '$out/sanitizer_$tool.txt'; exit 1; }"
   done
 fi
 if [ $skip_bench = 0 ]; then
   commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   export PARSCAN_COMMIT=$commit
-  step bench_scan bash -c "'$build/benchmarks/bench_scan' $quick --json '$out/bench_scan.json' 2>&1 | tee '$out/bench_scan.txt'"
-  step bench_recurrence bash -c "'$build/benchmarks/bench_recurrence' $quick --json '$out/bench_recurrence.json' 2>&1 | tee '$out/bench_recurrence.txt'"
+  step bench_scan timeout 60 "$build/benchmarks/bench_scan" $quick --json "$out/bench_scan.json"
+  step bench_recurrence timeout 150 "$build/benchmarks/bench_recurrence" $quick --json "$out/bench_recurrence.json"
 fi
 echo
 nvidia-smi -L 2>/dev/null

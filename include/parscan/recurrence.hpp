@@ -70,14 +70,14 @@ struct gated_forward_args {
 /// Backward of the forward above. With g[t] = dx[t] (+ dx_final on the last step computed):
 ///   db[t]  = g[t] + a[t+1]*·db[t+1]          (a reverse scan; db[T] = 0)
 ///   da[t]  = db[t]·x[t-1]*                   (x[-1] = x0, or 0 without x0)
-///   dx0    = a[0]*·db[0]                     (written when dx0 is non-null; required with x0)
+///   dx0    = a[0]*·db[0]                     (written only when x0 is given; required then)
 /// where * is the complex conjugate (PyTorch's convention; a no-op for real types), and
 /// "next"/"previous" follow the forward's direction. With gate_form::log, `da` receives the
 /// gradient with respect to log a, i.e. da·a*.
 /// x is the forward output; if it is null, x is recomputed from a, b and x0 into temporary
 /// storage (b is then required). db may be exactly dx (in place), or da may be exactly dx;
 /// dx0 may be exactly dx_final; no other output may overlap an input or another output.
-/// With T = 0, dx0 receives dx_final (or zero). Backward over consecutive chunks, last chunk
+/// With T = 0, dx0 (when x0 is given) receives dx_final (or zero). Backward over consecutive chunks, last chunk
 /// first, chains through dx_final = the later chunk's dx0.
 template <class T>
 struct gated_backward_args {
@@ -90,7 +90,7 @@ struct gated_backward_args {
   const T* dx_final = nullptr;  // optional dL/dx_final, dense (B, D)
   T* da = nullptr;              // dL/da (or dL/dlog a)
   T* db = nullptr;              // dL/db
-  T* dx0 = nullptr;             // dL/dx0, dense (B, D); required when x0 is given
+  T* dx0 = nullptr;             // dL/dx0, dense (B, D); required, and written, only with x0
   bool reverse = false;
   gate_form gate = gate_form::linear;
   recurrence_strides a_strides{}, x_strides{}, b_strides{}, dx_strides{}, da_strides{}, db_strides{};

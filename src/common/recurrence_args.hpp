@@ -78,7 +78,8 @@ status plan_backward(const gated_backward_args<T>& g, backward_plan& p) {
   if (!g.x) p.x = p.b;  // x is recomputed into workspace laid out like b
   tensor_ref x0 = dense(g.x0, g.x0 ? seqs : 0, sizeof(T));
   tensor_ref dxf = dense(g.dx_final, g.dx_final ? seqs : 0, sizeof(T));
-  tensor_ref dx0 = dense(g.dx0, g.dx0 ? seqs : 0, sizeof(T));
+  const T* dx0_used = g.x0 ? g.dx0 : nullptr;  // without x0, dx0 is neither written nor checked
+  tensor_ref dx0 = dense(dx0_used, dx0_used ? seqs : 0, sizeof(T));
   for (tensor_ref* t : {&a, &x, &dx, &x0, &dxf})
     if (status st = check_input(*t); st != status::success) return st;
   for (tensor_ref* t : {&da, &db, &dx0})

@@ -90,7 +90,7 @@ status gated_recurrence_backward(const cuda_backend& be, const gated_backward_ar
     x = x_tmp;
   }
   const cuda_detail::recurrence_backward_problem<T> bp{
-      g.a,  x,    g.dx, g.x0, g.dx_final, g.da, g.db, g.dx0, p.a, p.x, p.dx, p.da, p.db, g.shape.length,
+      g.a,  x,    g.dx, g.x0, g.dx_final, g.da, g.db, g.x0 ? g.dx0 : nullptr,  // dx0 only with x0 p.a, p.x, p.dx, p.da, p.db, g.shape.length,
       g.reverse, g.gate == gate_form::log,
       cuda_detail::is_lane_major(p.a) && cuda_detail::is_lane_major(p.x) && cuda_detail::is_lane_major(p.dx) && cuda_detail::is_lane_major(p.da) && cuda_detail::is_lane_major(p.db)};
   return cuda_detail::dispatch_scan(bp, affine_op<T>{}, p.sequences, rest);

@@ -73,7 +73,7 @@ void backward_sequences(const gated_backward_args<T>& g, const detail::backward_
       carried = grad;
       gate_after = gate;
     }
-    if (g.dx0) g.dx0[s] = static_cast<T>(n > 0 ? conj_if_complex(gate_after) * carried : carried);
+    if (g.x0) g.dx0[s] = static_cast<T>(n > 0 ? conj_if_complex(gate_after) * carried : carried);
   }
 }
 

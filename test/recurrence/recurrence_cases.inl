@@ -192,7 +192,7 @@ template <class T>
 void determinism() {
   std::vector<shape3> shapes = {{2, 48, 4097}, {1, 3, 65537}};
 #if PARSCAN_TEST_ON_DEVICE
-  shapes.push_back({8, 1536, 4096});
+  shapes.push_back({8, 1536, 1024});  // many tiles and blocks: where scheduling could leak into results
   shapes.push_back({2, 8, index_t(1) << 20});
 #endif
   for (const shape3& s : shapes)
@@ -205,13 +205,14 @@ void determinism() {
       const bwd_inputs<T> in = draw_bwd_inputs<T>(r, o);
       const fwd_opts fo = o.forward();
       const fwd_inputs<T> fin{in.a, in.b, in.x0};
-      const fwd_out<T> f1 = forward_call(fo, fin), f2 = forward_call(fo, fin);
+      // The writes are checked elsewhere; here only the bits of repeated calls matter.
+      const fwd_out<T> f1 = forward_call(fo, fin, false), f2 = forward_call(fo, fin, false);
       CHECK(first_bitwise_difference(f1.x, f2.x) == -1);
       CHECK(first_bitwise_difference(f1.xf, f2.xf) == -1);
       for (bool x_given : {true, false}) {
         o.x_given = x_given;
         INFO("backward, x " << (x_given ? "given" : "null"));
-        const bwd_out<T> b1 = backward_call(o, in), b2 = backward_call(o, in);
+        const bwd_out<T> b1 = backward_call(o, in, false), b2 = backward_call(o, in, false);
         CHECK(first_bitwise_difference(b1.da, b2.da) == -1);
         CHECK(first_bitwise_difference(b1.db, b2.db) == -1);
         CHECK(first_bitwise_difference(b1.dx0, b2.dx0) == -1);
@@ -458,7 +459,8 @@ void bad_backward() {
       {"length -1", [](args_t& g, fx&) { g.shape.length = -1; }, status::negative_size},
       {"length 2^62", [=](args_t& g, fx&) { g.shape.batch = 1, g.shape.channels = 1, g.shape.length = big; },
        status::size_overflow},
-      {"B = D = T = 2^31", [=](args_t& g, fx&) { g.shape = {index_t(1) << 31, index_t(1) << 31, index_t(1) << 31, g.shape.layout}; },
+      {"B = D = T = 2^31",
+       [=](args_t& g, fx&) { g.shape = {index_t(1) << 31, index_t(1) << 31, index_t(1) << 31, g.shape.layout}; },
        status::size_overflow},
       {"channel_last, B=1 D=2 T=2^62", [=](args_t& g, fx&) { g.shape = {1, 2, big, recurrence_layout::channel_last}; },
        status::size_overflow},

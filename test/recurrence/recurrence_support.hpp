@@ -345,9 +345,10 @@ struct fwd_out {
   std::vector<T> x, xf;  // canonical
 };
 
-/// One forward call on fresh guarded tensors; CHECKs the writes, guards and untouched inputs.
+/// One forward call on fresh guarded tensors; CHECKs the writes, guards and untouched inputs
+/// (all but the status are skipped with checks = false, for repeated calls on large shapes).
 template <class T>
-fwd_out<T> forward_call(const fwd_opts& o, const fwd_inputs<T>& in) {
+fwd_out<T> forward_call(const fwd_opts& o, const fwd_inputs<T>& in, bool checks = true) {
   const fwd_arr arr = fwd_arrangements(o.layout, o.in_place);
   const index_t C = o.B * o.D;
   tensor<T> ta(make_geometry(arr.a, o.B, o.D, o.T), o.misalign, &in.a);
@@ -381,6 +382,11 @@ fwd_out<T> forward_call(const fwd_opts& o, const fwd_inputs<T>& in) {
   out.st = parscan::gated_recurrence_forward(parscan_test::backend(), args);
   PARSCAN_TEST_SYNC();
   CHECK(out.st == status::success);
+  if (!checks) {
+    tx.fetch(), out.x = tx.values();
+    if (txf) txf.fetch(), out.xf = txf.values();
+    return out;
+  }
   check_output_writes(tx, "x", !o.in_place);
   out.x = tx.values();
   if (txf) {
@@ -492,9 +498,10 @@ struct bwd_out {
   std::vector<T> da, db, dx0;  // canonical
 };
 
-/// One backward call on fresh guarded tensors; CHECKs the writes, guards and untouched inputs.
+/// One backward call on fresh guarded tensors; CHECKs the writes, guards and untouched inputs
+/// (all but the status are skipped with checks = false).
 template <class T>
-bwd_out<T> backward_call(const bwd_opts& o, const bwd_inputs<T>& in) {
+bwd_out<T> backward_call(const bwd_opts& o, const bwd_inputs<T>& in, bool checks = true) {
   const bwd_arr arr = bwd_arrangements(o.layout, o.in_place);
   const index_t C = o.B * o.D;
   auto geo = [&](arrangement a) { return make_geometry(a, o.B, o.D, o.T); };
@@ -535,6 +542,12 @@ bwd_out<T> backward_call(const bwd_opts& o, const bwd_inputs<T>& in) {
   out.st = parscan::gated_recurrence_backward(parscan_test::backend(), args);
   PARSCAN_TEST_SYNC();
   CHECK(out.st == status::success);
+  if (!checks) {
+    tda.fetch(), out.da = tda.values();
+    tdb.fetch(), out.db = tdb.values();
+    if (o.x0) tdx0.fetch(), out.dx0 = tdx0.values();
+    return out;
+  }
   check_output_writes(tda, "da", o.in_place != 2);
   out.da = tda.values();
   check_output_writes(tdb, "db", o.in_place != 1);
@@ -645,8 +658,10 @@ void run_chunked(const bwd_opts& o) {
   // x_final went through 2 intermediate states stored as T: compare at the scale of x
   check_close("chunked forward x_final vs reference", xfc, fref.xf, scalar<T>::tol, max_abs(fref.x));
   if (whole_f.st == status::success) {
-    check_close("chunked forward x vs one call", xc, to_ref_vec(whole_f.x));
-    check_close("chunked forward x_final vs one call", xfc, to_ref_vec(whole_f.xf), scalar<T>::tol, max_abs(fref.x));
+    // two results each within tol of the reference are within 2·tol of each other
+    check_close("chunked forward x vs one call", xc, to_ref_vec(whole_f.x), 2 * scalar<T>::tol);
+    check_close("chunked forward x_final vs one call", xfc, to_ref_vec(whole_f.xf), 2 * scalar<T>::tol,
+                max_abs(fref.x));
   }
 
   // Backward. The state before chunk k (processing order) is state[k-1] (or x0); it is
@@ -692,8 +707,8 @@ void run_chunked(const bwd_opts& o) {
   check_close("chunked backward da vs reference", dac, bref.da);
   check_close("chunked backward db vs reference", dbc, bref.db);
   if (whole_b.st == status::success) {
-    check_close("chunked backward da vs one call", dac, to_ref_vec(whole_b.da));
-    check_close("chunked backward db vs one call", dbc, to_ref_vec(whole_b.db));
+    check_close("chunked backward da vs one call", dac, to_ref_vec(whole_b.da), 2 * scalar<T>::tol);
+    check_close("chunked backward db vs one call", dbc, to_ref_vec(whole_b.db), 2 * scalar<T>::tol);
   }
   if (o.x0) {
     check_output_writes(dstate[0], "dx0 (chunked)");
@@ -701,7 +716,8 @@ void run_chunked(const bwd_opts& o) {
     // dx0 went through 2 intermediate dx0 stored as T: compare at the scale of db
     check_close("chunked backward dx0 vs reference", dx0c, bref.dx0, scalar<T>::tol, max_abs(bref.db));
     if (whole_b.st == status::success)
-      check_close("chunked backward dx0 vs one call", dx0c, to_ref_vec(whole_b.dx0), scalar<T>::tol, max_abs(bref.db));
+      check_close("chunked backward dx0 vs one call", dx0c, to_ref_vec(whole_b.dx0), 2 * scalar<T>::tol,
+                  max_abs(bref.db));
   }
   check_input_unchanged(tdx, "dx");
   check_input_unchanged(tdxf, "dx_final");
