@@ -89,10 +89,17 @@ status gated_recurrence_backward(const cuda_backend& be, const gated_backward_ar
     if (status st = cuda_detail::dispatch_scan(fp, affine_op<T>{}, p.sequences, rest); st != status::success) return st;
     x = x_tmp;
   }
-  const cuda_detail::recurrence_backward_problem<T> bp{
-      g.a,  x,    g.dx, g.x0, g.dx_final, g.da, g.db, g.x0 ? g.dx0 : nullptr,  // dx0 only with x0 p.a, p.x, p.dx, p.da, p.db, g.shape.length,
-      g.reverse, g.gate == gate_form::log,
-      cuda_detail::is_lane_major(p.a) && cuda_detail::is_lane_major(p.x) && cuda_detail::is_lane_major(p.dx) && cuda_detail::is_lane_major(p.da) && cuda_detail::is_lane_major(p.db)};
+  using cuda_detail::is_lane_major;
+  cuda_detail::recurrence_backward_problem<T> bp{};
+  bp.a = g.a, bp.x = x, bp.dx = g.dx, bp.x0 = g.x0, bp.dx_final = g.dx_final;
+  bp.da = g.da, bp.db = g.db;
+  bp.dx0 = g.x0 ? g.dx0 : nullptr;  // dx0 is an output only when x0 is given
+  bp.la = p.a, bp.lx = p.x, bp.ldx = p.dx, bp.lda = p.da, bp.ldb = p.db;
+  bp.length = g.shape.length;
+  bp.forward_reverse = g.reverse;
+  bp.log_gate = g.gate == gate_form::log;
+  bp.lane_major = is_lane_major(p.a) && is_lane_major(p.x) && is_lane_major(p.dx) && is_lane_major(p.da) &&
+                  is_lane_major(p.db);
   return cuda_detail::dispatch_scan(bp, affine_op<T>{}, p.sequences, rest);
 }
 

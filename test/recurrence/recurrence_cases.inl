@@ -175,7 +175,7 @@ void chunked() {
           o.reverse = rev, o.x0 = x0, o.x_given = x_given, o.dxfinal = (i % 3) != 0, o.log = (i % 3) == 1;
           o.fam = (i % 2) ? family::near_one : family::unit;
           o.misalign = (i % 4) == 3 ? 1 : 0;
-          run_chunked<T>(o);
+          run_chunked<T>(o, (i % 3) == 2);  // a third share one state buffer (x_final == x0, dx0 == dx_final)
         }
   for (const shape3& s : {shape3{1, 1, 3}, shape3{3, 11, 4097}, shape3{2, 48, 1000}})
     for (bool rev : {false, true}) {
@@ -183,7 +183,7 @@ void chunked() {
       bwd_opts o;
       o.B = s.B, o.D = s.D, o.T = s.T, o.layout = (i % 2) ? lay::cl : lay::tc;
       o.reverse = rev, o.x0 = true, o.dxfinal = true, o.x_given = rev, o.fam = family::near_one;
-      run_chunked<T>(o);
+      run_chunked<T>(o, rev);
     }
 }
 
@@ -512,52 +512,73 @@ void bad_backward() {
 // ---------------------------------------------------------------------------------------
 // Zero-sized problems: success, and no element written.
 
+/// recurrence.hpp: with T = 0 nothing is read from a or b and x_final receives x0 (or zero);
+/// backward with T = 0 writes dx0 (x0 given) = dx_final (or zero). With B·D = 0 there is no
+/// element to write at all.
 template <class T>
 void zero_sized() {
   for (const shape3& s : {shape3{2, 3, 0}, shape3{0, 3, 8}, shape3{2, 0, 8}, shape3{0, 0, 0}})
-    for (lay l : {lay::tc, lay::cl, lay::s1}) {
-      INFO(scalar<T>::name() << " zero-sized B=" << s.B << " D=" << s.D << " T=" << s.T << " layout=" << name(l));
-      PARSCAN_TEST_RNG(r, std::string("recurrence zero-sized ") + scalar<T>::name());
-      const index_t C = s.B * s.D, pad = 3;
-      const fwd_arr fa = fwd_arrangements(l, false);
-      std::vector<T> none, x0v(static_cast<std::size_t>(C));
-      for (auto& v : x0v) v = draw_normal<T>(r);
-      // Every tensor keeps `pad` elements of payload, so a stray write has somewhere to land.
-      tensor<T> ta(make_geometry(fa.a, s.B, s.D, s.T), pad, &none), tb(make_geometry(fa.b, s.B, s.D, s.T), pad, &none);
-      tensor<T> tx(make_geometry(fa.x, s.B, s.D, s.T), pad, nullptr);
-      tensor<T> tx0 = tensor<T>::dense(C, pad, &x0v), txf = tensor<T>::dense(C, pad, nullptr);
-      parscan::gated_forward_args<T> fargs;
-      fargs.shape = recurrence_shape{s.B, s.D, s.T, api_layout(l)};
-      fargs.a = ta.ptr(), fargs.b = tb.ptr(), fargs.x = tx.ptr(), fargs.x0 = tx0.ptr(), fargs.x_final = txf.ptr();
-      fargs.a_strides = ta.strides(), fargs.b_strides = tb.strides(), fargs.x_strides = tx.strides();
-      const status fs = parscan::gated_recurrence_forward(parscan_test::backend(), fargs);
-      PARSCAN_TEST_SYNC();
-      CHECK(fs == status::success);
-      check_untouched(tx, "x");
-      // The header does not say what x_final is when T = 0 (no state is computed); with
-      // B·D = 0 there is no element of it to write.
-      if (C == 0) check_untouched(txf, "x_final");
-      check_input_unchanged(ta, "a"), check_input_unchanged(tb, "b"), check_input_unchanged(tx0, "x0");
+    for (lay l : {lay::tc, lay::cl, lay::s1})
+      for (bool with_state : {true, false}) {  // forward: x0 given or not; backward: dx_final given or not
+        INFO(scalar<T>::name() << " zero-sized B=" << s.B << " D=" << s.D << " T=" << s.T << " layout=" << name(l)
+                               << (with_state ? " with x0 / dx_final" : " without x0 / dx_final"));
+        PARSCAN_TEST_RNG(r, std::string("recurrence zero-sized ") + scalar<T>::name());
+        const index_t C = s.B * s.D, pad = 3;
+        const fwd_arr fa = fwd_arrangements(l, false);
+        std::vector<T> none, x0v(static_cast<std::size_t>(C)), dxfv(static_cast<std::size_t>(C));
+        fill_normal(r, x0v);
+        fill_normal(r, dxfv);
+        const std::vector<ref_t<T>> zeros(static_cast<std::size_t>(C), ref_t<T>(0));
+        // Every tensor keeps `pad` elements of payload, so a stray write has somewhere to land.
+        tensor<T> ta(make_geometry(fa.a, s.B, s.D, s.T), pad, &none), tb(make_geometry(fa.b, s.B, s.D, s.T), pad, &none);
+        tensor<T> tx(make_geometry(fa.x, s.B, s.D, s.T), pad, nullptr);
+        tensor<T> tx0 = tensor<T>::dense(C, pad, &x0v), txf = tensor<T>::dense(C, pad, nullptr);
+        parscan::gated_forward_args<T> fargs;
+        fargs.shape = recurrence_shape{s.B, s.D, s.T, api_layout(l)};
+        fargs.a = ta.ptr(), fargs.b = tb.ptr(), fargs.x = tx.ptr(), fargs.x_final = txf.ptr();
+        fargs.x0 = with_state ? tx0.ptr() : nullptr;
+        fargs.a_strides = ta.strides(), fargs.b_strides = tb.strides(), fargs.x_strides = tx.strides();
+        const status fs = parscan::gated_recurrence_forward(parscan_test::backend(), fargs);
+        PARSCAN_TEST_SYNC();
+        CHECK(fs == status::success);
+        check_untouched(tx, "x");
+        if (C == 0) {
+          check_untouched(txf, "x_final");
+        } else {
+          check_output_writes(txf, "x_final (T = 0)");
+          const std::vector<T> xf = txf.values();
+          INFO("T = 0: x_final must equal x0 (or zero without x0), bit for bit");
+          CHECK(first_bitwise_difference(xf, with_state ? x0v : from_ref_vec<T>(zeros)) == -1);
+        }
+        check_input_unchanged(ta, "a"), check_input_unchanged(tb, "b"), check_input_unchanged(tx0, "x0");
 
-      const bwd_arr ba = bwd_arrangements(l, 0);
-      auto geo = [&](arrangement a) { return make_geometry(a, s.B, s.D, s.T); };
-      tensor<T> ba_(geo(ba.a), pad, &none), bx(geo(ba.x), pad, &none), bdx(geo(ba.dx), pad, &none);
-      tensor<T> bda(geo(ba.da), pad, nullptr), bdb(geo(ba.db), pad, nullptr);
-      tensor<T> bdxf = tensor<T>::dense(C, pad, &x0v), bdx0 = tensor<T>::dense(C, pad, nullptr);
-      parscan::gated_backward_args<T> bargs;
-      bargs.shape = fargs.shape;
-      bargs.a = ba_.ptr(), bargs.x = bx.ptr(), bargs.x0 = tx0.ptr(), bargs.dx = bdx.ptr(), bargs.dx_final = bdxf.ptr();
-      bargs.da = bda.ptr(), bargs.db = bdb.ptr(), bargs.dx0 = bdx0.ptr();
-      bargs.a_strides = ba_.strides(), bargs.x_strides = bx.strides(), bargs.b_strides = geo(ba.b).s;
-      bargs.dx_strides = bdx.strides(), bargs.da_strides = bda.strides(), bargs.db_strides = bdb.strides();
-      const status bs = parscan::gated_recurrence_backward(parscan_test::backend(), bargs);
-      PARSCAN_TEST_SYNC();
-      CHECK(bs == status::success);
-      check_untouched(bda, "da"), check_untouched(bdb, "db");
-      if (C == 0) check_untouched(bdx0, "dx0");
-      check_input_unchanged(ba_, "a"), check_input_unchanged(bx, "x"), check_input_unchanged(bdx, "dx");
-      check_input_unchanged(bdxf, "dx_final");
-    }
+        const bwd_arr ba = bwd_arrangements(l, 0);
+        auto geo = [&](arrangement a) { return make_geometry(a, s.B, s.D, s.T); };
+        tensor<T> ba_(geo(ba.a), pad, &none), bx(geo(ba.x), pad, &none), bdx(geo(ba.dx), pad, &none);
+        tensor<T> bda(geo(ba.da), pad, nullptr), bdb(geo(ba.db), pad, nullptr);
+        tensor<T> bdxf = tensor<T>::dense(C, pad, &dxfv), bdx0 = tensor<T>::dense(C, pad, nullptr);
+        parscan::gated_backward_args<T> bargs;
+        bargs.shape = fargs.shape;
+        bargs.a = ba_.ptr(), bargs.x = bx.ptr(), bargs.x0 = tx0.ptr(), bargs.dx = bdx.ptr();
+        bargs.dx_final = with_state ? bdxf.ptr() : nullptr;
+        bargs.da = bda.ptr(), bargs.db = bdb.ptr(), bargs.dx0 = bdx0.ptr();
+        bargs.a_strides = ba_.strides(), bargs.x_strides = bx.strides(), bargs.b_strides = geo(ba.b).s;
+        bargs.dx_strides = bdx.strides(), bargs.da_strides = bda.strides(), bargs.db_strides = bdb.strides();
+        const status bs = parscan::gated_recurrence_backward(parscan_test::backend(), bargs);
+        PARSCAN_TEST_SYNC();
+        CHECK(bs == status::success);
+        check_untouched(bda, "da"), check_untouched(bdb, "db");
+        if (C == 0) {
+          check_untouched(bdx0, "dx0");
+        } else {
+          check_output_writes(bdx0, "dx0 (T = 0)");
+          const std::vector<T> dx0 = bdx0.values();
+          INFO("T = 0: dx0 must equal dx_final (or zero without it), bit for bit");
+          CHECK(first_bitwise_difference(dx0, with_state ? dxfv : from_ref_vec<T>(zeros)) == -1);
+        }
+        check_input_unchanged(ba_, "a"), check_input_unchanged(bx, "x"), check_input_unchanged(bdx, "dx");
+        check_input_unchanged(bdxf, "dx_final"), check_input_unchanged(tx0, "x0");
+      }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -625,7 +646,7 @@ REC_FOR_EACH_DTYPE("same call twice is bitwise identical", "[determinism]", dete
 REC_FOR_EACH_DTYPE("NaN and Inf propagate per channel as IEEE", "[nonfinite]", non_finite)
 REC_FOR_EACH_DTYPE("forward: bad arguments return their status and write nothing", "[errors]", bad_forward)
 REC_FOR_EACH_DTYPE("backward: bad arguments return their status and write nothing", "[errors]", bad_backward)
-REC_FOR_EACH_DTYPE("zero-sized problems succeed and write nothing", "[errors]", zero_sized)
+REC_FOR_EACH_DTYPE("zero-sized problems succeed; with T = 0 x_final = x0, dx0 = dx_final", "[errors]", zero_sized)
 
 TEST_CASE(REC_NAME("reference: backward formulas equal finite differences of the loss"), REC_TAGS("[reference]")) {
   // Checks the test's own float64 reference (and so the formulas of recurrence.hpp, complex

@@ -598,11 +598,14 @@ inline recurrence_shape chunk_shape(const geometry& g, index_t len) {
 
 /// Forward in 3 chunks (x0 of each = x_final of the one before, in processing order), then
 /// backward in 3 chunks, last processed first (dx_final of each = dx0 of the one after).
-/// Compares both with one whole call and with the reference.
+/// Compares both with one whole call and with the reference. With state_in_place, one state
+/// buffer is both x0 and x_final of every forward chunk, and one both dx_final and dx0 of
+/// every backward chunk (the header allows exactly these aliases).
 template <class T>
-void run_chunked(const bwd_opts& o) {
-  INFO(scalar<T>::name() << " chunked " << o.str());
-  PARSCAN_TEST_RNG(r, std::string("recurrence chunked ") + scalar<T>::name() + " " + o.str());
+void run_chunked(const bwd_opts& o, bool state_in_place = false) {
+  INFO(scalar<T>::name() << " chunked " << o.str() << " state_in_place=" << state_in_place);
+  PARSCAN_TEST_RNG(r, std::string("recurrence chunked ") + scalar<T>::name() + " " + o.str() +
+                          (state_in_place ? " state in place" : ""));
   REQUIRE(o.T >= 3);
   REQUIRE(o.in_place == 0);
   const index_t C = o.B * o.D;
@@ -630,11 +633,13 @@ void run_chunked(const bwd_opts& o) {
   if (o.x0) tx0 = tensor<T>::dense(C, o.misalign, &in.x0);
   std::vector<tensor<T>> state(3);  // x_final of each chunk (by processing position)
   const gate_form gate = o.log ? gate_form::log : gate_form::linear;
+  tensor<T> shared;  // state_in_place: the one state buffer, starting as x0 (or poison)
+  if (state_in_place) shared = tensor<T>::dense(C, 0, o.x0 ? &in.x0 : nullptr);
 
   for (int k = 0; k < 3; ++k) {
     const int c = order[k];
     const index_t t0 = cut[c], len = cut[c + 1] - cut[c];
-    state[k] = tensor<T>::dense(C, 0, nullptr);
+    if (!state_in_place) state[k] = tensor<T>::dense(C, 0, nullptr);
     parscan::gated_forward_args<T> args;
     args.shape = chunk_shape(ta.geom(), len);
     args.a = ta.ptr() + t0 * ta.strides().time;
@@ -642,6 +647,10 @@ void run_chunked(const bwd_opts& o) {
     args.x = tx.ptr() + t0 * tx.strides().time;
     args.x0 = k == 0 ? tx0.ptr() : state[k - 1].ptr();
     args.x_final = state[k].ptr();
+    if (state_in_place) {
+      args.x0 = (k == 0 && !o.x0) ? nullptr : shared.ptr();
+      args.x_final = shared.ptr();
+    }
     args.reverse = o.reverse;
     args.gate = gate;
     args.a_strides = ta.strides(), args.b_strides = tb.strides(), args.x_strides = tx.strides();
@@ -649,6 +658,11 @@ void run_chunked(const bwd_opts& o) {
     PARSCAN_TEST_SYNC();
     INFO("forward chunk " << c << " (processing position " << k << ")");
     REQUIRE(st == status::success);
+    if (state_in_place) {  // keep a copy of this state: the backward chunks need it as their x0
+      shared.fetch();
+      const std::vector<T> v = shared.values();
+      state[k] = tensor<T>::dense(C, 0, &v);
+    }
   }
   check_output_writes(tx, "x (chunked)");
   const std::vector<T> xc = tx.values();
@@ -676,6 +690,8 @@ void run_chunked(const bwd_opts& o) {
   tensor<T> tdxf;
   if (o.dxfinal) tdxf = tensor<T>::dense(C, o.misalign, &in.dxf);
   std::vector<tensor<T>> dstate(3);  // dx0 of each chunk (by processing position)
+  tensor<T> dshared;                 // state_in_place: the one buffer, starting as dx_final (or poison)
+  if (state_in_place) dshared = tensor<T>::dense(C, 0, o.dxfinal ? &in.dxf : nullptr);
   for (int k = 2; k >= 0; --k) {
     const int c = order[k];
     const index_t t0 = cut[c], len = cut[c + 1] - cut[c];
@@ -692,6 +708,10 @@ void run_chunked(const bwd_opts& o) {
     args.da = tda.ptr() + t0 * tda.strides().time;
     args.db = tdb.ptr() + t0 * tdb.strides().time;
     args.dx0 = has_x0 ? dstate[k].ptr() : nullptr;
+    if (state_in_place) {
+      args.dx_final = (k == 2 && !o.dxfinal) ? nullptr : dshared.ptr();
+      args.dx0 = has_x0 ? dshared.ptr() : nullptr;
+    }
     args.reverse = o.reverse;
     args.gate = gate;
     args.a_strides = ba_t.strides(), args.x_strides = geo(ba.x).s, args.b_strides = geo(ba.b).s;
@@ -711,8 +731,9 @@ void run_chunked(const bwd_opts& o) {
     check_close("chunked backward db vs one call", dbc, to_ref_vec(whole_b.db), 2 * scalar<T>::tol);
   }
   if (o.x0) {
-    check_output_writes(dstate[0], "dx0 (chunked)");
-    const std::vector<T> dx0c = dstate[0].values();
+    tensor<T>& dx0t = state_in_place ? dshared : dstate[0];
+    check_output_writes(dx0t, "dx0 (chunked)");
+    const std::vector<T> dx0c = dx0t.values();
     // dx0 went through 2 intermediate dx0 stored as T: compare at the scale of db
     check_close("chunked backward dx0 vs reference", dx0c, bref.dx0, scalar<T>::tol, max_abs(bref.db));
     if (whole_b.st == status::success)
