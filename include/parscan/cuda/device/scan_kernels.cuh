@@ -24,16 +24,17 @@ __global__ void __launch_bounds__(Warps* warp_threads) scan_warp_loop_kernel(Pro
   const index_t all_warps = static_cast<index_t>(gridDim.x) * Warps;
   for (index_t s = first_warp; s < sequences; s += all_warps) {
     maybe<Acc> running = P.initial(s);
-    items now, next;
-    load_tile<1, Chunks>(P, s, 0, now);
+    // No prefetch of tile k+1 here: measured on an H200 it doubled the tile's registers, cut the
+    // resident warps from 20 to 12 per SM and lowered the forward from 55% to 38% of copy.
+    // Independent warps already overlap one another's loads and scans.
     for (index_t k = 0; k < tiles; ++k) {
-      if (k + 1 < tiles) load_tile<1, Chunks>(P, s, k + 1, next);  // in flight while tile k is scanned
+      items now;
+      load_tile<1, Chunks>(P, s, k, now);
       scan_tile<1, Chunks>(P, op, s, k, now, static_cast<tile_scan_smem<Acc, 1>*>(nullptr), [&](const Acc& aggregate) {
         const maybe<Acc> before = running;
         running = combine(running, maybe<Acc>{aggregate, true}, op);
         return before;
       });
-      now = next;
     }
   }
 }
