@@ -2,10 +2,12 @@
 """Regenerates docs/benchmarks/<gpu>.json, docs/benchmarks.md and its plot from the JSON that
 the benchmark programs write (bench_scan --json, bench_recurrence --json).
 
-    python3 benchmarks/report.py RESULT.json [RESULT.json ...]
+    python3 benchmarks/report.py [--commit HASH] RESULT.json [RESULT.json ...]
 
-Results for one GPU are merged into docs/benchmarks/<gpu>.json (a program's newer run replaces
-its older one); docs/benchmarks.md is then rebuilt from every docs/benchmarks/*.json.
+Results for one GPU are merged into docs/benchmarks/<gpu>.json: a program's newer run becomes
+its current one and the older run moves to that program's history. docs/benchmarks.md is then
+rebuilt from every docs/benchmarks/*.json. --commit records the commit a run was built from
+when the program could not tell (the GPU machine's copy of the tree has no git metadata).
 """
 import glob
 import json
@@ -22,15 +24,20 @@ def slug(name):
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
-def merge(paths):
+def merge(paths, commit=None):
     for path in paths:
         with open(path) as f:
             run = json.load(f)
+        if commit and run.get("commit", "unknown") == "unknown":
+            run["commit"] = commit
         target = os.path.join(RESULTS, slug(run["gpu"]) + ".json")
-        merged = {"gpu": run["gpu"], "programs": {}}
+        merged = {"gpu": run["gpu"], "programs": {}, "history": []}
         if os.path.exists(target):
             with open(target) as f:
                 merged = json.load(f)
+        old = merged["programs"].get(run["program"])
+        if old:
+            merged.setdefault("history", []).append(old)
         merged["programs"][run["program"]] = run
         os.makedirs(RESULTS, exist_ok=True)
         with open(target, "w") as f:
@@ -120,5 +127,9 @@ def render():
 
 
 if __name__ == "__main__":
-    merge(sys.argv[1:])
+    args = sys.argv[1:]
+    commit = None
+    if len(args) >= 2 and args[0] == "--commit":
+        commit, args = args[1], args[2:]
+    merge(args, commit)
     render()

@@ -17,6 +17,18 @@ inline recurrence_strides strides_for(const recurrence_shape& s, const recurrenc
   return s.layout == recurrence_layout::strided ? given : dense_strides(s);
 }
 
+/// Sizes are non-negative and B·D·T elements (and, for dense layouts, their bytes, which the
+/// dense strides reach) fit in 64 bits. Sets `sequences` = B·D.
+inline status check_shape(const recurrence_shape& s, std::size_t elem_bytes, index_t& sequences) {
+  if (s.batch < 0 || s.channels < 0 || s.length < 0) return status::negative_size;
+  index_t total;
+  if (mul_overflows(s.batch, s.channels, sequences) || mul_overflows(sequences, s.length, total))
+    return status::size_overflow;
+  if (s.layout != recurrence_layout::strided && mul_overflows(total, static_cast<index_t>(elem_bytes), total))
+    return status::size_overflow;
+  return status::success;
+}
+
 struct forward_plan {
   sequence_layout a, b, x;
   index_t sequences = 0;
@@ -25,12 +37,8 @@ struct forward_plan {
 template <class T>
 status plan_forward(const gated_forward_args<T>& g, forward_plan& p) {
   const recurrence_shape& s = g.shape;
-  if (s.batch < 0 || s.channels < 0 || s.length < 0) return status::negative_size;
-  index_t seqs, total;
-  if (mul_overflows(s.batch, s.channels, seqs) || mul_overflows(seqs, s.length, total)) return status::size_overflow;
-  if (s.layout != recurrence_layout::strided && mul_overflows(total, index_t(sizeof(T)), total))
-    return status::size_overflow;  // the dense strides below must not overflow either
-  p.sequences = seqs;
+  if (status st = check_shape(s, sizeof(T), p.sequences); st != status::success) return st;
+  const index_t seqs = p.sequences;
   p.a = as_sequences(s, strides_for(s, g.a_strides));
   p.b = as_sequences(s, strides_for(s, g.b_strides));
   p.x = as_sequences(s, strides_for(s, g.x_strides));
@@ -60,12 +68,8 @@ struct backward_plan {
 template <class T>
 status plan_backward(const gated_backward_args<T>& g, backward_plan& p) {
   const recurrence_shape& s = g.shape;
-  if (s.batch < 0 || s.channels < 0 || s.length < 0) return status::negative_size;
-  index_t seqs, total;
-  if (mul_overflows(s.batch, s.channels, seqs) || mul_overflows(seqs, s.length, total)) return status::size_overflow;
-  if (s.layout != recurrence_layout::strided && mul_overflows(total, index_t(sizeof(T)), total))
-    return status::size_overflow;  // the dense strides below must not overflow either
-  p.sequences = seqs;
+  if (status st = check_shape(s, sizeof(T), p.sequences); st != status::success) return st;
+  const index_t seqs = p.sequences;
   p.a = as_sequences(s, strides_for(s, g.a_strides));
   p.x = as_sequences(s, strides_for(s, g.x_strides));
   p.b = as_sequences(s, strides_for(s, g.b_strides));
