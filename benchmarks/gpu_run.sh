@@ -4,7 +4,8 @@
 # (memcheck and racecheck, on the small cases), and run the benchmarks. Logs and JSON go to
 # $OUT (or ./out); the last thing printed is a short summary. Each step has a time limit, so
 # the whole run fits a short lease.
-#   usage: bash benchmarks/gpu_run.sh [--skip-bench] [--skip-sanitizer] [--quick-bench]
+#   usage: [PARSCAN_COMMIT=<hash>] bash benchmarks/gpu_run.sh [--skip-bench] [--skip-sanitizer] [--quick-bench]
+# Then, back here: python3 benchmarks/report.py --commit <hash> <the returned bench_*.json>.
 set -uo pipefail
 out=${OUT:-$PWD/out}
 mkdir -p "$out"
@@ -30,7 +31,7 @@ done
 gen=""; command -v ninja >/dev/null && gen="-G Ninja"
 step configure cmake -S . -B "$build" $gen -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DCMAKE_PREFIX_PATH="${prefix#;}" -DPARSCAN_GPU_TESTS=ON -DPARSCAN_BUILD_BENCHMARKS=ON
-step build bash -c "cmake --build '$build' -j $(nproc) --target parscan_gpu_tests bench_scan bench_recurrence > '$out/build.txt' 2>&1 || { tail -50 '$out/build.txt'; exit 1; }"
+step build bash -c "cmake --build '$build' -j $(nproc) --target parscan_gpu_tests bench_scan bench_recurrence bench_tuning > '$out/build.txt' 2>&1 || { tail -50 '$out/build.txt'; exit 1; }"
 gpu_tests=$build/test/parscan_gpu_tests
 # The full suite, less the large shape sweeps (their float64 host references dominate the
 # time), then the sweeps for float only.
@@ -46,10 +47,11 @@ if [ $skip_san = 0 ]; then
   done
 fi
 if [ $skip_bench = 0 ]; then
-  commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-  export PARSCAN_COMMIT=$commit
+  # The GPU machine's copy of the tree has no git metadata: pass PARSCAN_COMMIT=<hash> from here.
+  export PARSCAN_COMMIT=${PARSCAN_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
   step bench_scan timeout 60 "$build/benchmarks/bench_scan" $quick --json "$out/bench_scan.json"
   step bench_recurrence timeout 150 "$build/benchmarks/bench_recurrence" $quick --json "$out/bench_recurrence.json"
+  [ "${PARSCAN_TUNING:-1}" = 1 ] && step bench_tuning timeout 120 "$build/benchmarks/bench_tuning" --json "$out/bench_tuning.json"
 fi
 echo
 nvidia-smi -L 2>/dev/null

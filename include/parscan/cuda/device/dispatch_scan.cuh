@@ -4,33 +4,41 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 
 #include "../runtime.cuh"
 #include "scan_kernels.cuh"
 
 namespace parscan::cuda_detail {
 
-/// Tile shapes. A lane holds about 128 bytes of accumulators (16 affine pairs of float),
-/// in chunks of Problem::run steps; warps that loop over whole sequences come 4 to a block,
-/// chained tiles are 8 warps.
-template <class Problem>
-struct tile_shape {
-  using Acc = typename Problem::acc_type;
-  static constexpr int per_lane = sizeof(Acc) >= 128 ? 1 : (128 / sizeof(Acc) > 16 ? 16 : int(128 / sizeof(Acc)));
+/// Default accumulators per lane: about 128 bytes (16 affine pairs of float), at most 16.
+template <class Acc>
+constexpr int default_per_lane = sizeof(Acc) >= 128 ? 1 : (128 / sizeof(Acc) > 16 ? 16 : int(128 / sizeof(Acc)));
+
+/// A tile-shape policy. PerLane accumulators per lane, in chunks of Problem::run steps; warps
+/// that loop over whole sequences come LoopWarps to a block, chained tiles are ChainedWarps
+/// warps, lane tiles are 32 sequences × LaneWarps·PerLane steps. dispatch_scan takes the policy
+/// as a template argument so that benchmarks/bench_tuning.cu can time alternatives in one run.
+template <class Problem, int PerLane = default_per_lane<typename Problem::acc_type>, int LoopWarps = 4,
+          int ChainedWarps = 8, int LaneWarps = 8>
+struct tile_shape_of {
+  static constexpr int per_lane = PerLane;
   static constexpr int chunks = per_lane / Problem::run > 0 ? per_lane / Problem::run : 1;
-  static constexpr int loop_warps = 4;
-  static constexpr int chained_warps = 8;
+  static constexpr int loop_warps = LoopWarps;
+  static constexpr int chained_warps = ChainedWarps;
   static constexpr index_t chained_tile = tile_steps<Problem, chained_warps, chunks>;
-  // Lane tiles: 32 sequences × lane_warps·lane_steps steps, lane_steps accumulators per thread.
   static constexpr int lane_steps = per_lane;
-  static constexpr int lane_warps = 8;
+  static constexpr int lane_warps = LaneWarps;
   static constexpr index_t lane_tile = static_cast<index_t>(lane_warps) * lane_steps;
 };
 
-/// Workspace bytes for `sequences` × `length` steps of Problem (an upper bound over the modes).
+/// The shape the library uses.
 template <class Problem>
+using tile_shape = tile_shape_of<Problem>;
+
+/// Workspace bytes for `sequences` × `length` steps of Problem (an upper bound over the modes).
+template <class Problem, class shape = tile_shape<Problem>>
 std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
-  using shape = tile_shape<Problem>;
   using Acc = typename Problem::acc_type;
   if (sequences <= 0 || length <= 0) return 0;
   const index_t tiles = sequences * ((length + shape::chained_tile - 1) / shape::chained_tile);
@@ -53,10 +61,9 @@ status prepare_tiles(workspace_lease& ws, index_t tiles, State& st, unsigned*& c
 
 constexpr index_t max_grid = 0x7fffffff;
 
-template <class Problem, class Op>
+template <class shape, class Problem, class Op>
 status launch_lane_tiles(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
   using Acc = typename Problem::acc_type;
-  using shape = tile_shape<Problem>;
   using state = tile_state<Acc, warp_threads>;
   const index_t groups = (sequences + warp_threads - 1) / warp_threads;
   const index_t tiles_per_group = (P.length + shape::lane_tile - 1) / shape::lane_tile;
@@ -72,11 +79,11 @@ status launch_lane_tiles(const Problem& P, const Op& op, index_t sequences, cons
   return check_launch();
 }
 
-/// Runs a validated Problem over `sequences` sequences of P.length steps.
-template <class Problem, class Op>
-status dispatch_scan(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
+/// Runs a validated Problem over `sequences` sequences of P.length steps with tile shape
+/// `shape` (tile_shape<Problem> unless a benchmark asks for another).
+template <class shape, class Problem, class Op>
+status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
   using Acc = typename Problem::acc_type;
-  using shape = tile_shape<Problem>;
   if (sequences == 0) return status::success;
   if (P.length == 0) {
     const index_t blocks = (sequences + 255) / 256;
@@ -85,8 +92,9 @@ status dispatch_scan(const Problem& P, const Op& op, index_t sequences, const cu
   }
   const device_facts dev = current_device();
   if (dev.st != status::success) return dev.st;
-  if (P.lane_major) return launch_lane_tiles(P, op, sequences, be);
+  if (P.lane_major) return launch_lane_tiles<shape>(P, op, sequences, be);
 
+  // Enough sequences to give every resident warp its own: warps loop over whole sequences.
   constexpr auto warp_kernel = scan_warp_loop_kernel<shape::loop_warps, shape::chunks, Problem, Op>;
   const index_t resident_warps = static_cast<index_t>(blocks_per_multiprocessor<warp_kernel>(shape::loop_warps * 32)) *
                                  shape::loop_warps * dev.multiprocessors;
@@ -98,24 +106,27 @@ status dispatch_scan(const Problem& P, const Op& op, index_t sequences, const cu
     return check_launch();
   }
 
+  // Otherwise a persistent grid of chained tiles.
   index_t total_tiles;
   if (__builtin_mul_overflow(sequences, tiles_per_sequence, &total_tiles) || total_tiles > max_grid)
     return status::exceeds_device_limits;
-  using state = tile_state<Acc>;
-  const std::size_t state_bytes = state::bytes(total_tiles);
   workspace_lease ws(be);
-  if (status s = ws.acquire(state_bytes + 256); s != status::success) return s;
-  const state st = state::carve(ws.get(), total_tiles);
-  unsigned* counter = reinterpret_cast<unsigned*>(static_cast<char*>(ws.get()) + state_bytes);
-    if (status s = report(cudaMemsetAsync(st.status, 0, state::status_bytes(total_tiles), be.stream)); s != status::success)
-    return s;
-  if (status s = report(cudaMemsetAsync(counter, 0, sizeof(unsigned), be.stream)); s != status::success) return s;
+  tile_state<Acc> st;
+  unsigned* counter;
+  if (status s = prepare_tiles(ws, total_tiles, st, counter, be); s != status::success) return s;
   constexpr auto chained = scan_chained_kernel<shape::chained_warps, shape::chunks, Problem, Op>;
   const index_t resident = static_cast<index_t>(blocks_per_multiprocessor<chained>(shape::chained_warps * 32)) *
                            dev.multiprocessors;
   chained<<<static_cast<unsigned>(resident < total_tiles ? resident : total_tiles), shape::chained_warps * 32, 0,
             be.stream>>>(P, op, st, counter, tiles_per_sequence, total_tiles);
   return check_launch();
+}
+
+/// Runs a validated Problem with the library's tile shape, or with `shape` when given.
+template <class shape = void, class Problem, class Op>
+status dispatch_scan(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
+  if constexpr (std::is_void_v<shape>) return dispatch_with<tile_shape<Problem>>(P, op, sequences, be);
+  else return dispatch_with<shape>(P, op, sequences, be);
 }
 
 }  // namespace parscan::cuda_detail
