@@ -53,7 +53,7 @@ void backward_sequences(const gated_backward_args<T>& g, const detail::backward_
       for (index_t i = 0; i < n; ++i) {
         const index_t t = step_at(i, n, g.reverse);
         state = detail::load_gate<C>(a[t * p.a.step_stride], log_form) * state + static_cast<C>(b[t * p.b.step_stride]);
-        x_recomputed[i] = state;  // kept in compute precision, as the CUDA path keeps it in storage precision
+        x_recomputed[i] = state;  // compute precision; the CUDA backend recomputes into a buffer of T
       }
     }
     auto x_at = [&](index_t i) -> C {

@@ -32,9 +32,7 @@ struct generic_problem {
   }
   static constexpr int run = run_length<In>;
   __device__ PARSCAN_INLINE index_t step(index_t pos) const { return reverse ? length - 1 - pos : pos; }
-  __device__ PARSCAN_INLINE int count(index_t pos) const {
-    return pos >= length ? 0 : (length - pos < run ? static_cast<int>(length - pos) : run);
-  }
+  __device__ PARSCAN_INLINE int count(index_t pos) const { return steps_in_run<run>(length, pos); }
   __device__ PARSCAN_INLINE void load_run(const cursor& c, index_t pos, Acc (&items)[run]) const {
     In raw[run];
     const int n = count(pos);

@@ -39,9 +39,7 @@ struct recurrence_forward_problem {
   }
   static constexpr int run = run_length<T>;
   __device__ PARSCAN_INLINE index_t step(index_t pos) const { return reverse ? length - 1 - pos : pos; }
-  __device__ PARSCAN_INLINE int count(index_t pos) const {
-    return pos >= length ? 0 : (length - pos < run ? static_cast<int>(length - pos) : run);
-  }
+  __device__ PARSCAN_INLINE int count(index_t pos) const { return steps_in_run<run>(length, pos); }
   __device__ PARSCAN_INLINE void load_run(const cursor& c, index_t pos, acc_type (&items)[run]) const {
     T ra[run], rb[run];
     const int n = count(pos), dir = reverse ? -1 : 1;
@@ -112,9 +110,7 @@ struct recurrence_backward_problem {
   // previous step is t + dir.
   __device__ PARSCAN_INLINE index_t step(index_t p) const { return forward_reverse ? p : length - 1 - p; }
   __device__ PARSCAN_INLINE int dir() const { return forward_reverse ? 1 : -1; }
-  __device__ PARSCAN_INLINE int count(index_t pos) const {
-    return pos >= length ? 0 : (length - pos < run ? static_cast<int>(length - pos) : run);
-  }
+  __device__ PARSCAN_INLINE int count(index_t pos) const { return steps_in_run<run>(length, pos); }
 
   __device__ PARSCAN_INLINE void load_run(const cursor& c, index_t p, acc_type (&items)[run]) const {
     const int n = count(p), d = dir();

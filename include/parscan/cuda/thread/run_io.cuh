@@ -75,6 +75,12 @@ __device__ PARSCAN_INLINE void write_steps(T* seq, index_t stride, index_t t0, i
     if (v < count) seq[(t0 + v * dir) * stride] = in[v];
 }
 
+/// How many of the V steps pos … pos+V-1 lie before `length`.
+template <int V>
+__device__ PARSCAN_INLINE int steps_in_run(index_t length, index_t pos) {
+  return pos >= length ? 0 : (length - pos < V ? static_cast<int>(length - pos) : V);
+}
+
 /// Run length that makes one 16-byte access of T (at least 1).
 template <class T>
 constexpr int run_length = sizeof(T) >= 16 ? 1 : static_cast<int>(16 / sizeof(T));
