@@ -99,14 +99,17 @@ void time_forward(const forward_case<T>& c, const std::string& variant, double t
                       100 * gbs / out.copy, err});
 }
 
-template <class P, int PerLane, int LoopWarps, int ChainedWarps, int LaneWarps>
-using shape = cd::tile_shape_of<P, PerLane, LoopWarps, ChainedWarps, LaneWarps>;
+template <class P, int PerLane, int LoopWarps, int ChainedWarps, int LaneWarps, int Stages>
+using shape = cd::tile_shape_of<P, PerLane, LoopWarps, ChainedWarps, LaneWarps, Stages>;
 
-template <class T, int PerLane, int LoopWarps, int ChainedWarps, int LaneWarps>
+// PerLane steps per lane; LoopWarps, ChainedWarps, LaneWarps warps per block of each kernel;
+// Stages > 0: the warp loop stages tiles through shared memory with cp.async.
+template <class T, int PerLane, int LoopWarps, int ChainedWarps, int LaneWarps, int Stages = 0>
 void variant(const forward_case<T>& c, double tol, result_sink& out) {
-  using S = shape<cd::recurrence_forward_problem<T>, PerLane, LoopWarps, ChainedWarps, LaneWarps>;
+  using S = shape<cd::recurrence_forward_problem<T>, PerLane, LoopWarps, ChainedWarps, LaneWarps, Stages>;
   const std::string name = "lane" + std::to_string(PerLane) + "/loop" + std::to_string(LoopWarps) + "w/chain" +
-                           std::to_string(ChainedWarps) + "w/lanes" + std::to_string(LaneWarps) + "w";
+                           std::to_string(ChainedWarps) + "w/lanes" + std::to_string(LaneWarps) + "w" +
+                           (Stages ? "/staged" + std::to_string(Stages) : "");
   time_forward<S>(c, name, tol, out);
 }
 
@@ -123,6 +126,9 @@ int main(int argc, char** argv) {
     variant<float, 8, 8, 8, 8>(c, 1e-5, out);
     variant<float, 4, 4, 8, 8>(c, 1e-5, out);
     variant<float, 4, 8, 8, 8>(c, 1e-5, out);
+    variant<float, 16, 4, 8, 8, 2>(c, 1e-5, out);
+    variant<float, 16, 2, 8, 8, 3>(c, 1e-5, out);
+    variant<float, 8, 4, 8, 8, 3>(c, 1e-5, out);
     c.release();
   }
   {
@@ -131,6 +137,7 @@ int main(int argc, char** argv) {
     variant<float, 16, 4, 8, 8>(c, 1e-5, out);
     variant<float, 4, 4, 8, 8>(c, 1e-5, out);
     variant<float, 4, 8, 8, 8>(c, 1e-5, out);
+    variant<float, 4, 4, 8, 8, 2>(c, 1e-5, out);
     c.release();
   }
   {
@@ -139,6 +146,8 @@ int main(int argc, char** argv) {
     variant<parscan::bfloat16, 16, 4, 8, 8>(c, 1e-2, out);
     variant<parscan::bfloat16, 8, 4, 8, 8>(c, 1e-2, out);
     variant<parscan::bfloat16, 8, 8, 8, 8>(c, 1e-2, out);
+    variant<parscan::bfloat16, 16, 4, 8, 8, 2>(c, 1e-2, out);
+    variant<parscan::bfloat16, 16, 4, 8, 8, 3>(c, 1e-2, out);
     c.release();
   }
   {  // few long sequences: chained tiles

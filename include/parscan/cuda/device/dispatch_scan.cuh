@@ -20,8 +20,9 @@ constexpr int default_per_lane = sizeof(Acc) >= 128 ? 1 : (128 / sizeof(Acc) > 1
 /// warps, lane tiles are 32 sequences × LaneWarps·PerLane steps. dispatch_scan takes the policy
 /// as a template argument so that benchmarks/bench_tuning.cu can time alternatives in one run.
 template <class Problem, int PerLane = default_per_lane<typename Problem::acc_type>, int LoopWarps = 4,
-          int ChainedWarps = 8, int LaneWarps = 8>
+          int ChainedWarps = 8, int LaneWarps = 8, int Stages = 0>
 struct tile_shape_of {
+  static constexpr int stages = Stages;  // > 0: the warp loop stages tiles through shared memory
   static constexpr int per_lane = PerLane;
   static constexpr int chunks = per_lane / Problem::run > 0 ? per_lane / Problem::run : 1;
   static constexpr int loop_warps = LoopWarps;
@@ -101,6 +102,12 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
   const index_t tiles_per_sequence = (P.length + shape::chained_tile - 1) / shape::chained_tile;
   if (sequences >= resident_warps || tiles_per_sequence == 1) {
     const index_t blocks = (sequences + shape::loop_warps - 1) / shape::loop_warps;
+    if constexpr (shape::stages > 0 && has_staging<Problem>) {
+      scan_warp_loop_staged_kernel<shape::loop_warps, shape::chunks, shape::stages, Problem, Op>
+          <<<static_cast<unsigned>(blocks < max_grid ? blocks : max_grid), shape::loop_warps * 32, 0, be.stream>>>(
+              P, op, sequences);
+      return check_launch();
+    }
     warp_kernel<<<static_cast<unsigned>(blocks < max_grid ? blocks : max_grid), shape::loop_warps * 32, 0, be.stream>>>(
         P, op, sequences);
     return check_launch();

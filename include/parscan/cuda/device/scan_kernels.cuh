@@ -8,7 +8,10 @@
 //    deterministic look-back in tile_state.cuh. Chosen for fewer, longer sequences.
 #pragma once
 
+#include <type_traits>
+
 #include "../block/lane_tile_scan.cuh"
+#include "../thread/run_io.cuh"
 #include "../block/tile_scan.cuh"
 #include "tile_state.cuh"
 
@@ -36,6 +39,69 @@ __global__ void __launch_bounds__(Warps* warp_threads) scan_warp_loop_kernel(Pro
         return before;
       });
     }
+  }
+}
+
+/// Whether a Problem can stage its runs through shared memory (stage_run / load_staged).
+template <class Problem, class = void>
+constexpr bool has_staging = false;
+template <class Problem>
+constexpr bool has_staging<Problem, std::void_t<decltype(Problem::staged_tensors)>> = true;
+
+/// The warp loop with the next Stages-1 tiles copied into shared memory by cp.async while the
+/// current one is scanned, so loads stay in flight without costing registers. Each lane reads
+/// back only what it copied itself, so no barrier is needed. Experimental: used only when a
+/// tile shape asks for it (benchmarks/bench_tuning.cu), not by the library's default shape.
+template <int Warps, int Chunks, int Stages, class Problem, class Op>
+__global__ void __launch_bounds__(Warps* warp_threads)
+    scan_warp_loop_staged_kernel(Problem P, Op op, index_t sequences) {
+  using Acc = typename Problem::acc_type;
+  using items = tile_items<Problem, Chunks>;
+  constexpr int V = Problem::run;
+  constexpr index_t chunk = static_cast<index_t>(warp_threads) * V;
+  constexpr int tensor_stride = warp_threads * 16;  // one 16-byte run per lane
+  constexpr int chunk_bytes = Problem::staged_tensors * tensor_stride;
+  __shared__ alignas(16) unsigned char ring[Warps][Stages][Chunks * chunk_bytes];
+  __shared__ unsigned staged[Warps][Stages][warp_threads];  // bit j: chunk j of that slot staged
+  const int warp = static_cast<int>(threadIdx.x) / warp_threads, lane = lane_id();
+  constexpr index_t tile = tile_steps<Problem, 1, Chunks>;
+  const index_t tiles = (P.length + tile - 1) / tile;
+  auto slot_of = [&](index_t k, int j) { return &ring[warp][k % Stages][j * chunk_bytes + lane * 16]; };
+  auto stage = [&](index_t s, index_t k) {
+    const auto cur = P.at(s);
+    const index_t segment = segment_start<1, Chunks, Problem>(k);
+    unsigned mask = 0;
+#pragma unroll
+    for (int j = 0; j < Chunks; ++j)
+      if (P.stage_run(cur, segment + j * chunk + lane * V, slot_of(k, j), tensor_stride)) mask |= 1u << j;
+    staged[warp][k % Stages][lane] = mask;
+  };
+  const index_t first_warp = static_cast<index_t>(blockIdx.x) * Warps + warp;
+  const index_t all_warps = static_cast<index_t>(gridDim.x) * Warps;
+  for (index_t s = first_warp; s < sequences; s += all_warps) {
+    maybe<Acc> running = P.initial(s);
+    for (index_t k = 0; k < Stages - 1; ++k) {
+      if (k < tiles) stage(s, k);
+      async_commit();  // one group per tile, empty or not, so the wait below counts tiles
+    }
+    for (index_t k = 0; k < tiles; ++k) {
+      if (k + Stages - 1 < tiles) stage(s, k + Stages - 1);
+      async_commit();
+      async_wait<Stages - 1>();  // tile k's group is complete
+      const auto cur = P.at(s);
+      const index_t segment = segment_start<1, Chunks, Problem>(k);
+      const unsigned mask = staged[warp][k % Stages][lane];
+      items now;
+#pragma unroll
+      for (int j = 0; j < Chunks; ++j)
+        P.load_staged(cur, segment + j * chunk + lane * V, slot_of(k, j), tensor_stride, (mask >> j) & 1u, now.v[j]);
+      scan_tile<1, Chunks>(P, op, s, k, now, static_cast<tile_scan_smem<Acc, 1>*>(nullptr), [&](const Acc& aggregate) {
+        const maybe<Acc> before = running;
+        running = combine(running, maybe<Acc>{aggregate, true}, op);
+        return before;
+      });
+    }
+    async_wait<0>();
   }
 }
 
