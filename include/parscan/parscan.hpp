@@ -7,6 +7,7 @@
 #include "config.hpp"
 #include "host/scan.hpp"
 #include "layout.hpp"
+#include "log_recurrence.hpp"
 #include "numeric.hpp"
 #include "ops.hpp"
 #include "recurrence.hpp"

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <parscan/detail/validate.hpp>
+#include <parscan/log_recurrence.hpp>
 #include <parscan/recurrence.hpp>
 
 namespace parscan::detail {
@@ -100,6 +101,62 @@ status plan_backward(const gated_backward_args<T>& g, backward_plan& p) {
     if (status st = check_disjoint(dx0, *in); st != status::success) return st;
   if (dx0.span_bytes > 0 && dxf.span_bytes > 0 && dx0.ptr != dxf.ptr)
     if (status st = check_disjoint(dx0, dxf); st != status::success) return st;
+  return status::success;
+}
+
+}  // namespace parscan::detail
+
+namespace parscan::detail {
+
+struct log_forward_plan {
+  sequence_layout a, b, x;
+  index_t sequences = 0;
+};
+
+/// The log-space forward's checks: magnitudes and their sign bytes share layouts; outputs may
+/// replace their inputs exactly (log_x = log_a or log_b, x_negative = a_ or b_negative) and the
+/// state may be updated in place (x_final = x0); nothing else overlaps.
+template <class T>
+status plan_log_forward(const log_forward_args<T>& g, log_forward_plan& p) {
+  const recurrence_shape& s = g.shape;
+  if (status st = check_shape(s, sizeof(T), p.sequences); st != status::success) return st;
+  const index_t seqs = p.sequences;
+  p.a = as_sequences(s, strides_for(s, g.a_strides));
+  p.b = as_sequences(s, strides_for(s, g.b_strides));
+  p.x = as_sequences(s, strides_for(s, g.x_strides));
+  tensor_ref la{g.log_a, p.a, sizeof(T)}, lb{g.log_b, p.b, sizeof(T)}, lx{g.log_x, p.x, sizeof(T)};
+  auto signs = [](const void* ptr, const sequence_layout& l) {
+    return tensor_ref{ptr, ptr ? l : sequence_layout::contiguous(0), 1};
+  };
+  tensor_ref sa = signs(g.a_negative, p.a), sb = signs(g.b_negative, p.b), sx = signs(g.x_negative, p.x);
+  tensor_ref lx0 = dense(g.log_x0, g.log_x0 ? seqs : 0, sizeof(T)), sx0 = dense(g.x0_negative, g.x0_negative ? seqs : 0, 1);
+  tensor_ref lxf = dense(g.log_x_final, g.log_x_final ? seqs : 0, sizeof(T));
+  tensor_ref sxf = dense(g.x_final_negative, g.x_final_negative ? seqs : 0, 1);
+  for (tensor_ref* t : {&la, &lb, &sa, &sb, &lx0, &sx0})
+    if (status st = check_input(*t); st != status::success) return st;
+  for (tensor_ref* t : {&lx, &sx, &lxf, &sxf})
+    if (status st = check_output(*t); st != status::success) return st;
+  const bool maybe_negative = g.a_negative || g.b_negative || g.x0_negative;
+  if (maybe_negative && !g.x_negative && lx.span_bytes > 0) return status::null_pointer;
+  if (maybe_negative && g.log_x_final && !g.x_final_negative && seqs > 0) return status::null_pointer;
+  if (g.x0_negative && !g.log_x0) return status::null_pointer;
+  // Outputs: exact replacement of an input, or no overlap at all.
+  const tensor_ref* inputs[] = {&la, &lb, &sa, &sb, &lx0, &sx0};
+  auto clear_of_inputs = [&](const tensor_ref& out, const tensor_ref* allowed_a, const tensor_ref* allowed_b) {
+    for (const tensor_ref* in : inputs) {
+      const status st = (in == allowed_a || in == allowed_b) ? check_aliasing(out, *in) : check_disjoint(out, *in);
+      if (st != status::success) return st;
+    }
+    return status::success;
+  };
+  if (status st = clear_of_inputs(lx, &la, &lb); st != status::success) return st;
+  if (status st = clear_of_inputs(sx, &sa, &sb); st != status::success) return st;
+  if (status st = clear_of_inputs(lxf, &lx0, nullptr); st != status::success) return st;
+  if (status st = clear_of_inputs(sxf, &sx0, nullptr); st != status::success) return st;
+  const tensor_ref* outputs[] = {&lx, &sx, &lxf, &sxf};
+  for (int i = 0; i < 4; ++i)
+    for (int j = i + 1; j < 4; ++j)
+      if (status st = check_disjoint(*outputs[i], *outputs[j]); st != status::success) return st;
   return status::success;
 }
 

@@ -1,5 +1,6 @@
 // src/host/cuda_stubs.cpp — in a build without CUDA, the CUDA-backend entry points exist
 // and refuse with status::unsupported, so code written for both backends still links.
+#include <parscan/log_recurrence.hpp>
 #include <parscan/recurrence.hpp>
 
 #if !PARSCAN_HAS_CUDA
@@ -26,6 +27,15 @@ PARSCAN_INSTANTIATE_STUB(bfloat16)
 PARSCAN_INSTANTIATE_STUB(float16)
 PARSCAN_INSTANTIATE_STUB(complex<float>)
 #undef PARSCAN_INSTANTIATE_STUB
+
+template <class T>
+status log_recurrence_forward(const cuda_backend&, const log_forward_args<T>&) { return status::unsupported; }
+template <class T>
+std::size_t log_recurrence_workspace_size(const log_forward_args<T>&) { return 0; }
+template status log_recurrence_forward<float>(const cuda_backend&, const log_forward_args<float>&);
+template status log_recurrence_forward<bfloat16>(const cuda_backend&, const log_forward_args<bfloat16>&);
+template std::size_t log_recurrence_workspace_size<float>(const log_forward_args<float>&);
+template std::size_t log_recurrence_workspace_size<bfloat16>(const log_forward_args<bfloat16>&);
 
 }  // namespace parscan
 #endif
