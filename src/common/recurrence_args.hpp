@@ -35,14 +35,21 @@ struct forward_plan {
   index_t sequences = 0;
 };
 
-template <class T>
-status plan_forward(const gated_forward_args<T>& g, forward_plan& p) {
+/// The shape checks and the a, b and x layouts, shared by the linear and the log-space forward.
+template <class T, class Args>
+status plan_forward_layouts(const Args& g, forward_plan& p) {
   const recurrence_shape& s = g.shape;
   if (status st = check_shape(s, sizeof(T), p.sequences); st != status::success) return st;
-  const index_t seqs = p.sequences;
   p.a = as_sequences(s, strides_for(s, g.a_strides));
   p.b = as_sequences(s, strides_for(s, g.b_strides));
   p.x = as_sequences(s, strides_for(s, g.x_strides));
+  return status::success;
+}
+
+template <class T>
+status plan_forward(const gated_forward_args<T>& g, forward_plan& p) {
+  if (status st = plan_forward_layouts<T>(g, p); st != status::success) return st;
+  const index_t seqs = p.sequences;
   tensor_ref a{g.a, p.a, sizeof(T)}, b{g.b, p.b, sizeof(T)}, x{g.x, p.x, sizeof(T)};
   tensor_ref x0 = dense(g.x0, g.x0 ? seqs : 0, sizeof(T));
   tensor_ref xf = dense(g.x_final, g.x_final ? seqs : 0, sizeof(T));
@@ -104,26 +111,13 @@ status plan_backward(const gated_backward_args<T>& g, backward_plan& p) {
   return status::success;
 }
 
-}  // namespace parscan::detail
-
-namespace parscan::detail {
-
-struct log_forward_plan {
-  sequence_layout a, b, x;
-  index_t sequences = 0;
-};
-
 /// The log-space forward's checks: magnitudes and their sign bytes share layouts; outputs may
 /// replace their inputs exactly (log_x = log_a or log_b, x_negative = a_ or b_negative) and the
 /// state may be updated in place (x_final = x0); nothing else overlaps.
 template <class T>
-status plan_log_forward(const log_forward_args<T>& g, log_forward_plan& p) {
-  const recurrence_shape& s = g.shape;
-  if (status st = check_shape(s, sizeof(T), p.sequences); st != status::success) return st;
+status plan_log_forward(const log_forward_args<T>& g, forward_plan& p) {
+  if (status st = plan_forward_layouts<T>(g, p); st != status::success) return st;
   const index_t seqs = p.sequences;
-  p.a = as_sequences(s, strides_for(s, g.a_strides));
-  p.b = as_sequences(s, strides_for(s, g.b_strides));
-  p.x = as_sequences(s, strides_for(s, g.x_strides));
   tensor_ref la{g.log_a, p.a, sizeof(T)}, lb{g.log_b, p.b, sizeof(T)}, lx{g.log_x, p.x, sizeof(T)};
   auto signs = [](const void* ptr, const sequence_layout& l) {
     return tensor_ref{ptr, ptr ? l : sequence_layout::contiguous(0), 1};

@@ -11,7 +11,7 @@ namespace parscan {
 namespace {
 
 template <class T>
-cuda_detail::log_recurrence_forward_problem<T> make_problem(const log_forward_args<T>& g, const detail::log_forward_plan& p) {
+cuda_detail::log_recurrence_forward_problem<T> make_problem(const log_forward_args<T>& g, const detail::forward_plan& p) {
   using cuda_detail::is_lane_major;
   cuda_detail::log_recurrence_forward_problem<T> P{};
   P.log_a = g.log_a, P.a_negative = g.a_negative, P.log_b = g.log_b, P.b_negative = g.b_negative;
@@ -29,14 +29,14 @@ cuda_detail::log_recurrence_forward_problem<T> make_problem(const log_forward_ar
 
 template <class T>
 std::size_t log_recurrence_workspace_size(const log_forward_args<T>& g) {
-  detail::log_forward_plan p;
+  detail::forward_plan p;
   if (detail::plan_log_forward(g, p) != status::success) return 0;
   return cuda_detail::scan_workspace_bytes<cuda_detail::log_recurrence_forward_problem<T>>(p.sequences, g.shape.length);
 }
 
 template <class T>
 status log_recurrence_forward(const cuda_backend& be, const log_forward_args<T>& g) {
-  detail::log_forward_plan p;
+  detail::forward_plan p;
   if (status st = detail::plan_log_forward(g, p); st != status::success) return st;
   return cuda_detail::dispatch_scan(make_problem(g, p), log_affine_op<float>{}, p.sequences, be);
 }

@@ -11,7 +11,7 @@ namespace parscan {
 
 template <class T>
 status log_recurrence_forward(const host_backend&, const log_forward_args<T>& g) {
-  detail::log_forward_plan p;
+  detail::forward_plan p;
   if (status st = detail::plan_log_forward(g, p); st != status::success) return st;
   const log_affine_op<float> op;
   const float neg_inf = -cuda::std::numeric_limits<float>::infinity();
