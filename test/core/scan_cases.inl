@@ -8,6 +8,8 @@
 // addresses it, untouched elsewhere, and with intact guard bands.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -181,7 +183,91 @@ struct mat2_mod_case {
   }
 };
 
-constexpr int num_cases = 5;
+
+// A large struct (80 bytes: one step per lane, many shuffle words): x ↦ W·x + b with 4×4 W.
+struct ref_mat4_affine {
+  double W[4][4], b[4];
+};
+
+struct mat4_affine_case {
+  static constexpr const char* name = "matrix_affine_op<float, 4>";
+  using in_t = parscan::matrix_affine<float, 4>;
+  using out_t = parscan::matrix_affine<float, 4>;
+  using op_t = parscan::matrix_affine_op<float, 4>;
+  using acc_t = parscan::accumulator_t<op_t, in_t>;
+  using ref_t = ref_mat4_affine;
+  static constexpr bool exact = false;
+  static constexpr double tolerance = 1e-5;
+  // Entries in (-0.24, 0.24): every row sums below 1 in magnitude, so products stay bounded.
+  static in_t draw(rng& r) {
+    in_t v;
+    for (int i = 0; i < 4; ++i) {
+      v.b[i] = static_cast<float>(r.signed_unit());
+      for (int j = 0; j < 4; ++j) v.W[i][j] = static_cast<float>(0.24 * r.signed_unit());
+    }
+    return v;
+  }
+  static acc_t draw_acc(rng& r) { return draw(r); }
+  static ref_t from_in(const in_t& v) {
+    ref_t x;
+    for (int i = 0; i < 4; ++i) {
+      x.b[i] = v.b[i];
+      for (int j = 0; j < 4; ++j) x.W[i][j] = v.W[i][j];
+    }
+    return x;
+  }
+  static ref_t from_out(const out_t& v) { return from_in(v); }
+  static ref_t from_acc(const acc_t& v) { return from_in(v); }
+  // later ∘ earlier, written independently of matrix_affine_op: (L.W·E.W, L.W·E.b + L.b).
+  static ref_t ref_op(const ref_t& e, const ref_t& l) {
+    ref_t r;
+    for (int i = 0; i < 4; ++i) {
+      r.b[i] = l.b[i];
+      for (int k = 0; k < 4; ++k) r.b[i] += l.W[i][k] * e.b[k];
+      for (int j = 0; j < 4; ++j) {
+        r.W[i][j] = 0;
+        for (int k = 0; k < 4; ++k) r.W[i][j] += l.W[i][k] * e.W[k][j];
+      }
+    }
+    return r;
+  }
+  static double error(const ref::batch<ref_t>& a, const ref::batch<ref_t>& e, double floor) {
+    double worst = 0;
+    for (int i = 0; i < 4; ++i) {
+      worst = std::max(worst, ref::relative_error(a, e, [i](const ref_t& v) { return v.b[i]; }, floor));
+      for (int j = 0; j < 4; ++j)
+        worst = std::max(worst, ref::relative_error(a, e, [i, j](const ref_t& v) { return v.W[i][j]; }, floor));
+    }
+    return worst;
+  }
+};
+
+// The log-space affine map (a struct of floats and bools), compared in linear space.
+struct log_affine_case {
+  static constexpr const char* name = "log_affine_op<float>";
+  using in_t = parscan::log_affine<float>;
+  using out_t = parscan::log_affine<float>;
+  using op_t = parscan::log_affine_op<float>;
+  using acc_t = parscan::accumulator_t<op_t, in_t>;
+  using ref_t = ref_affine;
+  static constexpr bool exact = false;
+  static constexpr double tolerance = 1e-5;
+  // Signed gates and values in (-1, 1).
+  static in_t draw(rng& r) {
+    return in_t::from_linear(static_cast<float>(r.signed_unit()), static_cast<float>(r.signed_unit()));
+  }
+  static acc_t draw_acc(rng& r) { return draw(r); }
+  static ref_t from_in(const in_t& v) {
+    return {(v.neg_a ? -1.0 : 1.0) * std::exp(static_cast<double>(v.log_a)),
+            (v.neg_b ? -1.0 : 1.0) * std::exp(static_cast<double>(v.log_b))};
+  }
+  static ref_t from_out(const out_t& v) { return from_in(v); }
+  static ref_t from_acc(const acc_t& v) { return from_in(v); }
+  static ref_t ref_op(const ref_t& e, const ref_t& l) { return ref_compose(e, l); }
+  static double error(const ref::batch<ref_t>& a, const ref::batch<ref_t>& e, double floor) { return affine_error(a, e, floor); }
+};
+
+constexpr int num_cases = 7;
 
 /// Calls f(Case{}) for case number i (0..num_cases-1).
 template <class F>
@@ -192,6 +278,8 @@ void with_case(int i, F&& f) {
     case 2: f(affine_f32_case{}); break;
     case 3: f(affine_bf16_case{}); break;
     case 4: f(mat2_mod_case{}); break;
+    case 5: f(mat4_affine_case{}); break;
+    case 6: f(log_affine_case{}); break;
     default: FAIL("no such case");
   }
 }
