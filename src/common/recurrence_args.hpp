@@ -53,10 +53,7 @@ status plan_forward(const gated_forward_args<T>& g, forward_plan& p) {
   tensor_ref a{g.a, p.a, sizeof(T)}, b{g.b, p.b, sizeof(T)}, x{g.x, p.x, sizeof(T)};
   tensor_ref x0 = dense(g.x0, g.x0 ? seqs : 0, sizeof(T));
   tensor_ref xf = dense(g.x_final, g.x_final ? seqs : 0, sizeof(T));
-  for (tensor_ref* t : {&a, &b, &x0})
-    if (status st = check_input(*t); st != status::success) return st;
-  for (tensor_ref* t : {&x, &xf})
-    if (status st = check_output(*t); st != status::success) return st;
+  if (status st = check_tensors({&a, &b, &x0}, {&x, &xf}); st != status::success) return st;
   for (const tensor_ref* in : {&a, &b})
     if (status st = check_aliasing(x, *in); st != status::success) return st;
   if (status st = check_disjoint(x, xf); st != status::success) return st;
@@ -92,10 +89,7 @@ status plan_backward(const gated_backward_args<T>& g, backward_plan& p) {
   tensor_ref dxf = dense(g.dx_final, g.dx_final ? seqs : 0, sizeof(T));
   const T* dx0_used = g.x0 ? g.dx0 : nullptr;  // without x0, dx0 is neither written nor checked
   tensor_ref dx0 = dense(dx0_used, dx0_used ? seqs : 0, sizeof(T));
-  for (tensor_ref* t : {&a, &x, &dx, &x0, &dxf})
-    if (status st = check_input(*t); st != status::success) return st;
-  for (tensor_ref* t : {&da, &db, &dx0})
-    if (status st = check_output(*t); st != status::success) return st;
+  if (status st = check_tensors({&a, &x, &dx, &x0, &dxf}, {&da, &db, &dx0}); st != status::success) return st;
   if (g.x0 && !g.dx0 && seqs > 0) return status::null_pointer;
   // Outputs may alias dx exactly (one of them); nothing else may overlap.
   if (status st = check_disjoint(da, db); st != status::success) return st;
@@ -126,10 +120,7 @@ status plan_log_forward(const log_forward_args<T>& g, forward_plan& p) {
   tensor_ref lx0 = dense(g.log_x0, g.log_x0 ? seqs : 0, sizeof(T)), sx0 = dense(g.x0_negative, g.x0_negative ? seqs : 0, 1);
   tensor_ref lxf = dense(g.log_x_final, g.log_x_final ? seqs : 0, sizeof(T));
   tensor_ref sxf = dense(g.x_final_negative, g.x_final_negative ? seqs : 0, 1);
-  for (tensor_ref* t : {&la, &lb, &sa, &sb, &lx0, &sx0})
-    if (status st = check_input(*t); st != status::success) return st;
-  for (tensor_ref* t : {&lx, &sx, &lxf, &sxf})
-    if (status st = check_output(*t); st != status::success) return st;
+  if (status st = check_tensors({&la, &lb, &sa, &sb, &lx0, &sx0}, {&lx, &sx, &lxf, &sxf}); st != status::success) return st;
   const bool maybe_negative = g.a_negative || g.b_negative || g.x0_negative;
   if (maybe_negative && !g.x_negative && lx.span_bytes > 0) return status::null_pointer;
   if (maybe_negative && g.log_x_final && !g.x_final_negative && seqs > 0) return status::null_pointer;

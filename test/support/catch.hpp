@@ -6,13 +6,7 @@
 // tolerance checks rather than Approx.
 #pragma once
 
-#if !defined(PARSCAN_CATCH2_MAJOR)
-#if __has_include(<catch2/catch_all.hpp>)
-#define PARSCAN_CATCH2_MAJOR 3
-#else
-#define PARSCAN_CATCH2_MAJOR 2
-#endif
-#endif
+#include "support/catch_version.hpp"
 
 #if PARSCAN_CATCH2_MAJOR >= 3
 #include <catch2/catch_all.hpp>

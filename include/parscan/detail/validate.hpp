@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include "../layout.hpp"
 #include "../status.hpp"
@@ -101,6 +102,15 @@ inline status check_aliasing(const tensor_ref& out, const tensor_ref& in) {
 /// Two outputs may not overlap at all.
 inline status check_disjoint(const tensor_ref& x, const tensor_ref& y) {
   return ranges_overlap(x.ptr, x.span_bytes, y.ptr, y.span_bytes) ? status::overlapping_output : status::success;
+}
+
+/// Checks every input, then every output (filling their span_bytes); the first failure wins.
+inline status check_tensors(std::initializer_list<tensor_ref*> inputs, std::initializer_list<tensor_ref*> outputs) {
+  for (tensor_ref* t : inputs)
+    if (status s = check_input(*t); s != status::success) return s;
+  for (tensor_ref* t : outputs)
+    if (status s = check_output(*t); s != status::success) return s;
+  return status::success;
 }
 
 /// A dense per-sequence array of n elements (carry in, carry out, x0, ...).
