@@ -2,7 +2,7 @@
 # benchmarks/gpu_run.sh — everything the GPU machine is for, in one command (shared/GPU.md):
 # configure and build with the GPU tests, run them, run them again under compute-sanitizer
 # (memcheck and racecheck, on the small cases), and run the benchmarks. Logs and JSON go to
-# $OUT (or ./out); the last thing printed is a short summary. Each step has a time limit, so
+# $OUT (or ./out); the last thing printed is a short summary. The test shards need Catch2 3. Each step has a time limit, so
 # the whole run fits a short lease.
 #   usage: [PARSCAN_COMMIT=<hash>] bash benchmarks/gpu_run.sh [--skip-bench] [--skip-sanitizer] [--quick-bench]
 # Then, back here: python3 benchmarks/report.py --commit <hash> <the returned bench_*.json>.
@@ -33,10 +33,22 @@ step configure cmake -S . -B "$build" $gen -DCMAKE_BUILD_TYPE=Release -DCMAKE_CU
   -DCMAKE_PREFIX_PATH="${prefix#;}" -DPARSCAN_GPU_TESTS=ON -DPARSCAN_BUILD_BENCHMARKS=ON
 step build bash -c "cmake --build '$build' -j $(nproc) --target parscan_gpu_tests bench_scan bench_recurrence bench_tuning > '$out/build.txt' 2>&1 || { tail -50 '$out/build.txt'; exit 1; }"
 gpu_tests=$build/test/parscan_gpu_tests
-# The full suite, less the large shape sweeps (their float64 host references dominate the
-# time), then the sweeps for float only.
-step gpu-tests bash -c "timeout ${PARSCAN_GPU_TEST_TIMEOUT:-150} '$gpu_tests' '~*shapes x dense layouts*' > '$out/gpu_tests.txt' 2>&1 || { tail -60 '$out/gpu_tests.txt'; exit 1; }"
-[ "${PARSCAN_GPU_SWEEPS:-1}" = 1 ] && step gpu-sweeps bash -c "timeout 120 '$gpu_tests' '*shapes x dense layouts <float>' > '$out/gpu_sweeps.txt' 2>&1 || { tail -40 '$out/gpu_sweeps.txt'; exit 1; }"
+# The whole suite, in parallel shards (its float64 host references are CPU-bound; the GPU is
+# shared). Each shard's log goes into one file; the failures are printed.
+shards=${PARSCAN_GPU_TEST_SHARDS:-12}
+run_shards() {
+  local pids=() rc=0 i
+  for ((i = 0; i < shards; i++)); do
+    timeout "${PARSCAN_GPU_TEST_TIMEOUT:-240}" "$gpu_tests" --shard-count "$shards" --shard-index "$i" "$@" \
+      > "/tmp/gpu_shard_$i.txt" 2>&1 & pids+=($!)
+  done
+  for i in "${!pids[@]}"; do wait "${pids[$i]}" || { rc=1; echo "shard $i failed (exit $?)"; }; done
+  cat /tmp/gpu_shard_*.txt > "$out/gpu_tests.txt"
+  grep -hE "^(test cases|All tests passed)" /tmp/gpu_shard_*.txt
+  [ $rc = 0 ] || grep -hB3 -A12 -E "FAILED|timeout|error" /tmp/gpu_shard_*.txt | head -120
+  return $rc
+}
+step gpu-tests run_shards
 if [ $skip_san = 0 ]; then
   # Small cases under each tool: every kernel kind (warp loop, chained tiles, lane tiles),
   # forward and backward, carries and reverse.

@@ -79,19 +79,27 @@ inline device_facts current_device() {
   return f;
 }
 
-/// Resident blocks per multiprocessor for a kernel, computed once per kernel (the cache is
-/// keyed on the kernel itself, not on its signature, which several kernels may share).
+/// Resident blocks per multiprocessor for a kernel with `dynamic_smem` bytes of dynamic shared
+/// memory, which it is allowed to use beyond the default 48 KB. Computed once per kernel and
+/// device (the cache is keyed on the kernel itself, not on its signature, which several kernels
+/// may share); 0 if the kernel cannot run with that much.
 template <auto Kernel>
-int blocks_per_multiprocessor(int block_threads) {
-  static const int cached = [&] {
+int blocks_per_multiprocessor(int block_threads, int device = 0, int dynamic_smem = 0) {
+  constexpr int max_devices = 64;
+  static int cached[max_devices] = {};
+  if (device < 0 || device >= max_devices) device = 0;
+  if (cached[device] == 0) {
     int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel, block_threads, 0) != cudaSuccess) {
-      cudaGetLastError();
-      n = 1;
+    if ((dynamic_smem <= 48 * 1024 ||
+         cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_smem) == cudaSuccess) &&
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel, block_threads, dynamic_smem) == cudaSuccess) {
+      cached[device] = n > 0 ? n : -1;
+    } else {
+      cudaGetLastError();  // not sticky: clear it
+      cached[device] = -1;
     }
-    return n > 0 ? n : 1;
-  }();
-  return cached;
+  }
+  return cached[device] > 0 ? cached[device] : 0;
 }
 
 }  // namespace cuda_detail

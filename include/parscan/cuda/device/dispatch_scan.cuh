@@ -17,15 +17,20 @@ constexpr int default_per_lane = sizeof(Acc) >= 128 ? 1 : (128 / sizeof(Acc) > 1
 
 /// A tile-shape policy. PerLane accumulators per lane, in chunks of Problem::run steps; warps
 /// that loop over whole sequences come LoopWarps to a block, chained tiles are ChainedWarps
-/// warps, lane tiles are 32 sequences × LaneWarps·PerLane steps. dispatch_scan takes the policy
-/// as a template argument so that benchmarks/bench_tuning.cu can time alternatives in one run.
+/// warps, lane tiles are 32 sequences × LaneWarps·PerLane steps. A Problem that can stage its
+/// loads (has_staging) keeps LoopStages (warp loop) or ChainedStages (chained tiles) tiles in
+/// flight through shared memory; 0 turns staging off. dispatch_scan takes the policy as a
+/// template argument so that benchmarks/bench_tuning.cu can time alternatives in one run.
 template <class Problem, int PerLane = default_per_lane<typename Problem::acc_type>, int LoopWarps = 4,
-          int ChainedWarps = 8, int LaneWarps = 8, int Stages = 0>
+          int ChainedWarps = 8, int LaneWarps = 8, int LoopStages = 2, int ChainedStages = 2>
 struct tile_shape_of {
-  static constexpr int stages = Stages;  // > 0: the warp loop stages tiles through shared memory
+  static constexpr bool staged = has_staging<Problem>;
+  static constexpr int loop_stages = staged ? LoopStages : 0;
+  static constexpr int chained_stages = staged ? ChainedStages : 0;
   static constexpr int per_lane = PerLane;
   static constexpr int chunks = per_lane / Problem::run > 0 ? per_lane / Problem::run : 1;
   static constexpr int loop_warps = LoopWarps;
+  static constexpr index_t loop_tile = tile_steps<Problem, 1, chunks>;
   static constexpr int chained_warps = ChainedWarps;
   static constexpr index_t chained_tile = tile_steps<Problem, chained_warps, chunks>;
   static constexpr int lane_steps = per_lane;
@@ -33,9 +38,14 @@ struct tile_shape_of {
   static constexpr index_t lane_tile = static_cast<index_t>(lane_warps) * lane_steps;
 };
 
-/// The shape the library uses.
+/// The shape the library uses (chosen with benchmarks/bench_tuning.cu; docs/performance.md).
 template <class Problem>
 using tile_shape = tile_shape_of<Problem>;
+
+/// For sequences no longer than one 32-step-per-warp tile: one run per lane and no staging,
+/// so a short sequence does not leave most of its warp idle (T = 128 ran 2.2× faster so).
+template <class Problem>
+using short_tile_shape = tile_shape_of<Problem, Problem::run, 4, 8, 8, 0, 0>;
 
 /// Workspace bytes for `sequences` × `length` steps of Problem (an upper bound over the modes).
 template <class Problem, class shape = tile_shape<Problem>>
@@ -62,6 +72,14 @@ status prepare_tiles(workspace_lease& ws, index_t tiles, State& st, unsigned*& c
 
 constexpr index_t max_grid = 0x7fffffff;
 
+/// Launches `kernel` on `blocks` blocks (capped at the grid limit) with `smem` bytes of dynamic
+/// shared memory and checks the launch.
+template <class Kernel, class... Args>
+status launch(Kernel kernel, index_t blocks, int threads, int smem, const cuda_backend& be, const Args&... args) {
+  kernel<<<static_cast<unsigned>(blocks < max_grid ? blocks : max_grid), threads, smem, be.stream>>>(args...);
+  return check_launch();
+}
+
 template <class shape, class Problem, class Op>
 status launch_lane_tiles(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
   using Acc = typename Problem::acc_type;
@@ -74,46 +92,33 @@ status launch_lane_tiles(const Problem& P, const Op& op, index_t sequences, cons
   state st;
   unsigned* counter;
   if (status s = prepare_tiles(ws, tiles, st, counter, be); s != status::success) return s;
-  scan_lane_chained_kernel<shape::lane_warps, shape::lane_steps, Problem, Op>
-      <<<static_cast<unsigned>(tiles), shape::lane_warps * warp_threads, 0, be.stream>>>(P, op, st, counter,
-                                                                                        tiles_per_group, sequences);
-  return check_launch();
+  return launch(scan_lane_chained_kernel<shape::lane_warps, shape::lane_steps, Problem, Op>, tiles,
+                shape::lane_warps * warp_threads, 0, be, P, op, st, counter, tiles_per_group, sequences);
 }
 
-/// Runs a validated Problem over `sequences` sequences of P.length steps with tile shape
-/// `shape` (tile_shape<Problem> unless a benchmark asks for another).
+/// Warps that loop over whole sequences: no workspace, no inter-block traffic.
 template <class shape, class Problem, class Op>
-status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
+status launch_warp_loop(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
+  const index_t blocks = (sequences + shape::loop_warps - 1) / shape::loop_warps;
+  constexpr int threads = shape::loop_warps * warp_threads;
+  if constexpr (shape::loop_stages > 0) {
+    constexpr auto kernel = scan_warp_loop_staged_kernel<shape::loop_warps, shape::chunks, shape::loop_stages, Problem, Op>;
+    constexpr int smem = staging_ring<shape::loop_warps, shape::chunks, shape::loop_stages, Problem>::bytes;
+    const device_facts dev = current_device();
+    if (dev.st != status::success) return dev.st;
+    if (blocks_per_multiprocessor<kernel>(threads, dev.device, smem) == 0) return status::exceeds_device_limits;
+    return launch(kernel, blocks, threads, smem, be, P, op, sequences);
+  } else {
+    return launch(scan_warp_loop_kernel<shape::loop_warps, shape::chunks, Problem, Op>, blocks, threads, 0, be, P, op,
+                  sequences);
+  }
+}
+
+/// A persistent grid of chained tiles, one per resident block, claiming tiles in order.
+template <class shape, class Problem, class Op>
+status launch_chained(const Problem& P, const Op& op, index_t sequences, index_t tiles_per_sequence,
+                      const device_facts& dev, const cuda_backend& be) {
   using Acc = typename Problem::acc_type;
-  if (sequences == 0) return status::success;
-  if (P.length == 0) {
-    const index_t blocks = (sequences + 255) / 256;
-    empty_sequences_kernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), 256, 0, be.stream>>>(P, sequences);
-    return check_launch();
-  }
-  const device_facts dev = current_device();
-  if (dev.st != status::success) return dev.st;
-  if (P.lane_major) return launch_lane_tiles<shape>(P, op, sequences, be);
-
-  // Enough sequences to give every resident warp its own: warps loop over whole sequences.
-  constexpr auto warp_kernel = scan_warp_loop_kernel<shape::loop_warps, shape::chunks, Problem, Op>;
-  const index_t resident_warps = static_cast<index_t>(blocks_per_multiprocessor<warp_kernel>(shape::loop_warps * 32)) *
-                                 shape::loop_warps * dev.multiprocessors;
-  const index_t tiles_per_sequence = (P.length + shape::chained_tile - 1) / shape::chained_tile;
-  if (sequences >= resident_warps || tiles_per_sequence == 1) {
-    const index_t blocks = (sequences + shape::loop_warps - 1) / shape::loop_warps;
-    if constexpr (shape::stages > 0 && has_staging<Problem>) {
-      scan_warp_loop_staged_kernel<shape::loop_warps, shape::chunks, shape::stages, Problem, Op>
-          <<<static_cast<unsigned>(blocks < max_grid ? blocks : max_grid), shape::loop_warps * 32, 0, be.stream>>>(
-              P, op, sequences);
-      return check_launch();
-    }
-    warp_kernel<<<static_cast<unsigned>(blocks < max_grid ? blocks : max_grid), shape::loop_warps * 32, 0, be.stream>>>(
-        P, op, sequences);
-    return check_launch();
-  }
-
-  // Otherwise a persistent grid of chained tiles.
   index_t total_tiles;
   if (__builtin_mul_overflow(sequences, tiles_per_sequence, &total_tiles) || total_tiles > max_grid)
     return status::exceeds_device_limits;
@@ -121,12 +126,51 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
   tile_state<Acc> st;
   unsigned* counter;
   if (status s = prepare_tiles(ws, total_tiles, st, counter, be); s != status::success) return s;
-  constexpr auto chained = scan_chained_kernel<shape::chained_warps, shape::chunks, Problem, Op>;
-  const index_t resident = static_cast<index_t>(blocks_per_multiprocessor<chained>(shape::chained_warps * 32)) *
-                           dev.multiprocessors;
-  chained<<<static_cast<unsigned>(resident < total_tiles ? resident : total_tiles), shape::chained_warps * 32, 0,
-            be.stream>>>(P, op, st, counter, tiles_per_sequence, total_tiles);
-  return check_launch();
+  constexpr int threads = shape::chained_warps * warp_threads;
+  auto run = [&](auto kernel, int per_sm, int smem) {
+    if (per_sm == 0) return status::exceeds_device_limits;
+    const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
+    return launch(kernel, resident < total_tiles ? resident : total_tiles, threads, smem, be, P, op, st, counter,
+                  tiles_per_sequence, total_tiles);
+  };
+  if constexpr (shape::chained_stages > 0) {
+    constexpr auto kernel =
+        scan_chained_staged_kernel<shape::chained_warps, shape::chunks, shape::chained_stages, Problem, Op>;
+    constexpr int smem = staging_ring<shape::chained_warps, shape::chunks, shape::chained_stages, Problem>::bytes;
+    return run(kernel, blocks_per_multiprocessor<kernel>(threads, dev.device, smem), smem);
+  } else {
+    constexpr auto kernel = scan_chained_kernel<shape::chained_warps, shape::chunks, Problem, Op>;
+    return run(kernel, blocks_per_multiprocessor<kernel>(threads, dev.device), 0);
+  }
+}
+
+/// Runs a validated Problem over `sequences` sequences of P.length steps with tile shape
+/// `shape` (tile_shape<Problem> unless a benchmark asks for another).
+template <class shape, class Problem, class Op>
+status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
+  if (sequences == 0) return status::success;
+  if (P.length == 0) {
+    const index_t blocks = (sequences + 255) / 256;
+    return launch(empty_sequences_kernel<Problem>, blocks < 65535 ? blocks : 65535, 256, 0, be, P, sequences);
+  }
+  const device_facts dev = current_device();
+  if (dev.st != status::success) return dev.st;
+  if (P.lane_major) return launch_lane_tiles<shape>(P, op, sequences, be);
+
+  // Enough sequences to give every resident warp its own: warps loop over whole sequences.
+  // (Resident warps of the unstaged loop: the staged one holds as many or fewer.)
+  constexpr auto plain_loop = scan_warp_loop_kernel<shape::loop_warps, shape::chunks, Problem, Op>;
+  const index_t resident_warps = static_cast<index_t>(blocks_per_multiprocessor<plain_loop>(shape::loop_warps * 32, dev.device)) *
+                                 shape::loop_warps * dev.multiprocessors;
+  const index_t tiles_per_sequence = (P.length + shape::chained_tile - 1) / shape::chained_tile;
+  if (sequences >= resident_warps || tiles_per_sequence == 1) {
+    using short_shape = short_tile_shape<Problem>;
+    if constexpr (shape::per_lane > short_shape::per_lane) {
+      if (P.length <= short_shape::loop_tile) return launch_warp_loop<short_shape>(P, op, sequences, be);
+    }
+    return launch_warp_loop<shape>(P, op, sequences, be);
+  }
+  return launch_chained<shape>(P, op, sequences, tiles_per_sequence, dev, be);
 }
 
 /// Runs a validated Problem with the library's tile shape, or with `shape` when given.

@@ -40,6 +40,24 @@ struct generic_problem {
 #pragma unroll
     for (int v = 0; v < run; ++v) items[v] = v < n ? static_cast<Acc>(raw[v]) : Acc{};
   }
+  // Staging through shared memory (the staged kernels): the input's 16-byte run at slot.
+  static constexpr int staged_tensors = 1;
+  __device__ PARSCAN_INLINE bool stage_run(const cursor& c, index_t pos, unsigned char* slot, int) const {
+    return stage_steps<run>(slot, c.in, in_layout.step_stride, step(pos), reverse ? -1 : 1, count(pos));
+  }
+  __device__ PARSCAN_INLINE void load_staged(const cursor& c, index_t pos, const unsigned char* slot, int, bool staged,
+                                             Acc (&items)[run]) const {
+    if constexpr (sizeof(In) * run == 16) {
+      if (staged) {
+        In raw[run];
+        read_staged(slot, reverse ? -1 : 1, raw);
+#pragma unroll
+        for (int v = 0; v < run; ++v) items[v] = static_cast<Acc>(raw[v]);
+        return;
+      }
+    }
+    load_run(c, pos, items);
+  }
   __device__ PARSCAN_INLINE Acc load_at(const cursor& c, index_t pos) const {
     return static_cast<Acc>(c.in[step(pos) * in_layout.step_stride]);
   }

@@ -59,27 +59,26 @@ struct recurrence_forward_problem {
     c.x[step(pos) * lx.step_stride] = static_cast<T>(v.b);
   }
 
-  // Staging through shared memory (the staged warp loop): a and b of a run, 16 bytes each, at
+  // Staging through shared memory (the staged kernels): a and b of a run, 16 bytes each, at
   // slot and slot + tensor_stride. Only both or neither are staged.
   static constexpr int staged_tensors = 2;
   __device__ PARSCAN_INLINE bool stage_run(const cursor& c, index_t pos, unsigned char* slot, int tensor_stride) const {
     const int n = count(pos), dir = reverse ? -1 : 1;
-    const T* a_run = c.a + step(pos);
-    const T* b_run = c.b + step(pos);
-    const bool both = la.step_stride == 1 && lb.step_stride == 1 && !reverse && n == run &&
-                      reinterpret_cast<std::uintptr_t>(a_run) % 16 == 0 && reinterpret_cast<std::uintptr_t>(b_run) % 16 == 0;
-    if (!both) return false;
-    stage_steps<run>(slot, c.a, la.step_stride, step(pos), dir, n);
-    stage_steps<run>(slot + tensor_stride, c.b, lb.step_stride, step(pos), dir, n);
-    return true;
+    const index_t t = step(pos);
+    if (n != run || la.step_stride != 1 || lb.step_stride != 1) return false;
+    const index_t lo = reverse ? t - (run - 1) : t;
+    if (reinterpret_cast<std::uintptr_t>(c.a + lo) % 16 != 0 || reinterpret_cast<std::uintptr_t>(c.b + lo) % 16 != 0)
+      return false;
+    return stage_steps<run>(slot, c.a, 1, t, dir, n) && stage_steps<run>(slot + tensor_stride, c.b, 1, t, dir, n);
   }
   __device__ PARSCAN_INLINE void load_staged(const cursor& c, index_t pos, const unsigned char* slot, int tensor_stride,
                                              bool staged, acc_type (&items)[run]) const {
     if constexpr (sizeof(T) * run == 16) {
       if (staged) {
         T ra[run], rb[run];
-        read_staged(slot, ra);
-        read_staged(slot + tensor_stride, rb);
+        const int dir = reverse ? -1 : 1;
+        read_staged(slot, dir, ra);
+        read_staged(slot + tensor_stride, dir, rb);
 #pragma unroll
         for (int v = 0; v < run; ++v) items[v] = acc_type(detail::load_gate<C>(ra[v], log_gate), static_cast<C>(rb[v]));
         return;

@@ -48,53 +48,75 @@ constexpr bool has_staging = false;
 template <class Problem>
 constexpr bool has_staging<Problem, std::void_t<decltype(Problem::staged_tensors)>> = true;
 
-/// The warp loop with the next Stages-1 tiles copied into shared memory by cp.async while the
-/// current one is scanned, so loads stay in flight without costing registers. Each lane reads
-/// back only what it copied itself, so no barrier is needed. Experimental: used only when a
-/// tile shape asks for it (benchmarks/bench_tuning.cu), not by the library's default shape.
+/// A ring of Stages tiles per block in dynamic shared memory, filled by cp.async so that loads
+/// stay in flight without holding registers. Every lane copies its own 16-byte runs and later
+/// reads back only those, so no barrier is needed between a copy and its read; a run that
+/// cannot be staged (misaligned, strided, the sequence's end) is read directly instead.
+template <int BlockWarps, int Chunks, int Stages, class Problem>
+struct staging_ring {
+  static constexpr int V = Problem::run;
+  static constexpr index_t chunk = static_cast<index_t>(warp_threads) * V;
+  static constexpr int tensor_stride = warp_threads * 16;  // one 16-byte run per lane
+  static constexpr int chunk_bytes = Problem::staged_tensors * tensor_stride;
+  static constexpr int slot_bytes = BlockWarps * Chunks * chunk_bytes;
+  static constexpr int mask_bytes = BlockWarps * warp_threads * static_cast<int>(sizeof(unsigned));
+  static constexpr int bytes = Stages * (slot_bytes + mask_bytes);
+  unsigned char* base;
+
+  __device__ PARSCAN_INLINE unsigned char* run_at(int slot, int j) const {
+    const int warp = static_cast<int>(threadIdx.x) / warp_threads;
+    return base + slot * slot_bytes + (warp * Chunks + j) * chunk_bytes + lane_id() * 16;
+  }
+  // Bit j: chunk j of this lane's runs in `slot` was staged.
+  __device__ PARSCAN_INLINE unsigned& staged(int slot) const {
+    return reinterpret_cast<unsigned*>(base + Stages * slot_bytes)[slot * BlockWarps * warp_threads + threadIdx.x];
+  }
+  /// Starts copying this warp's segment (from step `segment`) of sequence s into `slot`.
+  __device__ PARSCAN_INLINE void stage(const Problem& P, index_t s, index_t segment, int slot) const {
+    const auto cur = P.at(s);
+    unsigned mask = 0;
+#pragma unroll
+    for (int j = 0; j < Chunks; ++j)
+      if (P.stage_run(cur, segment + j * chunk + lane_id() * V, run_at(slot, j), tensor_stride)) mask |= 1u << j;
+    staged(slot) = mask;
+  }
+  /// The segment staged in `slot`, into registers (after the copies have been waited for).
+  __device__ PARSCAN_INLINE void load(const Problem& P, index_t s, index_t segment, int slot,
+                                      tile_items<Problem, Chunks>& items) const {
+    const auto cur = P.at(s);
+    const unsigned mask = staged(slot);
+#pragma unroll
+    for (int j = 0; j < Chunks; ++j)
+      P.load_staged(cur, segment + j * chunk + lane_id() * V, run_at(slot, j), tensor_stride, (mask >> j) & 1u,
+                    items.v[j]);
+  }
+};
+
+/// The warp loop with the next Stages-1 tiles of the warp's sequence in flight (staging_ring).
 template <int Warps, int Chunks, int Stages, class Problem, class Op>
 __global__ void __launch_bounds__(Warps* warp_threads)
     scan_warp_loop_staged_kernel(Problem P, Op op, index_t sequences) {
   using Acc = typename Problem::acc_type;
-  using items = tile_items<Problem, Chunks>;
-  constexpr int V = Problem::run;
-  constexpr index_t chunk = static_cast<index_t>(warp_threads) * V;
-  constexpr int tensor_stride = warp_threads * 16;  // one 16-byte run per lane
-  constexpr int chunk_bytes = Problem::staged_tensors * tensor_stride;
-  __shared__ alignas(16) unsigned char ring[Warps][Stages][Chunks * chunk_bytes];
-  __shared__ unsigned staged[Warps][Stages][warp_threads];  // bit j: chunk j of that slot staged
-  const int warp = static_cast<int>(threadIdx.x) / warp_threads, lane = lane_id();
+  using ring_t = staging_ring<Warps, Chunks, Stages, Problem>;
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+  const ring_t ring{dynamic_smem};
   constexpr index_t tile = tile_steps<Problem, 1, Chunks>;
   const index_t tiles = (P.length + tile - 1) / tile;
-  auto slot_of = [&](index_t k, int j) { return &ring[warp][k % Stages][j * chunk_bytes + lane * 16]; };
-  auto stage = [&](index_t s, index_t k) {
-    const auto cur = P.at(s);
-    const index_t segment = segment_start<1, Chunks, Problem>(k);
-    unsigned mask = 0;
-#pragma unroll
-    for (int j = 0; j < Chunks; ++j)
-      if (P.stage_run(cur, segment + j * chunk + lane * V, slot_of(k, j), tensor_stride)) mask |= 1u << j;
-    staged[warp][k % Stages][lane] = mask;
-  };
-  const index_t first_warp = static_cast<index_t>(blockIdx.x) * Warps + warp;
+  const index_t first_warp = static_cast<index_t>(blockIdx.x) * Warps + threadIdx.x / warp_threads;
   const index_t all_warps = static_cast<index_t>(gridDim.x) * Warps;
   for (index_t s = first_warp; s < sequences; s += all_warps) {
     maybe<Acc> running = P.initial(s);
     for (index_t k = 0; k < Stages - 1; ++k) {
-      if (k < tiles) stage(s, k);
+      if (k < tiles) ring.stage(P, s, k * tile, static_cast<int>(k));
       async_commit();  // one group per tile, empty or not, so the wait below counts tiles
     }
     for (index_t k = 0; k < tiles; ++k) {
-      if (k + Stages - 1 < tiles) stage(s, k + Stages - 1);
+      const index_t ahead = k + Stages - 1;
+      if (ahead < tiles) ring.stage(P, s, ahead * tile, static_cast<int>(ahead % Stages));
       async_commit();
       async_wait<Stages - 1>();  // tile k's group is complete
-      const auto cur = P.at(s);
-      const index_t segment = segment_start<1, Chunks, Problem>(k);
-      const unsigned mask = staged[warp][k % Stages][lane];
-      items now;
-#pragma unroll
-      for (int j = 0; j < Chunks; ++j)
-        P.load_staged(cur, segment + j * chunk + lane * V, slot_of(k, j), tensor_stride, (mask >> j) & 1u, now.v[j]);
+      tile_items<Problem, Chunks> now;
+      ring.load(P, s, k * tile, static_cast<int>(k % Stages), now);
       scan_tile<1, Chunks>(P, op, s, k, now, static_cast<tile_scan_smem<Acc, 1>*>(nullptr), [&](const Acc& aggregate) {
         const maybe<Acc> before = running;
         running = combine(running, maybe<Acc>{aggregate, true}, op);
@@ -102,7 +124,56 @@ __global__ void __launch_bounds__(Warps* warp_threads)
       });
     }
     async_wait<0>();
+    __syncwarp();  // the next sequence's copies reuse the slots this warp just read
   }
+}
+
+/// Chained tiles with the next Stages-1 claimed tiles in flight (staging_ring). A persistent
+/// block claims tiles from the counter Stages-1 ahead of the one it scans and scans its claims in
+/// increasing order; the smallest unfinished tile is then always the one its block is scanning,
+/// and it waits on nothing unfinished, so the grid always makes progress. Stages = 2 is the
+/// useful depth: with 3 or more, a block holds neighbouring tiles whose aggregates appear one
+/// tile-time apart, the look-backs line up behind one another, and on an H100 a 2^26-step scan
+/// ran 29× slower than with 2.
+template <int Warps, int Chunks, int Stages, class Problem, class Op>
+__global__ void __launch_bounds__(Warps* warp_threads)
+    scan_chained_staged_kernel(Problem P, Op op, tile_state<typename Problem::acc_type> st, unsigned* tile_counter,
+                               index_t tiles_per_sequence, index_t total_tiles) {
+  using Acc = typename Problem::acc_type;
+  using ring_t = staging_ring<Warps, Chunks, Stages, Problem>;
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+  const ring_t ring{dynamic_smem};
+  __shared__ tile_scan_smem<Acc, Warps> sm;
+  __shared__ unsigned claimed[Stages];
+  auto stage = [&](int slot) {
+    const index_t tile = claimed[slot];
+    if (tile < total_tiles)
+      ring.stage(P, tile / tiles_per_sequence, segment_start<Warps, Chunks, Problem>(tile % tiles_per_sequence), slot);
+    async_commit();
+  };
+  // One thread claims, so a block's claims increase in the order it scans them.
+  if (threadIdx.x == 0)
+    for (int slot = 0; slot < Stages - 1; ++slot) claimed[slot] = atomicAdd(tile_counter, 1u);
+  __syncthreads();
+  for (int slot = 0; slot < Stages - 1; ++slot) stage(slot);
+  for (int slot = 0;; slot = slot + 1 == Stages ? 0 : slot + 1) {
+    const int ahead = slot == 0 ? Stages - 1 : slot - 1;
+    // The barrier also ends every read of `ahead` by the previous iteration's scan.
+    if (threadIdx.x == 0) claimed[ahead] = atomicAdd(tile_counter, 1u);
+    __syncthreads();
+    const index_t tile = claimed[slot];
+    if (tile >= total_tiles) break;  // claims only grow, so every later slot is past the end too
+    stage(ahead);
+    async_wait<Stages - 1>();
+    const index_t s = tile / tiles_per_sequence, k = tile % tiles_per_sequence;
+    tile_items<Problem, Chunks> now;
+    ring.load(P, s, segment_start<Warps, Chunks, Problem>(k), slot, now);
+    scan_tile<Warps, Chunks>(P, op, s, k, now, &sm, [&](const Acc& aggregate) {
+      const maybe<Acc> carry = k < lookback_super ? P.initial(s) : maybe<Acc>{Acc{}, false};
+      return lookback(st, tile - k, k, aggregate, carry, op);
+    });
+  }
+  async_wait<0>();
 }
 
 /// Persistent blocks claim tiles in order from an atomic counter and prefetch the next claimed

@@ -75,28 +75,38 @@ __device__ PARSCAN_INLINE void write_steps(T* seq, index_t stride, index_t t0, i
     if (v < count) seq[(t0 + v * dir) * stride] = in[v];
 }
 
-/// Starts an asynchronous 16-byte copy of steps t0 … t0+V-1 into shared memory (cp.async, to
-/// be completed with cp.async.wait_group) when the run is whole, forward, adjacent in memory and
-/// aligned. Returns false, having issued nothing, otherwise; the caller then reads directly.
+/// Starts an asynchronous 16-byte copy of a run of V steps into shared memory (cp.async, to be
+/// completed with cp.async.wait_group) when the run is whole, adjacent in memory and aligned;
+/// dir < 0 copies steps t0-V+1 … t0, which read_staged then reverses. Returns false, having
+/// issued nothing, otherwise; the caller then reads directly.
 template <int V, class T>
 __device__ PARSCAN_INLINE bool stage_steps(void* dst, const T* seq, index_t stride, index_t t0, int dir, int count) {
   if constexpr (sizeof(T) * V != 16) {
     return false;
   } else {
-    const T* src = seq + t0;
-    if (count != V || stride != 1 || dir < 0 || reinterpret_cast<std::uintptr_t>(src) % 16 != 0) return false;
+    const T* src = seq + (dir > 0 ? t0 : t0 - (V - 1));
+    if (count != V || stride != 1 || reinterpret_cast<std::uintptr_t>(src) % 16 != 0) return false;
     const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(src) : "memory");
     return true;
   }
 }
 
-/// Reads back a run staged by stage_steps (after this thread's cp.async.wait_group).
+/// Reads back, in processing order, a run staged by stage_steps with the same dir (after this
+/// thread's cp.async.wait_group).
 template <int V, class T>
-__device__ PARSCAN_INLINE void read_staged(const void* src, T (&out)[V]) {
-  const uint4 w = *static_cast<const uint4*>(src);
+__device__ PARSCAN_INLINE void read_staged(const void* src, int dir, T (&out)[V]) {
   static_assert(sizeof(T) * V == 16, "staged runs are 16 bytes");
-  memcpy(out, &w, 16);
+  const uint4 w = *static_cast<const uint4*>(src);
+  T tmp[V];
+  memcpy(tmp, &w, 16);
+  if (dir > 0) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) out[v] = tmp[v];
+  } else {
+#pragma unroll
+    for (int v = 0; v < V; ++v) out[v] = tmp[V - 1 - v];
+  }
 }
 
 __device__ PARSCAN_INLINE void async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
