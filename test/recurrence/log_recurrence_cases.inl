@@ -546,3 +546,307 @@ double tolerance(bfam f) {
 
 LOG_BWD_CASES(float, "float")
 LOG_BWD_CASES(parscan::bfloat16, "bfloat16")
+
+TEST_CASE(PARSCAN_TEST_NAME("log recurrence backward: gates above 1 over 20000 steps (x beyond float)"),
+          PARSCAN_TEST_TAGS("[log][backward]")) {
+  using namespace log_bwd_test;
+  PARSCAN_TEST_RNG(r, "log recurrence backward overflow");
+  bwd_opts o;
+  o.B = 1, o.D = 3, o.T = 20000, o.f = bfam::growing, o.x0 = true, o.xf = true;  // x ≈ e^200 at the end
+  CHECK(run_backward_and_check<float>(o, r) <= tolerance<float>(bfam::growing));
+  o.reverse = true, o.x_given = false, o.layout = place::strided;
+  CHECK(run_backward_and_check<float>(o, r) <= tolerance<float>(bfam::growing));
+}
+
+namespace log_bwd_test {
+
+// One time-contiguous sequence through forward and backward; returns dlog_a, dlog_b (and dlog_x0).
+struct single_run {
+  std::vector<float> lx, da, db, dx0;
+};
+inline single_run forward_backward(const std::vector<float>& log_a, const std::vector<float>& log_b,
+                                   const std::vector<float>& G, const std::vector<sign_t>* a_neg = nullptr,
+                                   const std::vector<sign_t>* b_neg = nullptr, const float* log_x0 = nullptr,
+                                   const float* Gf = nullptr) {
+  const index_t T = static_cast<index_t>(log_a.size());
+  guarded_buffer<float> la(log_a), lb(log_b), g(G), lx(T), da(T), db(T), x0(1), gf(1), dx0(1);
+  guarded_buffer<sign_t> sa(T), sb(T), sx(T);
+  if (a_neg) sa.upload(*a_neg);
+  if (b_neg) sb.upload(*b_neg);
+  if (log_x0) x0.upload({*log_x0});
+  if (Gf) gf.upload({*Gf});
+  parscan::log_forward_args<float> f{};
+  f.shape = {1, 1, T, parscan::recurrence_layout::time_contiguous};
+  f.log_a = la.data(), f.log_b = lb.data(), f.log_x = lx.data();
+  if (a_neg || b_neg) f.x_negative = sx.data();
+  if (a_neg) f.a_negative = sa.data();
+  if (b_neg) f.b_negative = sb.data();
+  if (log_x0) f.log_x0 = x0.data();
+  REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), f) == parscan::status::success);
+  parscan::log_backward_args<float> b{};
+  b.shape = f.shape;
+  b.log_a = f.log_a, b.a_negative = f.a_negative, b.log_b = f.log_b, b.b_negative = f.b_negative;
+  b.log_x = f.log_x, b.x_negative = f.x_negative, b.log_x0 = f.log_x0;
+  b.dlog_x = g.data(), b.dlog_x_final = Gf ? gf.data() : nullptr;
+  b.dlog_a = da.data(), b.dlog_b = db.data(), b.dlog_x0 = dx0.data();
+  REQUIRE(parscan::log_recurrence_backward(parscan_test::backend(), b) == parscan::status::success);
+  PARSCAN_TEST_SYNC();
+  return {lx.download(), da.download(), db.download(), dx0.download()};
+}
+
+}  // namespace log_bwd_test
+
+TEST_CASE(PARSCAN_TEST_NAME("log recurrence backward: zeros are exact, a zero gate stops the gradient, NaN propagates"),
+          PARSCAN_TEST_TAGS("[log][backward]")) {
+  using namespace log_bwd_test;
+  const index_t T = 300;
+  PARSCAN_TEST_RNG(r, "log recurrence backward special values");
+  const float neg_inf = -std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> log_a(T), log_b(T), G(T);
+  for (index_t t = 0; t < T; ++t) {
+    log_a[t] = static_cast<float>(std::log(r.uniform(0.5, 1.0)));
+    log_b[t] = static_cast<float>(std::log(r.uniform(0.1, 1.0)));
+    G[t] = static_cast<float>(r.normal());
+  }
+  for (index_t t = 0; t < 10; ++t) log_b[t] = neg_inf, G[t] = 0;  // x[0..9] = 0 (no x0), G = 0 there
+  G[3] = 0.5f;               // ... except one step: x = 0 with G ≠ 0 has an infinite gradient
+  log_a[100] = neg_inf;      // a = 0: x[100] = b[100]; nothing flows back past step 100
+  log_b[150] = neg_inf;      // b = 0: dlog_b[150] = 0
+  G[200] = 0;                // a zero upstream gradient is fine
+  const single_run base = forward_backward(log_a, log_b, G);
+  for (index_t t = 0; t < 10; ++t) {
+    CHECK(base.lx[t] == neg_inf);
+    CHECK(base.db[t] == 0.0f);  // b = 0
+    CHECK(base.da[t] == 0.0f);  // x[t-1] = 0
+  }
+  CHECK(base.da[100] == 0.0f);
+  CHECK(base.db[150] == 0.0f);
+  for (index_t t = 10; t < T; ++t) {
+    INFO("t = " << t);
+    CHECK(std::isfinite(base.da[t]));
+    CHECK(std::isfinite(base.db[t]));
+  }
+  // Changing G after the zero gate changes nothing before it, to the bit.
+  std::vector<float> G2 = G;
+  for (index_t t = 100; t < T; ++t) G2[t] = static_cast<float>(r.normal());
+  const single_run cut = forward_backward(log_a, log_b, G2);
+  for (index_t t = 0; t < 100; ++t) {
+    CHECK(cut.da[t] == base.da[t]);
+    CHECK(cut.db[t] == base.db[t]);
+  }
+  // NaN in G at step 250 reaches every step before it (it passes the zero gate too, as
+  // 0·NaN does) and none after.
+  std::vector<float> G3 = G;
+  G3[250] = nan;
+  const single_run with_nan = forward_backward(log_a, log_b, G3);
+  for (index_t t = 10; t <= 250; ++t) CHECK(std::isnan(with_nan.db[t]));  // b = 0 at 150 too: NaN·0 is NaN
+  for (index_t t = 251; t < T; ++t) {
+    CHECK(with_nan.da[t] == base.da[t]);
+    CHECK(with_nan.db[t] == base.db[t]);
+  }
+  // NaN in the forward's input b reaches x from there on, and so every gradient.
+  std::vector<float> log_b4 = log_b;
+  log_b4[200] = nan;
+  const single_run nan_b = forward_backward(log_a, log_b4, G);
+  for (index_t t = 0; t < T; ++t) CHECK(std::isnan(nan_b.db[t]));
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("log recurrence backward: chunks chained through dlog_x_final = dlog_x0 equal one call"),
+          PARSCAN_TEST_TAGS("[log][backward]")) {
+  using namespace log_bwd_test;
+  const index_t C = 40, T = 3001, cut = 1234;
+  PARSCAN_TEST_RNG(r, "log recurrence backward chunked");
+  const bwd_inputs in = draw_bwd<float>(r, static_cast<std::size_t>(C), static_cast<std::size_t>(T), bfam::signed_);
+  guarded_buffer<float> la(in.la), lb(in.lb), G(in.G), Gf(in.Gf), lx(C * T), state(C), gstate(C), gx0(C);
+  guarded_buffer<float> whole_da(C * T), whole_db(C * T), parts_da(C * T), parts_db(C * T);
+  guarded_buffer<sign_t> sa(in.sa), sb(in.sb), sx(C * T), state_s(C);
+  auto fwd = [&](index_t t0, index_t len) {
+    parscan::log_forward_args<float> g{};
+    g.shape = {1, C, len, parscan::recurrence_layout::strided};
+    g.a_strides = g.b_strides = g.x_strides = {C * T, T, 1};
+    g.log_a = la.data() + t0, g.a_negative = sa.data() + t0, g.log_b = lb.data() + t0, g.b_negative = sb.data() + t0;
+    g.log_x = lx.data() + t0, g.x_negative = sx.data() + t0;
+    return g;
+  };
+  auto bwd = [&](index_t t0, index_t len, float* da, float* db) {
+    parscan::log_backward_args<float> g{};
+    g.shape = {1, C, len, parscan::recurrence_layout::strided};
+    g.a_strides = g.b_strides = g.x_strides = g.dx_strides = g.da_strides = g.db_strides = {C * T, T, 1};
+    g.log_a = la.data() + t0, g.a_negative = sa.data() + t0, g.log_b = lb.data() + t0, g.b_negative = sb.data() + t0;
+    g.log_x = lx.data() + t0, g.x_negative = sx.data() + t0, g.dlog_x = G.data() + t0;
+    g.dlog_a = da + t0, g.dlog_b = db + t0;
+    return g;
+  };
+  // Forward in two chunks (x is the same as one call's to within rounding; both backward runs use it).
+  auto f1 = fwd(0, cut);
+  f1.log_x_final = state.data(), f1.x_final_negative = state_s.data();
+  REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), f1) == parscan::status::success);
+  auto f2 = fwd(cut, T - cut);
+  f2.log_x0 = state.data(), f2.x0_negative = state_s.data();
+  REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), f2) == parscan::status::success);
+  // One backward call over all T steps ...
+  auto w = bwd(0, T, whole_da.data(), whole_db.data());
+  w.dlog_x_final = Gf.data();
+  REQUIRE(parscan::log_recurrence_backward(parscan_test::backend(), w) == parscan::status::success);
+  // ... and two, last chunk first, chained through dlog_x_final = the later chunk's dlog_x0.
+  auto b2 = bwd(cut, T - cut, parts_da.data(), parts_db.data());
+  b2.log_x0 = state.data(), b2.x0_negative = state_s.data(), b2.dlog_x_final = Gf.data(), b2.dlog_x0 = gstate.data();
+  REQUIRE(parscan::log_recurrence_backward(parscan_test::backend(), b2) == parscan::status::success);
+  auto b1 = bwd(0, cut, parts_da.data(), parts_db.data());
+  b1.dlog_x_final = gstate.data();
+  REQUIRE(parscan::log_recurrence_backward(parscan_test::backend(), b1) == parscan::status::success);
+  PARSCAN_TEST_SYNC();
+  CHECK(parts_da.all_written());
+  CHECK(parts_db.all_written());
+  const auto wa = whole_da.download(), wb = whole_db.download(), pa = parts_da.download(), pb = parts_db.download();
+  double err = 0, scale = 0;
+  for (std::size_t i = 0; i < wa.size(); ++i) {
+    err = std::max({err, std::fabs(double(wa[i]) - pa[i]), std::fabs(double(wb[i]) - pb[i])});
+    scale = std::max({scale, std::fabs(double(wa[i])), std::fabs(double(wb[i]))});
+  }
+  CHECK(err / scale <= 2e-5);
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("log recurrence backward: bad arguments write nothing; zero length passes the gradient"),
+          PARSCAN_TEST_TAGS("[log][backward][errors]")) {
+  using namespace log_bwd_test;
+  using parscan::status;
+  const index_t C = 4, T = 64;
+  guarded_buffer<float> la(C * T), lb(C * T), lx(C * T), G(C * T), da(C * T), db(C * T), x0(C), gf(C), dx0(C);
+  guarded_buffer<sign_t> sa(C * T), sx(C * T);
+  auto base = [&] {
+    parscan::log_backward_args<float> g{};
+    g.shape = {1, C, T, parscan::recurrence_layout::time_contiguous};
+    g.log_a = la.data(), g.log_b = lb.data(), g.log_x = lx.data(), g.dlog_x = G.data();
+    g.dlog_a = da.data(), g.dlog_b = db.data();
+    return g;
+  };
+  auto refused = [&](const parscan::log_backward_args<float>& g, status expected) {
+    da.repoison(), db.repoison(), dx0.repoison();
+    CHECK(parscan::log_recurrence_backward(parscan_test::backend(), g) == expected);
+    PARSCAN_TEST_SYNC();
+    CHECK(da.untouched());
+    CHECK(db.untouched());
+    CHECK(dx0.untouched());
+  };
+  auto g = base();
+  g.log_a = nullptr;
+  refused(g, status::null_pointer);
+  g = base(), g.log_b = nullptr;  // b is always needed (dlog_b = db·b)
+  refused(g, status::null_pointer);
+  g = base(), g.log_x = nullptr, g.log_b = nullptr;
+  refused(g, status::null_pointer);
+  g = base(), g.dlog_x = nullptr;
+  refused(g, status::null_pointer);
+  g = base(), g.dlog_a = nullptr;
+  refused(g, status::null_pointer);
+  g = base(), g.log_x0 = x0.data();  // x0 given, nowhere to put its gradient
+  refused(g, status::null_pointer);
+  g = base(), g.a_negative = sa.data();  // a may be negative, but x's signs are missing
+  refused(g, status::null_pointer);
+  g = base(), g.x0_negative = sa.data();
+  refused(g, status::null_pointer);
+  g = base(), g.shape.length = -1;
+  refused(g, status::negative_size);
+  g = base(), g.shape.length = index_t(1) << 62;
+  refused(g, status::size_overflow);
+  g = base(), g.dlog_b = lb.data();  // over an input other than dlog_x
+  refused(g, status::overlapping_output);
+  g = base(), g.dlog_a = G.data() + 1;  // partly over dlog_x
+  refused(g, status::overlapping_output);
+  g = base(), g.dlog_a = g.dlog_b = G.data();  // both in place: they overlap each other
+  refused(g, status::overlapping_output);
+  g = base(), g.log_x0 = x0.data(), g.dlog_x0 = da.data() + 3;
+  refused(g, status::overlapping_output);
+  g = base(), g.shape.layout = parscan::recurrence_layout::strided, g.a_strides = {C * T, T, -1},
+  g.b_strides = g.x_strides = g.dx_strides = g.da_strides = g.db_strides = {C * T, T, 1};
+  refused(g, status::invalid_stride);
+  g = base(), g.shape.layout = parscan::recurrence_layout::strided,
+  g.a_strides = g.b_strides = g.x_strides = g.dx_strides = g.db_strides = {C * T, T, 1}, g.da_strides = {C * T, 0, 1};
+  refused(g, status::overlapping_output);  // two steps of dlog_a on one element
+  // Zero length: nothing is written to dlog_a / dlog_b; dlog_x0 receives dlog_x_final, or zero.
+  const std::vector<float> gf_values{0.5f, -1.25f, 3.0f, 0.0f};
+  gf.upload(gf_values);
+  g = base(), g.shape.length = 0, g.log_x0 = x0.data(), g.dlog_x0 = dx0.data(), g.dlog_x_final = gf.data();
+  da.repoison(), db.repoison(), dx0.repoison();
+  CHECK(parscan::log_recurrence_backward(parscan_test::backend(), g) == status::success);
+  PARSCAN_TEST_SYNC();
+  CHECK(da.untouched());
+  CHECK(dx0.download() == gf_values);
+  g.dlog_x_final = nullptr;
+  CHECK(parscan::log_recurrence_backward(parscan_test::backend(), g) == status::success);
+  PARSCAN_TEST_SYNC();
+  CHECK(dx0.download() == std::vector<float>(C, 0.0f));
+  g.dlog_x0 = gf.data(), g.dlog_x_final = gf.data();  // in place: the state's gradient is updated
+  CHECK(parscan::log_recurrence_backward(parscan_test::backend(), g) == status::success);
+  PARSCAN_TEST_SYNC();
+  CHECK(gf.download() == gf_values);
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("log recurrence backward equals finite differences of L = sum(w.log|x|) + wf.log|x_final|"),
+          PARSCAN_TEST_TAGS("[log][backward][gradcheck]")) {
+  // Central differences in long double through a long-double forward, against the float backward:
+  // verifies the formulas (with mixed signs, x0 and x_final), not only their agreement with a
+  // reference written from them.
+  using namespace log_bwd_test;
+  PARSCAN_TEST_RNG(r, "log recurrence backward finite differences");
+  const index_t T = 24;
+  std::vector<float> la(T), lb(T), w(T);
+  std::vector<sign_t> sa(T), sb(T);
+  for (index_t t = 0; t < T; ++t) {
+    la[t] = static_cast<float>(std::log(r.uniform(0.3, 1.3))), sa[t] = r.coin();
+    lb[t] = static_cast<float>(std::log(r.uniform(0.5, 1.5))), sb[t] = r.coin();
+    w[t] = static_cast<float>(r.normal());
+  }
+  float lx0 = 0.3f, wf = 0.7f;
+  auto loss = [&](const std::vector<ld>& a, const std::vector<ld>& b, ld x0) {
+    ld x = -std::exp(x0), L = 0;  // x0 is negative
+    for (index_t t = 0; t < T; ++t) {
+      x = (sa[t] ? -1 : 1) * std::exp(a[t]) * x + (sb[t] ? -1 : 1) * std::exp(b[t]);
+      L += w[t] * std::log(std::fabs(x));
+    }
+    return L + wf * std::log(std::fabs(x));
+  };
+  // The library, with x0 negative.
+  const index_t n = T;
+  guarded_buffer<float> gla(la), glb(lb), gw(w), lx(n), da(n), db(n), gx0(std::vector<float>{lx0}),
+      gwf(std::vector<float>{wf}), dx0(1);
+  guarded_buffer<sign_t> gsa(sa), gsb(sb), sx(n), sx0(std::vector<sign_t>{1});
+  parscan::log_forward_args<float> f{};
+  f.shape = {1, 1, T, parscan::recurrence_layout::time_contiguous};
+  f.log_a = gla.data(), f.a_negative = gsa.data(), f.log_b = glb.data(), f.b_negative = gsb.data();
+  f.log_x = lx.data(), f.x_negative = sx.data(), f.log_x0 = gx0.data(), f.x0_negative = sx0.data();
+  REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), f) == parscan::status::success);
+  parscan::log_backward_args<float> b{};
+  b.shape = f.shape;
+  b.log_a = f.log_a, b.a_negative = f.a_negative, b.log_b = f.log_b, b.b_negative = f.b_negative;
+  b.log_x = f.log_x, b.x_negative = f.x_negative, b.log_x0 = f.log_x0, b.x0_negative = f.x0_negative;
+  b.dlog_x = gw.data(), b.dlog_x_final = gwf.data(), b.dlog_a = da.data(), b.dlog_b = db.data(), b.dlog_x0 = dx0.data();
+  REQUIRE(parscan::log_recurrence_backward(parscan_test::backend(), b) == parscan::status::success);
+  PARSCAN_TEST_SYNC();
+  const auto hda = da.download(), hdb = db.download(), hdx0 = dx0.download();
+  std::vector<ld> a(la.begin(), la.end()), bb(lb.begin(), lb.end());
+  const ld h = 1e-5L;
+  double worst = 0, scale = 0;
+  auto check = [&](ld fd, float got) {
+    worst = std::max(worst, static_cast<double>(std::fabs(fd - got)));
+    scale = std::max(scale, static_cast<double>(std::fabs(fd)));
+  };
+  for (index_t t = 0; t < T; ++t) {
+    a[t] += h;
+    const ld up = loss(a, bb, lx0);
+    a[t] -= 2 * h;
+    const ld down = loss(a, bb, lx0);
+    a[t] += h;
+    check((up - down) / (2 * h), hda[t]);
+    bb[t] += h;
+    const ld up_b = loss(a, bb, lx0);
+    bb[t] -= 2 * h;
+    const ld down_b = loss(a, bb, lx0);
+    bb[t] += h;
+    check((up_b - down_b) / (2 * h), hdb[t]);
+  }
+  check((loss(a, bb, lx0 + h) - loss(a, bb, lx0 - h)) / (2 * h), hdx0[0]);
+  INFO("worst |fd - backward| = " << worst << ", largest gradient " << scale);
+  CHECK(worst <= 1e-4 * scale);
+}
