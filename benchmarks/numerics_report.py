@@ -94,19 +94,19 @@ Never store gates near 1 in bfloat16. The two-pass formula has no regime in whic
 better choice.
 
 **Gradients** follow the same pattern (tables and plot in [Gradients](#gradients)).
-- Linear float32 stays between 1e-7 and 4e-6 until x overflows (between T = 10^4 and 10^5 for
-  gates above 1), and bfloat16 storage costs its mantissa again (about 5e-3) and diverges for
-  gates near 1 (order 1 at T = 10^3).
+- Linear float32 stays at or below 4e-6 until x overflows (between T = 10^4 and 10^5 for gates
+  above 1), and bfloat16 storage costs its mantissa again (about 5e-3) and diverges for gates
+  near 1 (0.3 at T = 10^3, 4 at 10^4).
 - parscan's log-space backward carries the gradient in log form, so it works as long as the
-  forward does: ≤ 3e-7 up to T = 10^6 for gates in (0,1), ≤ 1e-6 for signed values, 3e-5 for
+  forward does: ≤ 4e-7 up to T = 10^6 for gates in (0,1), ≤ 2e-6 for signed values, 3e-5 for
   gates near 1, and still finite at T = 10^6 with gates above 1, where, as in the forward, the
-  error grows with |log x| (2.5e-3 at 10^5, 0.09 at 10^6, where log|x| ≈ 5000).
+  error grows with |log x| (2e-3 at 10^5, 0.15 at 10^6, where log|x| ≈ 5000).
 - The two-pass formula's gradient inherits the cancellation of its forward and grows about
-  linearly in T: 1e-2 at T = 10^4, 0.25 at 10^5 and 6 at 10^6 for gates in (0,1) (cumsum(log a)
-  reaches −10^6 there, whose float ulp is 0.06), 9e-3 at 10^5 for signed values (12 000 times
-  parscan's), and it overflows with the linear methods. The issue's PyTorch measurement of the
-  complex path (relative error 11 at T = 4096) is larger than anything seen here; its loss and
-  error measure are not recorded, so the two are not directly comparable.
+  linearly in T: 8e-3 at T = 10^4, 0.17 at 10^5 and 8 at 10^6 for gates in (0,1) (cumsum(log a)
+  reaches −10^6 there, whose float ulp is 0.06), 5e-3 at 10^5 for signed values (about 8000
+  times parscan's), and it overflows with the linear methods. The issue's PyTorch measurement of
+  the complex path (relative error 11 at T = 4096) is larger than anything seen here; its loss
+  and error measure are not recorded, so the two are not directly comparable.
 """
 
 
