@@ -5,10 +5,13 @@
 // (recurrence.hpp) returns Inf or 0; where both work, the linear one is faster and, for states
 // far from 1 in magnitude, more precise (docs/numerics.md).
 //
-// Forward only for now, in log form in and out. T = float, or bfloat16 storage of the log
-// magnitudes (arithmetic in float). Signs are bytes (0 = positive, nonzero = negative) laid out
-// like their magnitudes; a null sign array means "all positive". Zero is log|v| = -inf: a zero
-// gate resets the state exactly. Plain C++: no CUDA headers needed.
+// Forward and backward, in log form in and out. T = float, or bfloat16 storage of the log
+// magnitudes and gradients (arithmetic in float). Signs are bytes (0 = positive, nonzero =
+// negative) laid out like their magnitudes; a null sign array means "all positive". Zero is
+// log|v| = -inf: a zero gate resets the state exactly. The backward pass differentiates with
+// respect to the log magnitudes (signs are not differentiable) and carries the linear gradient
+// itself in log form, so it survives wherever the forward does. Plain C++: no CUDA headers
+// needed.
 #pragma once
 
 #include <cstddef>
@@ -43,13 +46,71 @@ struct log_forward_args {
   recurrence_strides a_strides{}, b_strides{}, x_strides{};  // recurrence_layout::strided only
 };
 
+/// Backward of the forward above, with respect to the log magnitudes. Inputs are the upstream
+/// gradients G[t] = dL/dlog|x[t]| (plain values, laid out like x) and optionally
+/// G_final = dL/dlog|x_final| (dense (B, D)); outputs are plain values
+///   dlog_a[t] = dL/dlog|a[t]| = db[t]·a[t]·x[t-1]     (x[-1] = x0, or 0 without x0)
+///   dlog_b[t] = dL/dlog|b[t]| = db[t]·b[t]
+///   dlog_x0   = dL/dlog|x0|   = db[0]·a[0]·x0         (written only when x0 is given; required then)
+/// where db is the gradient with respect to b itself, the reverse recurrence
+///   db[t] = G[t]/x[t] + a[t+1]·db[t+1]   (G[t] + G_final on the last step computed),
+/// which is carried in log form (log_affine_op<float>), so it neither overflows nor underflows
+/// where the forward needed log space. "Next"/"previous" follow the forward's direction. Each
+/// output is formed as exp(sum of logs) with the product of the signs, so it is finite wherever
+/// the true gradient is. Zeros are exact: a factor of log -inf makes its term exactly 0
+/// (b = 0 gives dlog_b = 0, a = 0 gives dlog_a = 0 and stops the gradient flowing back, G = 0
+/// contributes nothing even where x = 0); where x[t] = 0 and G[t] ≠ 0 the true gradient is
+/// infinite and so is db. NaN propagates.
+///
+/// log_b (and b_negative) is always needed, since dlog_b = db·b. log_x / x_negative is the
+/// forward output; if log_x is null, x is recomputed from a, b and x0 into temporary storage
+/// (x_negative is then ignored). x_negative may be null only when a_negative, b_negative and
+/// x0_negative are all null. dlog_b may be exactly dlog_x, or dlog_a may be exactly dlog_x (in
+/// place); dlog_x0 may be exactly dlog_x_final; no other output may overlap an input or another
+/// output. With T = 0, dlog_x0 (when x0 is given) receives dlog_x_final (or zero).
+///
+/// Chunked use: backward over consecutive chunks, last chunk first, chains through
+/// dlog_x_final = the later chunk's dlog_x0 (the earlier chunk's log|x_final| is the later one's
+/// log|x0|, so dL/dlog|x_final| of the earlier chunk is dL/dlog|x0| of the later one). This is
+/// exact whenever the state at the cut is nonzero. A state of exactly zero at the cut carries
+/// dL/dlog|x| = dL/dx·x = 0 and loses dL/dx; when that zero comes from zero inputs (x0 = 0, or a
+/// zero gate followed by zero b) every gradient that dL/dx there would reach is multiplied by a
+/// zero anyway, so only a state that cancels to exactly zero (a·x = −b to the last bit) at a cut
+/// differs from one call.
+template <class T>
+struct log_backward_args {
+  recurrence_shape shape;
+  const T* log_a = nullptr;                  // as given to forward
+  const std::uint8_t* a_negative = nullptr;
+  const T* log_b = nullptr;                  // as given to forward (always needed)
+  const std::uint8_t* b_negative = nullptr;
+  const T* log_x = nullptr;                  // forward output, or null to recompute it
+  const std::uint8_t* x_negative = nullptr;
+  const T* log_x0 = nullptr;                 // optional, as given to forward
+  const std::uint8_t* x0_negative = nullptr;
+  const T* dlog_x = nullptr;                 // dL/dlog|x|
+  const T* dlog_x_final = nullptr;           // optional dL/dlog|x_final|, dense (B, D)
+  T* dlog_a = nullptr;                       // dL/dlog|a|
+  T* dlog_b = nullptr;                       // dL/dlog|b|
+  T* dlog_x0 = nullptr;                      // dL/dlog|x0|, dense (B, D); required, and written, only with x0
+  bool reverse = false;                      // as given to forward
+  recurrence_strides a_strides{}, b_strides{}, x_strides{}, dx_strides{}, da_strides{}, db_strides{};  // strided only
+};
+
 template <class T>
 status log_recurrence_forward(const host_backend&, const log_forward_args<T>& args);
 template <class T>
 status log_recurrence_forward(const cuda_backend&, const log_forward_args<T>& args);
+template <class T>
+status log_recurrence_backward(const host_backend&, const log_backward_args<T>& args);
+template <class T>
+status log_recurrence_backward(const cuda_backend&, const log_backward_args<T>& args);
 
-/// Bytes of temporary device storage the CUDA backend needs for these arguments.
+/// Bytes of temporary device storage the CUDA backend needs for these arguments (the host
+/// backend needs none). Depends only on shapes and options, not on data.
 template <class T>
 std::size_t log_recurrence_workspace_size(const log_forward_args<T>& args);
+template <class T>
+std::size_t log_recurrence_workspace_size(const log_backward_args<T>& args);
 
 }  // namespace parscan

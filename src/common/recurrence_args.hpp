@@ -145,4 +145,60 @@ status plan_log_forward(const log_forward_args<T>& g, forward_plan& p) {
   return status::success;
 }
 
+struct log_backward_plan {
+  sequence_layout a, b, x, dx, da, db;  // x is laid out like b when it is recomputed
+  index_t sequences = 0;
+  bool signed_values = false;  // some sign array is given: x may be negative
+};
+
+/// The log-space backward's checks. Inputs: log_a/a_negative, log_b/b_negative, log_x/x_negative
+/// (or nothing, to recompute x), log_x0/x0_negative, dlog_x, dlog_x_final. Outputs: dlog_a,
+/// dlog_b, and dlog_x0 when x0 is given. dlog_a or dlog_b may replace dlog_x exactly (one of
+/// them), dlog_x0 may replace dlog_x_final exactly; nothing else overlaps.
+template <class T>
+status plan_log_backward(const log_backward_args<T>& g, log_backward_plan& p) {
+  const recurrence_shape& s = g.shape;
+  if (status st = check_shape(s, sizeof(T), p.sequences); st != status::success) return st;
+  const index_t seqs = p.sequences;
+  p.a = as_sequences(s, strides_for(s, g.a_strides));
+  p.b = as_sequences(s, strides_for(s, g.b_strides));
+  p.x = as_sequences(s, strides_for(s, g.x_strides));
+  p.dx = as_sequences(s, strides_for(s, g.dx_strides));
+  p.da = as_sequences(s, strides_for(s, g.da_strides));
+  p.db = as_sequences(s, strides_for(s, g.db_strides));
+  auto signs = [](const void* ptr, const sequence_layout& l) {
+    return tensor_ref{ptr, ptr ? l : sequence_layout::contiguous(0), 1};
+  };
+  auto opt_dense = [&](const void* ptr, std::size_t bytes) { return dense(ptr, ptr ? seqs : 0, bytes); };
+  const std::uint8_t* x_neg = g.log_x ? g.x_negative : nullptr;  // ignored when x is recomputed
+  tensor_ref la{g.log_a, p.a, sizeof(T)}, lb{g.log_b, p.b, sizeof(T)};
+  tensor_ref lx{g.log_x, g.log_x ? p.x : sequence_layout::contiguous(0), sizeof(T)};
+  tensor_ref sa = signs(g.a_negative, p.a), sb = signs(g.b_negative, p.b), sx = signs(x_neg, p.x);
+  tensor_ref lx0 = opt_dense(g.log_x0, sizeof(T)), sx0 = opt_dense(g.x0_negative, 1);
+  tensor_ref dx{g.dlog_x, p.dx, sizeof(T)}, dxf = opt_dense(g.dlog_x_final, sizeof(T));
+  tensor_ref da{g.dlog_a, p.da, sizeof(T)}, db{g.dlog_b, p.db, sizeof(T)};
+  const T* dx0_used = g.log_x0 ? g.dlog_x0 : nullptr;  // without x0, dlog_x0 is neither written nor checked
+  tensor_ref dx0 = opt_dense(dx0_used, sizeof(T));
+  if (status st = check_tensors({&la, &lb, &lx, &sa, &sb, &sx, &lx0, &sx0, &dx, &dxf}, {&da, &db, &dx0});
+      st != status::success)
+    return st;
+  p.signed_values = g.a_negative || g.b_negative || g.x0_negative;
+  if (g.log_x && p.signed_values && !g.x_negative && lx.span_bytes > 0) return status::null_pointer;
+  if (g.x0_negative && !g.log_x0) return status::null_pointer;
+  if (g.log_x0 && !g.dlog_x0 && seqs > 0) return status::null_pointer;
+  if (!g.log_x) p.x = p.b;  // recomputed into temporary storage laid out like b
+  // Outputs: dlog_a or dlog_b may be dlog_x exactly, dlog_x0 may be dlog_x_final exactly.
+  if (status st = check_disjoint(da, db); st != status::success) return st;
+  for (const tensor_ref* out : {&da, &db}) {
+    if (status st = check_aliasing(*out, dx); st != status::success) return st;
+    for (const tensor_ref* in : {&la, &lb, &lx, &sa, &sb, &sx, &lx0, &sx0, &dxf, &dx0})
+      if (status st = check_disjoint(*out, *in); st != status::success) return st;
+  }
+  for (const tensor_ref* in : {&la, &lb, &lx, &sa, &sb, &sx, &lx0, &sx0, &dx})
+    if (status st = check_disjoint(dx0, *in); st != status::success) return st;
+  if (dx0.span_bytes > 0 && dxf.span_bytes > 0 && dx0.ptr != dxf.ptr)
+    if (status st = check_disjoint(dx0, dxf); st != status::success) return st;
+  return status::success;
+}
+
 }  // namespace parscan::detail

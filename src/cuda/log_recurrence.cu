@@ -1,5 +1,5 @@
 // src/cuda/log_recurrence.cu — the log-space recurrence on the CUDA backend: validate with the
-// host's planner, build the Problem, run the shared scan kernels.
+// host's planner, build the forward or backward Problem, run the shared scan kernels.
 #include <parscan/cuda/device/dispatch_scan.cuh>
 #include <parscan/cuda/device/log_recurrence_problem.cuh>
 #include <parscan/log_recurrence.hpp>
@@ -25,7 +25,81 @@ cuda_detail::log_recurrence_forward_problem<T> make_problem(const log_forward_ar
   return P;
 }
 
+inline std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
+
+// Bytes of the recomputed x (log|x| as T, then the signs as bytes, each laid out like b) when
+// backward is not given x.
+template <class T>
+std::size_t recompute_bytes(const log_backward_args<T>& g, const detail::log_backward_plan& p, std::size_t& sign_offset) {
+  sign_offset = 0;
+  if (g.log_x) return 0;
+  index_t span = 0;
+  detail::check_layout(p.b, sizeof(T), span);
+  sign_offset = align256(static_cast<std::size_t>(span) * sizeof(T));
+  return sign_offset + (p.signed_values ? align256(static_cast<std::size_t>(span)) : 0);
+}
+
 }  // namespace
+
+template <class T>
+std::size_t log_recurrence_workspace_size(const log_backward_args<T>& g) {
+  detail::log_backward_plan p;
+  if (detail::plan_log_backward(g, p) != status::success) return 0;
+  std::size_t sign_offset;
+  // The recompute (forward) and the backward scan run one after the other and share the rest.
+  return recompute_bytes(g, p, sign_offset) +
+         cuda_detail::scan_workspace_bytes<cuda_detail::log_recurrence_backward_problem<T>>(p.sequences, g.shape.length);
+}
+
+template <class T>
+status log_recurrence_backward(const cuda_backend& be, const log_backward_args<T>& g) {
+  detail::log_backward_plan p;
+  if (status st = detail::plan_log_backward(g, p); st != status::success) return st;
+  if (p.sequences == 0) return status::success;
+
+  std::size_t sign_offset;
+  const std::size_t x_bytes = recompute_bytes(g, p, sign_offset);
+  const std::size_t total = log_recurrence_workspace_size(g);
+  cuda_detail::workspace_lease ws(be);
+  if (status st = ws.acquire(total); st != status::success) return st;
+  cuda_backend rest = be;  // the scans take their tile state from what follows x
+  if (ws.get()) {
+    rest.workspace = static_cast<char*>(ws.get()) + x_bytes;
+    rest.workspace_bytes = total - x_bytes;
+    rest.allocator = nullptr;
+  }
+
+  const T* log_x = g.log_x;
+  const std::uint8_t* x_negative = g.log_x ? g.x_negative : nullptr;
+  if (!log_x && g.shape.length > 0) {  // recompute the forward states into the workspace
+    T* lx_tmp = static_cast<T*>(ws.get());
+    std::uint8_t* sx_tmp = p.signed_values ? static_cast<std::uint8_t*>(ws.get()) + sign_offset : nullptr;
+    log_forward_args<T> f{};
+    f.shape = g.shape;
+    f.log_a = g.log_a, f.a_negative = g.a_negative, f.log_b = g.log_b, f.b_negative = g.b_negative;
+    f.log_x = lx_tmp, f.x_negative = sx_tmp;
+    f.log_x0 = g.log_x0, f.x0_negative = g.x0_negative;
+    f.reverse = g.reverse;
+    const auto fp = make_problem(f, detail::forward_plan{p.a, p.b, p.b, p.sequences});
+    if (status st = cuda_detail::dispatch_scan(fp, log_affine_op<float>{}, p.sequences, rest); st != status::success)
+      return st;
+    log_x = lx_tmp, x_negative = sx_tmp;
+  }
+  using cuda_detail::is_lane_major;
+  cuda_detail::log_recurrence_backward_problem<T> bp{};
+  bp.log_a = g.log_a, bp.a_negative = g.a_negative, bp.log_b = g.log_b, bp.b_negative = g.b_negative;
+  bp.log_x = log_x, bp.x_negative = x_negative;
+  bp.log_x0 = g.log_x0, bp.x0_negative = g.x0_negative;
+  bp.dlog_x = g.dlog_x, bp.dlog_x_final = g.dlog_x_final;
+  bp.dlog_a = g.dlog_a, bp.dlog_b = g.dlog_b;
+  bp.dlog_x0 = g.log_x0 ? g.dlog_x0 : nullptr;  // an output only when x0 is given
+  bp.la = p.a, bp.lb = p.b, bp.lx = p.x, bp.ldx = p.dx, bp.lda = p.da, bp.ldb = p.db;
+  bp.length = g.shape.length;
+  bp.forward_reverse = g.reverse;
+  bp.lane_major = is_lane_major(p.a) && is_lane_major(p.b) && is_lane_major(p.x) && is_lane_major(p.dx) &&
+                  is_lane_major(p.da) && is_lane_major(p.db);
+  return cuda_detail::dispatch_scan(bp, log_affine_op<float>{}, p.sequences, rest);
+}
 
 template <class T>
 std::size_t log_recurrence_workspace_size(const log_forward_args<T>& g) {
@@ -45,5 +119,9 @@ template status log_recurrence_forward<float>(const cuda_backend&, const log_for
 template status log_recurrence_forward<bfloat16>(const cuda_backend&, const log_forward_args<bfloat16>&);
 template std::size_t log_recurrence_workspace_size<float>(const log_forward_args<float>&);
 template std::size_t log_recurrence_workspace_size<bfloat16>(const log_forward_args<bfloat16>&);
+template status log_recurrence_backward<float>(const cuda_backend&, const log_backward_args<float>&);
+template status log_recurrence_backward<bfloat16>(const cuda_backend&, const log_backward_args<bfloat16>&);
+template std::size_t log_recurrence_workspace_size<float>(const log_backward_args<float>&);
+template std::size_t log_recurrence_workspace_size<bfloat16>(const log_backward_args<bfloat16>&);
 
 }  // namespace parscan

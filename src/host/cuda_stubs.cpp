@@ -36,6 +36,14 @@ template status log_recurrence_forward<float>(const cuda_backend&, const log_for
 template status log_recurrence_forward<bfloat16>(const cuda_backend&, const log_forward_args<bfloat16>&);
 template std::size_t log_recurrence_workspace_size<float>(const log_forward_args<float>&);
 template std::size_t log_recurrence_workspace_size<bfloat16>(const log_forward_args<bfloat16>&);
+template <class T>
+status log_recurrence_backward(const cuda_backend&, const log_backward_args<T>&) { return status::unsupported; }
+template <class T>
+std::size_t log_recurrence_workspace_size(const log_backward_args<T>&) { return 0; }
+template status log_recurrence_backward<float>(const cuda_backend&, const log_backward_args<float>&);
+template status log_recurrence_backward<bfloat16>(const cuda_backend&, const log_backward_args<bfloat16>&);
+template std::size_t log_recurrence_workspace_size<float>(const log_backward_args<float>&);
+template std::size_t log_recurrence_workspace_size<bfloat16>(const log_backward_args<bfloat16>&);
 
 }  // namespace parscan
 #endif

@@ -268,3 +268,585 @@ TEST_CASE(PARSCAN_TEST_NAME("log recurrence: bad arguments write nothing; zero l
   CHECK(lx.untouched());
   CHECK(xf.download() == x0_values);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Backward (log_recurrence_backward). The reference is a long-double loop of the same formulas
+// at the x the backward is given (the library's own forward output), so it checks the backward
+// pass and not the conditioning of the forward: G/x is as well conditioned as x is, and where a
+// signed sequence cancels to near zero that is the loss's property, not the method's. The
+// formulas themselves are checked against finite differences of the loss below.
+
+namespace log_bwd_test {
+
+using namespace log_rec_test;
+
+// huge: |a| from e^-40 to e^20 (drifting down, so log|x| stays within a few hundred), |b| from
+// e^-30 to e^30 times e^-150, 1 or e^150 per sequence: x and its products far beyond float.
+enum class bfam { positive, signed_, growing, huge };
+
+enum class place { time_contiguous, channel_last, strided };
+
+// Where element (b, d, t) of a (B, D, T) tensor lives.
+struct placement {
+  parscan::recurrence_strides st;
+  std::size_t span = 0;
+  std::size_t at(index_t b, index_t d, index_t t) const {
+    return static_cast<std::size_t>(b * st.batch + d * st.channel + t * st.time);
+  }
+};
+
+inline placement make_placement(const parscan::recurrence_shape& sh, place p, bool output) {
+  placement r;
+  if (p == place::strided) {  // padded: inputs time-contiguous-like, outputs channel-last-like
+    const index_t B = sh.batch, D = sh.channels, T = sh.length;
+    r.st = output ? parscan::recurrence_strides{T * (D + 2) + 5, 1, D + 2} : parscan::recurrence_strides{D * (T + 3) + 7, T + 3, 1};
+    r.span = static_cast<std::size_t>((B - 1) * r.st.batch + (D - 1) * r.st.channel + (T - 1) * r.st.time + 1);
+  } else {
+    parscan::recurrence_shape s = sh;
+    s.layout = p == place::channel_last ? parscan::recurrence_layout::channel_last : parscan::recurrence_layout::time_contiguous;
+    r.st = parscan::dense_strides(s);
+    r.span = static_cast<std::size_t>(sh.batch * sh.channels * sh.length);
+  }
+  return r;
+}
+
+struct bwd_opts {
+  index_t B = 1, D = 1, T = 1;
+  place layout = place::time_contiguous;
+  bfam f = bfam::positive;
+  bool x0 = false, xf = true, reverse = false, signs = true, x_given = true, in_place = false;
+};
+
+// Inputs in canonical order (sequence s = b·D + d, then t), exactly as stored.
+struct bwd_inputs {
+  std::vector<float> la, lb, G, lx0, Gf;
+  std::vector<sign_t> sa, sb, sx0;
+};
+
+template <class T>
+bwd_inputs draw_bwd(parscan_test::rng& r, std::size_t seqs, std::size_t n, bfam f) {
+  bwd_inputs in;
+  std::vector<double> offset(seqs);
+  for (double& c : offset) c = 150.0 * static_cast<double>(r.small_int(-1, 1));
+  for (std::size_t i = 0; i < seqs * n; ++i) {
+    double la, lb;
+    bool na = false, nb = false;
+    switch (f) {
+      case bfam::positive: la = std::log(r.uniform(0.05, 1.0)), lb = std::log(r.uniform(0.1, 1.0)); break;
+      case bfam::signed_: {
+        double a = r.signed_unit(), b = r.normal();
+        if (a == 0) a = 0.5;
+        la = std::log(std::fabs(a)), lb = std::log(std::fabs(b)), na = a < 0, nb = b < 0;
+        break;
+      }
+      case bfam::growing: la = std::log(r.uniform(1.0, 1.02)), lb = std::log(r.uniform(0.1, 1.0)); break;
+      default: la = r.uniform(-40, 20), lb = r.uniform(-30, 30) + offset[i / n], na = r.coin(), nb = r.coin(); break;
+    }
+    in.la.push_back(stored<T>(static_cast<float>(la))), in.sa.push_back(na);
+    in.lb.push_back(stored<T>(static_cast<float>(lb))), in.sb.push_back(nb);
+    in.G.push_back(stored<T>(static_cast<float>(r.normal())));
+  }
+  for (std::size_t s = 0; s < seqs; ++s) {
+    const double lx0 = f == bfam::huge ? r.uniform(-30, 30) + offset[s] : std::log(r.uniform(0.1, 2.0));
+    in.lx0.push_back(stored<T>(static_cast<float>(lx0))), in.sx0.push_back(f != bfam::positive && r.coin());
+    in.Gf.push_back(stored<T>(static_cast<float>(r.normal())));
+  }
+  return in;
+}
+
+template <class U>
+std::vector<U> scatter(const std::vector<U>& canon, const placement& p, index_t B, index_t D, index_t T, U fill) {
+  std::vector<U> v(p.span, fill);
+  for (index_t b = 0; b < B; ++b)
+    for (index_t d = 0; d < D; ++d)
+      for (index_t t = 0; t < T; ++t) v[p.at(b, d, t)] = canon[static_cast<std::size_t>((b * D + d) * T + t)];
+  return v;
+}
+
+template <class T>
+std::vector<T> to_storage(const std::vector<float>& v) {
+  std::vector<T> r(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) r[i] = static_cast<T>(v[i]);
+  return r;
+}
+
+// Exactly the placed elements were written, gaps and guards kept their poison.
+template <class U>
+bool written_exactly(const guarded_buffer<U>& buf, const placement& p, index_t B, index_t D, index_t T) {
+  if (!buf.guards_intact()) return false;
+  std::vector<bool> placed(p.span, false);
+  for (index_t b = 0; b < B; ++b)
+    for (index_t d = 0; d < D; ++d)
+      for (index_t t = 0; t < T; ++t) placed[p.at(b, d, t)] = true;
+  const std::vector<bool> poison = buf.poison_mask();
+  for (std::size_t i = 0; i < p.span; ++i)
+    if (poison[i] == placed[i]) return false;
+  return true;
+}
+
+struct ref_grads {
+  std::vector<ld> da, db, dx0;  // canonical order
+  std::vector<ld> scale;        // per sequence: the size of the terms the outputs are made of
+};
+
+/// Long-double backward at the given x (log form, canonical order).
+inline ref_grads reference_backward(const bwd_inputs& in, const std::vector<float>& lx, const std::vector<sign_t>& sx,
+                                    std::size_t seqs, index_t T, const bwd_opts& o) {
+  ref_grads r;
+  const std::size_t n = static_cast<std::size_t>(T);
+  r.da.resize(seqs * n), r.db.resize(seqs * n), r.dx0.resize(seqs), r.scale.resize(seqs);
+  for (std::size_t s = 0; s < seqs; ++s) {
+    auto k = [&](index_t i) { return s * n + static_cast<std::size_t>(o.reverse ? T - 1 - i : i); };
+    auto A = [&](index_t i) { return value(in.la[k(i)], o.signs && in.sa[k(i)]); };
+    auto Bv = [&](index_t i) { return value(in.lb[k(i)], o.signs && in.sb[k(i)]); };
+    auto X = [&](index_t i) { return value(lx[k(i)], o.signs && sx[k(i)]); };
+    const ld x0 = o.x0 ? value(in.lx0[s], o.signs && in.sx0[s]) : 0.0L;
+    ld db_next = 0, a_next = 0, scale = 0;
+    for (index_t i = T - 1; i >= 0; --i) {
+      ld G = in.G[k(i)];
+      if (i == T - 1 && o.xf) G += in.Gf[s];
+      const ld g = G == 0 ? 0.0L : G / X(i), carried = a_next * db_next, db = g + carried;
+      const ld x_prev = i > 0 ? X(i - 1) : x0;
+      r.db[k(i)] = db * Bv(i);
+      r.da[k(i)] = db * A(i) * x_prev;
+      scale = std::max({scale, std::fabs(r.db[k(i)]), std::fabs(r.da[k(i)]),
+                        std::max(std::fabs(g), std::fabs(carried)) * std::max(std::fabs(Bv(i)), std::fabs(A(i) * x_prev))});
+      db_next = db, a_next = A(i);
+    }
+    r.dx0[s] = T > 0 ? db_next * a_next * x0 : (o.xf ? in.Gf[s] : 0.0L);
+    r.scale[s] = std::max({scale, std::fabs(r.dx0[s]), 1e-30L});
+  }
+  return r;
+}
+
+/// Runs forward then backward on o and returns the worst error of dlog_a, dlog_b and dlog_x0
+/// relative to each sequence's scale.
+template <class T>
+double run_backward_and_check(const bwd_opts& o, parscan_test::rng& r) {
+  const index_t B = o.B, D = o.D, Tn = o.T;
+  const std::size_t seqs = static_cast<std::size_t>(B * D), n = static_cast<std::size_t>(Tn);
+  const bwd_inputs in = draw_bwd<T>(r, seqs, n, o.f);
+  const parscan::recurrence_shape shape{B, D, Tn, o.layout == place::strided ? parscan::recurrence_layout::strided
+                                                 : o.layout == place::channel_last ? parscan::recurrence_layout::channel_last
+                                                                                   : parscan::recurrence_layout::time_contiguous};
+  const placement pin = make_placement(shape, o.layout, false), pout = o.in_place ? pin : make_placement(shape, o.layout, true);
+  guarded_buffer<T> la(scatter(to_storage<T>(in.la), pin, B, D, Tn, T(0.0f))), lb(scatter(to_storage<T>(in.lb), pin, B, D, Tn, T(0.0f)));
+  guarded_buffer<sign_t> sa(scatter(in.sa, pin, B, D, Tn, sign_t(0))), sb(scatter(in.sb, pin, B, D, Tn, sign_t(0)));
+  guarded_buffer<T> lx0(to_storage<T>(in.lx0)), Gf(to_storage<T>(in.Gf)), G(scatter(to_storage<T>(in.G), pin, B, D, Tn, T(0.0f)));
+  guarded_buffer<sign_t> sx0(in.sx0);
+  guarded_buffer<T> lx(pin.span);
+  guarded_buffer<sign_t> sx(pin.span);
+
+  // Forward, for the x that backward is given (and that the reference uses).
+  parscan::log_forward_args<T> f{};
+  f.shape = shape;
+  f.a_strides = f.b_strides = f.x_strides = pin.st;
+  f.log_a = la.data(), f.log_b = lb.data(), f.log_x = lx.data();
+  if (o.signs) f.a_negative = sa.data(), f.b_negative = sb.data(), f.x_negative = sx.data();
+  if (o.x0) {
+    f.log_x0 = lx0.data();
+    if (o.signs) f.x0_negative = sx0.data();
+  }
+  f.reverse = o.reverse;
+  REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), f) == parscan::status::success);
+  PARSCAN_TEST_SYNC();
+
+  guarded_buffer<T> da(pout.span), db_own(o.in_place ? 0 : pout.span), dx0(seqs);
+  guarded_buffer<T>& db = o.in_place ? G : db_own;
+  parscan::log_backward_args<T> g{};
+  g.shape = shape;
+  g.a_strides = g.b_strides = g.x_strides = g.dx_strides = pin.st;
+  g.da_strides = g.db_strides = pout.st;
+  g.log_a = f.log_a, g.a_negative = f.a_negative, g.log_b = f.log_b, g.b_negative = f.b_negative;
+  if (o.x_given) g.log_x = lx.data(), g.x_negative = f.x_negative;
+  g.log_x0 = f.log_x0, g.x0_negative = f.x0_negative;
+  g.dlog_x = G.data();
+  if (o.xf) g.dlog_x_final = Gf.data();
+  g.dlog_a = da.data(), g.dlog_b = db.data(), g.dlog_x0 = dx0.data();
+  g.reverse = o.reverse;
+  const parscan::status st = parscan::log_recurrence_backward(parscan_test::backend(), g);
+  PARSCAN_TEST_SYNC();
+  REQUIRE(st == parscan::status::success);
+  CHECK(written_exactly(da, pout, B, D, Tn));
+  if (o.in_place) CHECK(db.guards_intact());  // dlog_x's gaps held data, not poison
+  else CHECK(written_exactly(db, pout, B, D, Tn));
+  if (o.x0) CHECK(dx0.all_written());
+  else CHECK(dx0.untouched());
+  CHECK(dx0.guards_intact());
+
+  // Gather x (as forward wrote it) and the gradients into canonical order.
+  const std::vector<T> hx = lx.download(), hda = da.download(), hdb = db.download(), hdx0 = dx0.download();
+  const std::vector<sign_t> hsx = sx.download();
+  std::vector<float> cx(seqs * n);
+  std::vector<sign_t> csx(seqs * n, 0);
+  for (index_t b = 0; b < B; ++b)
+    for (index_t d = 0; d < D; ++d)
+      for (index_t t = 0; t < Tn; ++t) {
+        const std::size_t c = static_cast<std::size_t>((b * D + d) * Tn + t);
+        cx[c] = static_cast<float>(hx[pin.at(b, d, t)]);
+        if (o.signs) csx[c] = hsx[pin.at(b, d, t)];
+      }
+  const ref_grads ref = reference_backward(in, cx, csx, seqs, Tn, o);
+  double worst = 0;
+  for (index_t b = 0; b < B; ++b)
+    for (index_t d = 0; d < D; ++d) {
+      const std::size_t s = static_cast<std::size_t>(b * D + d);
+      ld err = 0;
+      for (index_t t = 0; t < Tn; ++t) {
+        const std::size_t c = s * n + static_cast<std::size_t>(t);
+        err = std::max({err, std::fabs(static_cast<ld>(static_cast<float>(hda[pout.at(b, d, t)])) - ref.da[c]),
+                        std::fabs(static_cast<ld>(static_cast<float>(hdb[pout.at(b, d, t)])) - ref.db[c])});
+      }
+      if (o.x0) err = std::max(err, std::fabs(static_cast<ld>(static_cast<float>(hdx0[s])) - ref.dx0[s]));
+      if (!(err == err)) return std::numeric_limits<double>::infinity();  // NaN: fail
+      worst = std::max(worst, static_cast<double>(err / ref.scale[s]));
+    }
+  return worst;
+}
+
+// The forward tolerances, times 10 (issue 5). bfloat16 is held tighter than 10 × 5e-2: its error
+// (3e-2 measured) comes from log|x| stored to |log x|·2^-9, which the host's recompute (in
+// float) does not share with the stored x the reference is given.
+template <class T>
+double tolerance(bfam f) {
+  if (sizeof(T) == 2) return 1e-1;
+  return f == bfam::growing || f == bfam::huge ? 5e-3 : 1e-4;
+}
+
+}  // namespace log_bwd_test
+
+#define LOG_BWD_CASES(TYPE, tname)                                                                                 \
+  TEST_CASE(PARSCAN_TEST_NAME("log recurrence backward <" tname ">: shapes x layouts x families x options"),     \
+            PARSCAN_TEST_TAGS("[log][backward]")) {                                                             \
+    using namespace log_bwd_test;                                                                               \
+    PARSCAN_TEST_RNG(r, "log recurrence backward " tname);                                                      \
+    int i = 0;                                                                                                  \
+    double worst[4] = {0, 0, 0, 0};                                                                             \
+    for (index_t Tn : {index_t(1), index_t(2), index_t(33), index_t(1000), index_t(4097)})                      \
+      for (place layout : {place::time_contiguous, place::channel_last, place::strided})                        \
+        for (bfam f : {bfam::positive, bfam::signed_, bfam::growing, bfam::huge}) {                             \
+          ++i;                                                                                                  \
+          if (sizeof(TYPE) == 2 && (f == bfam::growing || f == bfam::huge)) continue;                           \
+          if (layout == place::strided && Tn > 1000) continue;                                                  \
+          bwd_opts o;                                                                                           \
+          o.B = 2, o.D = Tn > 1000 ? 33 : 40, o.T = Tn, o.layout = layout, o.f = f;                             \
+          o.x0 = i % 2 == 0, o.xf = i % 3 != 0, o.reverse = i % 4 == 1;                                         \
+          o.signs = f == bfam::signed_ || f == bfam::huge || i % 5 != 0;                                        \
+          o.x_given = i % 7 != 3, o.in_place = i % 6 == 5;                                                      \
+          INFO("T=" << Tn << " layout=" << int(layout) << " family=" << int(f) << " x0=" << o.x0 << " xf=" << o.xf \
+                    << " reverse=" << o.reverse << " signs=" << o.signs << " x_given=" << o.x_given             \
+                    << " in_place=" << o.in_place);                                                             \
+          const double e = run_backward_and_check<TYPE>(o, r);                                                  \
+          worst[int(f)] = std::max(worst[int(f)], e);                                                           \
+          CHECK(e <= tolerance<TYPE>(f));                                                                       \
+        }                                                                                                       \
+    WARN(tname " backward, worst error per family (positive, signed, growing, huge): "                          \
+         << worst[0] << " " << worst[1] << " " << worst[2] << " " << worst[3]);                                 \
+  }
+
+LOG_BWD_CASES(float, "float")
+LOG_BWD_CASES(parscan::bfloat16, "bfloat16")
+
+TEST_CASE(PARSCAN_TEST_NAME("log recurrence backward: gates above 1 over 20000 steps (x beyond float)"),
+          PARSCAN_TEST_TAGS("[log][backward]")) {
+  using namespace log_bwd_test;
+  PARSCAN_TEST_RNG(r, "log recurrence backward overflow");
+  bwd_opts o;
+  o.B = 1, o.D = 3, o.T = 20000, o.f = bfam::growing, o.x0 = true, o.xf = true;  // x ≈ e^200 at the end
+  CHECK(run_backward_and_check<float>(o, r) <= tolerance<float>(bfam::growing));
+  o.reverse = true, o.x_given = false, o.layout = place::strided;
+  CHECK(run_backward_and_check<float>(o, r) <= tolerance<float>(bfam::growing));
+}
+
+namespace log_bwd_test {
+
+// One time-contiguous sequence through forward and backward; returns dlog_a, dlog_b (and dlog_x0).
+struct single_run {
+  std::vector<float> lx, da, db, dx0;
+};
+inline single_run forward_backward(const std::vector<float>& log_a, const std::vector<float>& log_b,
+                                   const std::vector<float>& G, const std::vector<sign_t>* a_neg = nullptr,
+                                   const std::vector<sign_t>* b_neg = nullptr, const float* log_x0 = nullptr,
+                                   const float* Gf = nullptr) {
+  const index_t T = static_cast<index_t>(log_a.size());
+  guarded_buffer<float> la(log_a), lb(log_b), g(G), lx(T), da(T), db(T), x0(1), gf(1), dx0(1);
+  guarded_buffer<sign_t> sa(T), sb(T), sx(T);
+  if (a_neg) sa.upload(*a_neg);
+  if (b_neg) sb.upload(*b_neg);
+  if (log_x0) x0.upload({*log_x0});
+  if (Gf) gf.upload({*Gf});
+  parscan::log_forward_args<float> f{};
+  f.shape = {1, 1, T, parscan::recurrence_layout::time_contiguous};
+  f.log_a = la.data(), f.log_b = lb.data(), f.log_x = lx.data();
+  if (a_neg || b_neg) f.x_negative = sx.data();
+  if (a_neg) f.a_negative = sa.data();
+  if (b_neg) f.b_negative = sb.data();
+  if (log_x0) f.log_x0 = x0.data();
+  REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), f) == parscan::status::success);
+  parscan::log_backward_args<float> b{};
+  b.shape = f.shape;
+  b.log_a = f.log_a, b.a_negative = f.a_negative, b.log_b = f.log_b, b.b_negative = f.b_negative;
+  b.log_x = f.log_x, b.x_negative = f.x_negative, b.log_x0 = f.log_x0;
+  b.dlog_x = g.data(), b.dlog_x_final = Gf ? gf.data() : nullptr;
+  b.dlog_a = da.data(), b.dlog_b = db.data(), b.dlog_x0 = dx0.data();
+  REQUIRE(parscan::log_recurrence_backward(parscan_test::backend(), b) == parscan::status::success);
+  PARSCAN_TEST_SYNC();
+  return {lx.download(), da.download(), db.download(), dx0.download()};
+}
+
+}  // namespace log_bwd_test
+
+TEST_CASE(PARSCAN_TEST_NAME("log recurrence backward: zeros are exact, a zero gate stops the gradient, NaN propagates"),
+          PARSCAN_TEST_TAGS("[log][backward]")) {
+  using namespace log_bwd_test;
+  const index_t T = 300;
+  PARSCAN_TEST_RNG(r, "log recurrence backward special values");
+  const float neg_inf = -std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> log_a(T), log_b(T), G(T);
+  for (index_t t = 0; t < T; ++t) {
+    log_a[t] = static_cast<float>(std::log(r.uniform(0.5, 1.0)));
+    log_b[t] = static_cast<float>(std::log(r.uniform(0.1, 1.0)));
+    G[t] = static_cast<float>(r.normal());
+  }
+  for (index_t t = 0; t < 10; ++t) log_b[t] = neg_inf, G[t] = 0;  // x[0..9] = 0 (no x0), G = 0 there
+  G[3] = 0.5f;               // ... except one step: x = 0 with G ≠ 0 has an infinite gradient
+  log_a[100] = neg_inf;      // a = 0: x[100] = b[100]; nothing flows back past step 100
+  log_b[150] = neg_inf;      // b = 0: dlog_b[150] = 0
+  G[200] = 0;                // a zero upstream gradient is fine
+  const single_run base = forward_backward(log_a, log_b, G);
+  for (index_t t = 0; t < 10; ++t) {
+    CHECK(base.lx[t] == neg_inf);
+    CHECK(base.db[t] == 0.0f);  // b = 0
+    CHECK(base.da[t] == 0.0f);  // x[t-1] = 0
+  }
+  CHECK(base.da[100] == 0.0f);
+  CHECK(base.db[150] == 0.0f);
+  for (index_t t = 10; t < T; ++t) {
+    INFO("t = " << t);
+    CHECK(std::isfinite(base.da[t]));
+    CHECK(std::isfinite(base.db[t]));
+  }
+  // Changing G after the zero gate changes nothing before it, to the bit.
+  std::vector<float> G2 = G;
+  for (index_t t = 100; t < T; ++t) G2[t] = static_cast<float>(r.normal());
+  const single_run cut = forward_backward(log_a, log_b, G2);
+  for (index_t t = 0; t < 100; ++t) {
+    CHECK(cut.da[t] == base.da[t]);
+    CHECK(cut.db[t] == base.db[t]);
+  }
+  // NaN in G at step 250 reaches every step before it (it passes the zero gate too, as
+  // 0·NaN does) and none after.
+  std::vector<float> G3 = G;
+  G3[250] = nan;
+  const single_run with_nan = forward_backward(log_a, log_b, G3);
+  for (index_t t = 10; t <= 250; ++t) CHECK(std::isnan(with_nan.db[t]));  // b = 0 at 150 too: NaN·0 is NaN
+  for (index_t t = 251; t < T; ++t) {
+    CHECK(with_nan.da[t] == base.da[t]);
+    CHECK(with_nan.db[t] == base.db[t]);
+  }
+  // NaN in the forward's input b reaches x from there on, and so every gradient.
+  std::vector<float> log_b4 = log_b;
+  log_b4[200] = nan;
+  const single_run nan_b = forward_backward(log_a, log_b4, G);
+  for (index_t t = 0; t < T; ++t) CHECK(std::isnan(nan_b.db[t]));
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("log recurrence backward: chunks chained through dlog_x_final = dlog_x0 equal one call"),
+          PARSCAN_TEST_TAGS("[log][backward]")) {
+  using namespace log_bwd_test;
+  const index_t C = 40, T = 3001, cut = 1234;
+  PARSCAN_TEST_RNG(r, "log recurrence backward chunked");
+  const bwd_inputs in = draw_bwd<float>(r, static_cast<std::size_t>(C), static_cast<std::size_t>(T), bfam::signed_);
+  guarded_buffer<float> la(in.la), lb(in.lb), G(in.G), Gf(in.Gf), lx(C * T), state(C), gstate(C), gx0(C);
+  guarded_buffer<float> whole_da(C * T), whole_db(C * T), parts_da(C * T), parts_db(C * T);
+  guarded_buffer<sign_t> sa(in.sa), sb(in.sb), sx(C * T), state_s(C);
+  auto fwd = [&](index_t t0, index_t len) {
+    parscan::log_forward_args<float> g{};
+    g.shape = {1, C, len, parscan::recurrence_layout::strided};
+    g.a_strides = g.b_strides = g.x_strides = {C * T, T, 1};
+    g.log_a = la.data() + t0, g.a_negative = sa.data() + t0, g.log_b = lb.data() + t0, g.b_negative = sb.data() + t0;
+    g.log_x = lx.data() + t0, g.x_negative = sx.data() + t0;
+    return g;
+  };
+  auto bwd = [&](index_t t0, index_t len, float* da, float* db) {
+    parscan::log_backward_args<float> g{};
+    g.shape = {1, C, len, parscan::recurrence_layout::strided};
+    g.a_strides = g.b_strides = g.x_strides = g.dx_strides = g.da_strides = g.db_strides = {C * T, T, 1};
+    g.log_a = la.data() + t0, g.a_negative = sa.data() + t0, g.log_b = lb.data() + t0, g.b_negative = sb.data() + t0;
+    g.log_x = lx.data() + t0, g.x_negative = sx.data() + t0, g.dlog_x = G.data() + t0;
+    g.dlog_a = da + t0, g.dlog_b = db + t0;
+    return g;
+  };
+  // Forward in two chunks (x is the same as one call's to within rounding; both backward runs use it).
+  auto f1 = fwd(0, cut);
+  f1.log_x_final = state.data(), f1.x_final_negative = state_s.data();
+  REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), f1) == parscan::status::success);
+  auto f2 = fwd(cut, T - cut);
+  f2.log_x0 = state.data(), f2.x0_negative = state_s.data();
+  REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), f2) == parscan::status::success);
+  // One backward call over all T steps ...
+  auto w = bwd(0, T, whole_da.data(), whole_db.data());
+  w.dlog_x_final = Gf.data();
+  REQUIRE(parscan::log_recurrence_backward(parscan_test::backend(), w) == parscan::status::success);
+  // ... and two, last chunk first, chained through dlog_x_final = the later chunk's dlog_x0.
+  auto b2 = bwd(cut, T - cut, parts_da.data(), parts_db.data());
+  b2.log_x0 = state.data(), b2.x0_negative = state_s.data(), b2.dlog_x_final = Gf.data(), b2.dlog_x0 = gstate.data();
+  REQUIRE(parscan::log_recurrence_backward(parscan_test::backend(), b2) == parscan::status::success);
+  auto b1 = bwd(0, cut, parts_da.data(), parts_db.data());
+  b1.dlog_x_final = gstate.data();
+  REQUIRE(parscan::log_recurrence_backward(parscan_test::backend(), b1) == parscan::status::success);
+  PARSCAN_TEST_SYNC();
+  CHECK(parts_da.all_written());
+  CHECK(parts_db.all_written());
+  const auto wa = whole_da.download(), wb = whole_db.download(), pa = parts_da.download(), pb = parts_db.download();
+  double err = 0, scale = 0;
+  for (std::size_t i = 0; i < wa.size(); ++i) {
+    err = std::max({err, std::fabs(double(wa[i]) - pa[i]), std::fabs(double(wb[i]) - pb[i])});
+    scale = std::max({scale, std::fabs(double(wa[i])), std::fabs(double(wb[i]))});
+  }
+  CHECK(err / scale <= 2e-5);
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("log recurrence backward: bad arguments write nothing; zero length passes the gradient"),
+          PARSCAN_TEST_TAGS("[log][backward][errors]")) {
+  using namespace log_bwd_test;
+  using parscan::status;
+  const index_t C = 4, T = 64;
+  guarded_buffer<float> la(C * T), lb(C * T), lx(C * T), G(C * T), da(C * T), db(C * T), x0(C), gf(C), dx0(C);
+  guarded_buffer<sign_t> sa(C * T), sx(C * T);
+  auto base = [&] {
+    parscan::log_backward_args<float> g{};
+    g.shape = {1, C, T, parscan::recurrence_layout::time_contiguous};
+    g.log_a = la.data(), g.log_b = lb.data(), g.log_x = lx.data(), g.dlog_x = G.data();
+    g.dlog_a = da.data(), g.dlog_b = db.data();
+    return g;
+  };
+  auto refused = [&](const parscan::log_backward_args<float>& g, status expected) {
+    da.repoison(), db.repoison(), dx0.repoison();
+    CHECK(parscan::log_recurrence_backward(parscan_test::backend(), g) == expected);
+    PARSCAN_TEST_SYNC();
+    CHECK(da.untouched());
+    CHECK(db.untouched());
+    CHECK(dx0.untouched());
+  };
+  auto g = base();
+  g.log_a = nullptr;
+  refused(g, status::null_pointer);
+  g = base(), g.log_b = nullptr;  // b is always needed (dlog_b = db·b)
+  refused(g, status::null_pointer);
+  g = base(), g.log_x = nullptr, g.log_b = nullptr;
+  refused(g, status::null_pointer);
+  g = base(), g.dlog_x = nullptr;
+  refused(g, status::null_pointer);
+  g = base(), g.dlog_a = nullptr;
+  refused(g, status::null_pointer);
+  g = base(), g.log_x0 = x0.data();  // x0 given, nowhere to put its gradient
+  refused(g, status::null_pointer);
+  g = base(), g.a_negative = sa.data();  // a may be negative, but x's signs are missing
+  refused(g, status::null_pointer);
+  g = base(), g.x0_negative = sa.data();
+  refused(g, status::null_pointer);
+  g = base(), g.shape.length = -1;
+  refused(g, status::negative_size);
+  g = base(), g.shape.length = index_t(1) << 62;
+  refused(g, status::size_overflow);
+  g = base(), g.dlog_b = lb.data();  // over an input other than dlog_x
+  refused(g, status::overlapping_output);
+  g = base(), g.dlog_a = G.data() + 1;  // partly over dlog_x
+  refused(g, status::overlapping_output);
+  g = base(), g.dlog_a = g.dlog_b = G.data();  // both in place: they overlap each other
+  refused(g, status::overlapping_output);
+  g = base(), g.log_x0 = x0.data(), g.dlog_x0 = da.data() + 3;
+  refused(g, status::overlapping_output);
+  g = base(), g.shape.layout = parscan::recurrence_layout::strided, g.a_strides = {C * T, T, -1},
+  g.b_strides = g.x_strides = g.dx_strides = g.da_strides = g.db_strides = {C * T, T, 1};
+  refused(g, status::invalid_stride);
+  g = base(), g.shape.layout = parscan::recurrence_layout::strided,
+  g.a_strides = g.b_strides = g.x_strides = g.dx_strides = g.db_strides = {C * T, T, 1}, g.da_strides = {C * T, 0, 1};
+  refused(g, status::overlapping_output);  // two steps of dlog_a on one element
+  // Zero length: nothing is written to dlog_a / dlog_b; dlog_x0 receives dlog_x_final, or zero.
+  const std::vector<float> gf_values{0.5f, -1.25f, 3.0f, 0.0f};
+  gf.upload(gf_values);
+  g = base(), g.shape.length = 0, g.log_x0 = x0.data(), g.dlog_x0 = dx0.data(), g.dlog_x_final = gf.data();
+  da.repoison(), db.repoison(), dx0.repoison();
+  CHECK(parscan::log_recurrence_backward(parscan_test::backend(), g) == status::success);
+  PARSCAN_TEST_SYNC();
+  CHECK(da.untouched());
+  CHECK(dx0.download() == gf_values);
+  g.dlog_x_final = nullptr;
+  CHECK(parscan::log_recurrence_backward(parscan_test::backend(), g) == status::success);
+  PARSCAN_TEST_SYNC();
+  CHECK(dx0.download() == std::vector<float>(C, 0.0f));
+  g.dlog_x0 = gf.data(), g.dlog_x_final = gf.data();  // in place: the state's gradient is updated
+  CHECK(parscan::log_recurrence_backward(parscan_test::backend(), g) == status::success);
+  PARSCAN_TEST_SYNC();
+  CHECK(gf.download() == gf_values);
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("log recurrence backward equals finite differences of L = sum(w.log|x|) + wf.log|x_final|"),
+          PARSCAN_TEST_TAGS("[log][backward][gradcheck]")) {
+  // Central differences in long double through a long-double forward, against the float backward:
+  // verifies the formulas (with mixed signs, x0 and x_final), not only their agreement with a
+  // reference written from them.
+  using namespace log_bwd_test;
+  PARSCAN_TEST_RNG(r, "log recurrence backward finite differences");
+  const index_t T = 24;
+  std::vector<float> la(T), lb(T), w(T);
+  std::vector<sign_t> sa(T), sb(T);
+  for (index_t t = 0; t < T; ++t) {
+    la[t] = static_cast<float>(std::log(r.uniform(0.3, 1.3))), sa[t] = r.coin();
+    lb[t] = static_cast<float>(std::log(r.uniform(0.5, 1.5))), sb[t] = r.coin();
+    w[t] = static_cast<float>(r.normal());
+  }
+  float lx0 = 0.3f, wf = 0.7f;
+  auto loss = [&](const std::vector<ld>& a, const std::vector<ld>& b, ld x0) {
+    ld x = -std::exp(x0), L = 0;  // x0 is negative
+    for (index_t t = 0; t < T; ++t) {
+      x = (sa[t] ? -1 : 1) * std::exp(a[t]) * x + (sb[t] ? -1 : 1) * std::exp(b[t]);
+      L += w[t] * std::log(std::fabs(x));
+    }
+    return L + wf * std::log(std::fabs(x));
+  };
+  // The library, with x0 negative.
+  const index_t n = T;
+  guarded_buffer<float> gla(la), glb(lb), gw(w), lx(n), da(n), db(n), gx0(std::vector<float>{lx0}),
+      gwf(std::vector<float>{wf}), dx0(1);
+  guarded_buffer<sign_t> gsa(sa), gsb(sb), sx(n), sx0(std::vector<sign_t>{1});
+  parscan::log_forward_args<float> f{};
+  f.shape = {1, 1, T, parscan::recurrence_layout::time_contiguous};
+  f.log_a = gla.data(), f.a_negative = gsa.data(), f.log_b = glb.data(), f.b_negative = gsb.data();
+  f.log_x = lx.data(), f.x_negative = sx.data(), f.log_x0 = gx0.data(), f.x0_negative = sx0.data();
+  REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), f) == parscan::status::success);
+  parscan::log_backward_args<float> b{};
+  b.shape = f.shape;
+  b.log_a = f.log_a, b.a_negative = f.a_negative, b.log_b = f.log_b, b.b_negative = f.b_negative;
+  b.log_x = f.log_x, b.x_negative = f.x_negative, b.log_x0 = f.log_x0, b.x0_negative = f.x0_negative;
+  b.dlog_x = gw.data(), b.dlog_x_final = gwf.data(), b.dlog_a = da.data(), b.dlog_b = db.data(), b.dlog_x0 = dx0.data();
+  REQUIRE(parscan::log_recurrence_backward(parscan_test::backend(), b) == parscan::status::success);
+  PARSCAN_TEST_SYNC();
+  const auto hda = da.download(), hdb = db.download(), hdx0 = dx0.download();
+  std::vector<ld> a(la.begin(), la.end()), bb(lb.begin(), lb.end());
+  const ld h = 1e-5L;
+  double worst = 0, scale = 0;
+  auto check = [&](ld fd, float got) {
+    worst = std::max(worst, static_cast<double>(std::fabs(fd - got)));
+    scale = std::max(scale, static_cast<double>(std::fabs(fd)));
+  };
+  for (index_t t = 0; t < T; ++t) {
+    a[t] += h;
+    const ld up = loss(a, bb, lx0);
+    a[t] -= 2 * h;
+    const ld down = loss(a, bb, lx0);
+    a[t] += h;
+    check((up - down) / (2 * h), hda[t]);
+    bb[t] += h;
+    const ld up_b = loss(a, bb, lx0);
+    bb[t] -= 2 * h;
+    const ld down_b = loss(a, bb, lx0);
+    bb[t] += h;
+    check((up_b - down_b) / (2 * h), hdb[t]);
+  }
+  check((loss(a, bb, lx0 + h) - loss(a, bb, lx0 - h)) / (2 * h), hdx0[0]);
+  INFO("worst |fd - backward| = " << worst << ", largest gradient " << scale);
+  CHECK(worst <= 1e-4 * scale);
+}

@@ -1,12 +1,14 @@
-// parscan/cuda/device/log_recurrence_problem.cuh — the log-space recurrence forward as a
-// Problem for the shared scan kernels: element (log|a|, sign a, log|b|, sign b) under
-// log_affine_op<float>; the carry (a = 0, b = x0) brings in the state exactly.
+// parscan/cuda/device/log_recurrence_problem.cuh — the log-space recurrence, forward and
+// backward, as Problems for the shared scan kernels. Forward: element (log|a|, sign a, log|b|,
+// sign b) under log_affine_op<float>; the carry (a = 0, b = x0) brings in the state exactly.
+// Backward: the linear gradient db, carried in log form under the same operator (below).
 #pragma once
 
 #include <cstdint>
 
 #include <cuda/std/limits>
 
+#include "../../detail/log_recurrence_math.hpp"
 #include "../../layout.hpp"
 #include "../../ops/log_affine.hpp"
 #include "../block/lane_tile_scan.cuh"
@@ -94,6 +96,173 @@ struct log_recurrence_forward_problem {
   __device__ PARSCAN_INLINE void finish(index_t s, const acc_type& total) const {
     if (log_x_final) log_x_final[s] = static_cast<T>(total.log_b);
     if (x_final_negative) x_final_negative[s] = total.neg_b ? 1 : 0;
+  }
+};
+
+/// The backward pass, a scan in the opposite direction of the forward one (as
+/// recurrence_backward_problem): db[t] = g[t] + a[next]·db[next] with g[t] = G[t]/x[t], element
+/// (log|a[next]|, sign, log|g[t]|, sign) and a[next] = 1 on the forward's last step, where G_final
+/// is added to G before the division. The carry is zero (a = 0, b = 0). Storing db[t] forms
+/// dlog_b[t] = db·b, dlog_a[t] = db·a·x[prev] and, on the forward's first step, dlog_x0 = db·a·x0,
+/// each as exp(sum of logs) with the product of the signs (detail/log_recurrence_math.hpp).
+template <class T>
+struct log_recurrence_backward_problem {
+  using acc_type = log_affine<float>;
+  using sign = std::uint8_t;
+  const T* log_a;
+  const sign* a_negative;  // null: all positive
+  const T* log_b;
+  const sign* b_negative;
+  const T* log_x;
+  const sign* x_negative;
+  const T* log_x0;
+  const sign* x0_negative;
+  const T* dlog_x;
+  const T* dlog_x_final;
+  T* dlog_a;
+  T* dlog_b;
+  T* dlog_x0;  // null: not written (no x0)
+  sequence_layout la, lb, lx, ldx, lda, ldb;
+  index_t length;
+  bool forward_reverse;
+  bool lane_major;
+  bool exclusive = false;
+
+  struct cursor {
+    const T* log_a;
+    const sign* a_negative;
+    const T* log_b;
+    const sign* b_negative;
+    const T* log_x;
+    const sign* x_negative;
+    const T* dlog_x;
+    T* dlog_a;
+    T* dlog_b;
+    index_t s;
+  };
+  __device__ PARSCAN_INLINE cursor at(index_t s) const {
+    const index_t oa = la.sequence_offset(s), ob = lb.sequence_offset(s), ox = lx.sequence_offset(s);
+    return {log_a + oa,
+            a_negative ? a_negative + oa : nullptr,
+            log_b + ob,
+            b_negative ? b_negative + ob : nullptr,
+            log_x + ox,
+            x_negative ? x_negative + ox : nullptr,
+            dlog_x + ldx.sequence_offset(s),
+            dlog_a + lda.sequence_offset(s),
+            dlog_b + ldb.sequence_offset(s),
+            s};
+  }
+  static constexpr int run = run_length<T>;
+  // Backward position p visits the forward's steps last to first; the forward's next step is
+  // t - dir() and its previous step t + dir().
+  __device__ PARSCAN_INLINE index_t step(index_t p) const { return forward_reverse ? p : length - 1 - p; }
+  __device__ PARSCAN_INLINE int dir() const { return forward_reverse ? 1 : -1; }
+  __device__ PARSCAN_INLINE int count(index_t pos) const { return steps_in_run<run>(length, pos); }
+
+  // The element of backward position p from its raw inputs: upstream G, stored x, next gate.
+  __device__ PARSCAN_INLINE acc_type element(index_t p, index_t s, const T& G, const T& lx_t, sign sx_t,
+                                             const T& la_next, sign sa_next) const {
+    float upstream = static_cast<float>(G);
+    if (p == 0 && dlog_x_final) upstream += static_cast<float>(dlog_x_final[s]);
+    const signed_log<float> grad = detail::log_quotient(detail::log_form_of(upstream), static_cast<float>(lx_t), sx_t != 0);
+    return p == 0 ? acc_type(0.0f, false, grad.log_mag, grad.neg)
+                  : acc_type(static_cast<float>(la_next), sa_next != 0, grad.log_mag, grad.neg);
+  }
+
+  __device__ PARSCAN_INLINE void load_run(const cursor& c, index_t p, acc_type (&items)[run]) const {
+    const int n = count(p), d = dir();
+    const index_t t = step(p);
+    T rdx[run], rx[run], ra[run];
+    sign nx[run] = {}, na[run] = {};
+    read_steps(c.dlog_x, ldx.step_stride, t, d, n, rdx);
+    read_steps(c.log_x, lx.step_stride, t, d, n, rx);
+    if (c.x_negative) read_steps(c.x_negative, lx.step_stride, t, d, n, nx);
+    if (p > 0) {
+      read_steps(c.log_a, la.step_stride, t - d, d, n, ra);  // the gate of each step's forward successor
+      if (c.a_negative) read_steps(c.a_negative, la.step_stride, t - d, d, n, na);
+    } else {  // the forward's last step has no successor
+      ra[0] = T{};
+#pragma unroll
+      for (int v = 1; v < run; ++v)
+        if (v < n) {
+          const index_t k = (t - d + v * d) * la.step_stride;
+          ra[v] = c.log_a[k];
+          if (c.a_negative) na[v] = c.a_negative[k];
+        }
+    }
+#pragma unroll
+    for (int v = 0; v < run; ++v) items[v] = v < n ? element(p + v, c.s, rdx[v], rx[v], nx[v], ra[v], na[v]) : acc_type{};
+  }
+
+  __device__ PARSCAN_INLINE acc_type load_at(const cursor& c, index_t p) const {
+    const index_t t = step(p), ix = t * lx.step_stride;
+    const index_t ia = p == 0 ? 0 : (t - dir()) * la.step_stride;
+    return element(p, c.s, c.dlog_x[t * ldx.step_stride], c.log_x[ix], c.x_negative ? c.x_negative[ix] : sign(0),
+                   p == 0 ? T{} : c.log_a[ia], p > 0 && c.a_negative ? c.a_negative[ia] : sign(0));
+  }
+
+  // Writes the gradients of the step at backward position p from db = v; x_prev is the stored
+  // x at the step's forward predecessor (unused on the forward's first step, which uses x0).
+  __device__ PARSCAN_INLINE void gradients(index_t p, index_t s, const acc_type& v, const T& la_t, sign sa_t,
+                                           const T& lb_t, sign sb_t, const T& lx_prev, sign sx_prev, T& da,
+                                           T& db) const {
+    const bool first_step = p == length - 1;
+    float l_before = static_cast<float>(lx_prev);
+    bool n_before = sx_prev != 0;
+    if (first_step) {
+      l_before = log_x0 ? static_cast<float>(log_x0[s]) : -cuda::std::numeric_limits<float>::infinity();
+      n_before = x0_negative != nullptr && x0_negative[s] != 0;
+    }
+    const float a_l = static_cast<float>(la_t);
+    db = static_cast<T>(detail::log_product(v.log_b, static_cast<float>(lb_t), 0.0f, v.neg_b != (sb_t != 0)));
+    const float grad_a = detail::log_product(v.log_b, a_l, l_before, v.neg_b != ((sa_t != 0) != n_before));
+    da = static_cast<T>(grad_a);
+    if (first_step && dlog_x0) dlog_x0[s] = static_cast<T>(grad_a);  // db·a·x0: the same product
+  }
+
+  __device__ PARSCAN_INLINE void store_at(const cursor& c, index_t p, const acc_type& v) const {
+    const index_t t = step(p), ia = t * la.step_stride, ib = t * lb.step_stride;
+    const bool first_step = p == length - 1;
+    const index_t ip = first_step ? 0 : (t + dir()) * lx.step_stride;
+    T da, db;
+    gradients(p, c.s, v, c.log_a[ia], c.a_negative ? c.a_negative[ia] : sign(0), c.log_b[ib],
+              c.b_negative ? c.b_negative[ib] : sign(0), first_step ? T{} : c.log_x[ip],
+              !first_step && c.x_negative ? c.x_negative[ip] : sign(0), da, db);
+    c.dlog_b[t * ldb.step_stride] = db;  // dlog_x[t] was read when loading: in place is safe
+    c.dlog_a[t * lda.step_stride] = da;
+  }
+
+  __device__ PARSCAN_INLINE void store_run(const cursor& c, index_t p, const acc_type (&items)[run]) const {
+    const int n = count(p), d = dir();
+    const index_t t = step(p);
+    const index_t with_pred = length - 1 - p;  // steps of this run whose predecessor is in x
+    const int with_x = with_pred >= run ? run : static_cast<int>(with_pred < 0 ? 0 : with_pred);
+    const int nx_read = with_x < n ? with_x : n;
+    T rx[run] = {}, ra[run], rb[run], rda[run], rdb[run];
+    sign sx[run] = {}, sa[run] = {}, sb[run] = {};
+    read_steps(c.log_x, lx.step_stride, t + d, d, nx_read, rx);
+    if (c.x_negative) read_steps(c.x_negative, lx.step_stride, t + d, d, nx_read, sx);
+    read_steps(c.log_a, la.step_stride, t, d, n, ra);
+    if (c.a_negative) read_steps(c.a_negative, la.step_stride, t, d, n, sa);
+    read_steps(c.log_b, lb.step_stride, t, d, n, rb);
+    if (c.b_negative) read_steps(c.b_negative, lb.step_stride, t, d, n, sb);
+#pragma unroll
+    for (int v = 0; v < run; ++v) {
+      if (v >= n) break;
+      gradients(p + v, c.s, items[v], ra[v], sa[v], rb[v], sb[v], rx[v], sx[v], rda[v], rdb[v]);
+    }
+    write_steps(c.dlog_b, ldb.step_stride, t, d, n, rdb);
+    write_steps(c.dlog_a, lda.step_stride, t, d, n, rda);
+  }
+
+  __device__ PARSCAN_INLINE maybe<acc_type> initial(index_t) const {
+    const float neg_inf = -cuda::std::numeric_limits<float>::infinity();
+    return {acc_type(neg_inf, false, neg_inf, false), true};  // nothing after the last step
+  }
+  __device__ PARSCAN_INLINE void finish(index_t s, const acc_type&) const {
+    // No steps: x_final is x0 and the gradient passes straight through.
+    if (length == 0 && dlog_x0) dlog_x0[s] = dlog_x_final ? dlog_x_final[s] : T(0.0f);
   }
 };
 
