@@ -100,10 +100,12 @@ struct recurrence_forward_problem {
   }
 };
 
-/// The backward pass is a scan in the opposite direction of the forward one:
-///   db[t] = g[t] + a[next]*·db[next],  element (a[next]*, dx[t]), carry (0, dx_final),
-/// with a[next] = 1 on the forward's last step so the carry enters as g's dx_final term.
-/// Storing db[t] also forms da[t] = db[t]·x[prev]* and, on the forward's first step, dx0.
+/// The backward pass is a scan in the opposite direction of the forward one. With
+/// y[t] = a[t]*·db[t], the gradient that step t passes to its forward predecessor,
+///   y[t] = a[t]*·(dx[t] + y[next]),  db[t] = dx[t] + y[next],  dx0 = y[first],
+/// so the element of step t is (a[t]*, a[t]*·dx[t]), read at step t itself, and the carry is
+/// (0, dx_final): the exclusive prefix at step t is y[next]. Every load is then aligned with
+/// its step and can be staged; only x[prev], read when storing, is one step off.
 template <class T>
 struct recurrence_backward_problem {
   using C = compute_t<T>;
@@ -120,7 +122,7 @@ struct recurrence_backward_problem {
   index_t length;
   bool forward_reverse, log_gate;
   bool lane_major;
-  bool exclusive = false;
+  bool exclusive = true;
 
   struct cursor {
     const T* a;
@@ -136,61 +138,74 @@ struct recurrence_backward_problem {
   }
   static constexpr int run = run_length<T>;
   // Backward position p visits the forward's steps last to first; `dir` is the step change
-  // from one backward position to the next, so the forward's next step is t - dir and its
-  // previous step is t + dir.
+  // from one backward position to the next, so the forward's previous step is t + dir.
   __device__ PARSCAN_INLINE index_t step(index_t p) const { return forward_reverse ? p : length - 1 - p; }
   __device__ PARSCAN_INLINE int dir() const { return forward_reverse ? 1 : -1; }
   __device__ PARSCAN_INLINE int count(index_t pos) const { return steps_in_run<run>(length, pos); }
 
+  __device__ PARSCAN_INLINE acc_type element(const T& gate_raw, const T& grad) const {
+    const C g = detail::conj_if_complex(detail::load_gate<C>(gate_raw, log_gate));
+    return acc_type(g, g * static_cast<C>(grad));
+  }
   __device__ PARSCAN_INLINE void load_run(const cursor& c, index_t p, acc_type (&items)[run]) const {
     const int n = count(p), d = dir();
     const index_t t = step(p);
-    T rdx[run], ra[run];
+    T ra[run], rdx[run];
+    read_steps(c.a, la.step_stride, t, d, n, ra);
     read_steps(c.dx, ldx.step_stride, t, d, n, rdx);
-    if (p > 0) {
-      read_steps(c.a, la.step_stride, t - d, d, n, ra);  // the gate of each step's forward successor
-    } else {  // the forward's last step has no successor; its slot 0 is the carry's entry point
 #pragma unroll
-      for (int v = 1; v < run; ++v)
-        if (v < n) ra[v] = c.a[(t - d + v * d) * la.step_stride];
-    }
-#pragma unroll
-    for (int v = 0; v < run; ++v) {
-      const C gate_next = (p == 0 && v == 0) ? C(1) : detail::conj_if_complex(detail::load_gate<C>(ra[v], log_gate));
-      items[v] = v < n ? acc_type(gate_next, static_cast<C>(rdx[v])) : acc_type{};
-    }
+    for (int v = 0; v < run; ++v) items[v] = v < n ? element(ra[v], rdx[v]) : acc_type{};
   }
-
   __device__ PARSCAN_INLINE acc_type load_at(const cursor& c, index_t p) const {
     const index_t t = step(p);
-    const C gate_next = p == 0 ? C(1) : detail::conj_if_complex(detail::load_gate<C>(c.a[(t - dir()) * la.step_stride], log_gate));
-    return acc_type(gate_next, static_cast<C>(c.dx[t * ldx.step_stride]));
+    return element(c.a[t * la.step_stride], c.dx[t * ldx.step_stride]);
   }
 
-  // The gradients of the step at backward position p (step t) from db = grad: writes dx0 on
-  // the forward's first step and returns da; x_prev and gate are the stored x at the step's
-  // forward predecessor (unused on the first step) and the stored gate (used when needed).
+  // Staging through shared memory (the staged kernels): a and dx of a run, as the forward
+  // stages a and b.
+  static constexpr int staged_tensors = 2;
+  __device__ PARSCAN_INLINE bool stage_run(const cursor& c, index_t p, unsigned char* slot, int tensor_stride) const {
+    const int n = count(p), d = dir();
+    const index_t t = step(p);
+    if (n != run || la.step_stride != 1 || ldx.step_stride != 1) return false;
+    const index_t lo = d < 0 ? t - (run - 1) : t;
+    if (reinterpret_cast<std::uintptr_t>(c.a + lo) % 16 != 0 || reinterpret_cast<std::uintptr_t>(c.dx + lo) % 16 != 0)
+      return false;
+    return stage_steps<run>(slot, c.a, 1, t, d, n) && stage_steps<run>(slot + tensor_stride, c.dx, 1, t, d, n);
+  }
+  __device__ PARSCAN_INLINE void load_staged(const cursor& c, index_t p, const unsigned char* slot, int tensor_stride,
+                                             bool staged, acc_type (&items)[run]) const {
+    if constexpr (sizeof(T) * run == 16) {
+      if (staged) {
+        T ra[run], rdx[run];
+        read_staged(slot, dir(), ra);
+        read_staged(slot + tensor_stride, dir(), rdx);
+#pragma unroll
+        for (int v = 0; v < run; ++v) items[v] = element(ra[v], rdx[v]);
+        return;
+      }
+    }
+    load_run(c, p, items);
+  }
+
+  // da[t] = db[t]·x[prev]* (x0, or 0, before the first step), times a[t]* for a log gate.
   __device__ PARSCAN_INLINE C gate_gradient(const cursor& c, index_t p, const C& grad, const T& x_prev,
-                                            const T& gate_raw, bool have_gate) const {
+                                            const T& gate_raw) const {
     const bool first_step = p == length - 1;
     const C x_before = !first_step ? static_cast<C>(x_prev) : (x0 ? static_cast<C>(x0[c.s]) : C(0));
-    C grad_gate = grad * detail::conj_if_complex(x_before);
-    if (have_gate) {
-      const C g = detail::conj_if_complex(detail::load_gate<C>(gate_raw, log_gate));
-      if (log_gate) grad_gate = grad_gate * g;
-      if (first_step && dx0) dx0[c.s] = static_cast<T>(g * grad);
-    }
-    return grad_gate;
+    const C grad_gate = grad * detail::conj_if_complex(x_before);
+    return log_gate ? grad_gate * detail::conj_if_complex(detail::load_gate<C>(gate_raw, true)) : grad_gate;
   }
 
+  // v.b is y[next]: the exclusive prefix.
   __device__ PARSCAN_INLINE void store_at(const cursor& c, index_t p, const acc_type& v) const {
     const index_t t = step(p);
     const bool first_step = p == length - 1;
     const T x_prev = first_step ? T{} : c.x[(t + dir()) * lx.step_stride];
-    const bool have_gate = log_gate || (first_step && dx0);
-    const T gate_raw = have_gate ? c.a[t * la.step_stride] : T{};
-    c.db[t * ldb.step_stride] = static_cast<T>(v.b);
-    c.da[t * lda.step_stride] = static_cast<T>(gate_gradient(c, p, v.b, x_prev, gate_raw, have_gate));
+    const T gate_raw = log_gate ? c.a[t * la.step_stride] : T{};
+    const C grad = static_cast<C>(c.dx[t * ldx.step_stride]) + v.b;
+    c.db[t * ldb.step_stride] = static_cast<T>(grad);
+    c.da[t * lda.step_stride] = static_cast<T>(gate_gradient(c, p, grad, x_prev, gate_raw));
   }
 
   __device__ PARSCAN_INLINE void store_run(const cursor& c, index_t p, const acc_type (&items)[run]) const {
@@ -198,15 +213,16 @@ struct recurrence_backward_problem {
     const index_t t = step(p);
     const index_t with_pred = length - 1 - p;  // steps of this run whose predecessor is in x
     const int with_x = with_pred >= run ? run : static_cast<int>(with_pred < 0 ? 0 : with_pred);
-    T rx[run], ra[run], rdb[run], rda[run];
+    T rx[run], ra[run], rdx[run], rdb[run], rda[run];
     read_steps(c.x, lx.step_stride, t + d, d, with_x < n ? with_x : n, rx);
-    const bool have_gate = log_gate || (dx0 != nullptr && p + n == length);
-    if (have_gate) read_steps(c.a, la.step_stride, t, d, n, ra);
+    read_steps(c.dx, ldx.step_stride, t, d, n, rdx);  // read again: db may be written over dx
+    if (log_gate) read_steps(c.a, la.step_stride, t, d, n, ra);
 #pragma unroll
     for (int v = 0; v < run; ++v) {
       if (v >= n) break;
-      rdb[v] = static_cast<T>(items[v].b);
-      rda[v] = static_cast<T>(gate_gradient(c, p + v, items[v].b, rx[v], ra[v], have_gate));
+      const C grad = static_cast<C>(rdx[v]) + items[v].b;
+      rdb[v] = static_cast<T>(grad);
+      rda[v] = static_cast<T>(gate_gradient(c, p + v, grad, rx[v], ra[v]));
     }
     write_steps(c.db, ldb.step_stride, t, d, n, rdb);
     write_steps(c.da, lda.step_stride, t, d, n, rda);
@@ -214,8 +230,9 @@ struct recurrence_backward_problem {
   __device__ PARSCAN_INLINE maybe<acc_type> initial(index_t s) const {
     return {acc_type(C(0), dx_final ? static_cast<C>(dx_final[s]) : C(0)), true};
   }
+  /// total.b = y[first] = dx0 (with no steps, the carry: dx_final passes straight through).
   __device__ PARSCAN_INLINE void finish(index_t s, const acc_type& total) const {
-    if (length == 0 && dx0) dx0[s] = static_cast<T>(total.b);  // no steps: the gradient passes straight through
+    if (dx0) dx0[s] = static_cast<T>(total.b);
   }
 };
 

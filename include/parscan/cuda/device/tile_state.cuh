@@ -137,11 +137,24 @@ __device__ PARSCAN_INLINE maybe<Acc> lookback(const tile_state<Acc, 32>& st, ind
   const Acc own = aggregate.value;  // lanes past the last sequence publish whatever they hold
   st.publish_lanes(st.aggregate, tile, own, tile_aggregate);
   const index_t w = k - k % lookback_window, sw = k - k % lookback_super;
+  // Up to 31 tiles: lane i waits for tile i (the waits overlap), then every lane folds its own
+  // sequence's values in order, loading a batch at a time so the loads overlap too. (One tile
+  // after another, wait then load, cost two dependent L2 round trips per tile and held the
+  // channel-last forward at 43% of copy on an H100.) The warp barrier orders each lane's reads
+  // after the other lanes' acquires.
   auto fold = [&](const Acc* values, index_t from, index_t stride, index_t n, unsigned at_least) {
+    if (lane < n) st.wait(from + lane * stride, at_least);
+    __syncwarp();
     maybe<Acc> r{Acc{}, false};
-    for (index_t i = 0; i < n; ++i) {
-      st.wait(from + i * stride, at_least);
-      r = combine(r, maybe<Acc>{values[(from + i * stride) * 32 + lane], true}, op);
+    constexpr int batch = 8;
+    for (index_t i0 = 0; i0 < n; i0 += batch) {
+      Acc v[batch];
+#pragma unroll
+      for (int j = 0; j < batch; ++j)
+        if (i0 + j < n) v[j] = values[(from + (i0 + j) * stride) * 32 + lane];
+#pragma unroll
+      for (int j = 0; j < batch; ++j)
+        if (i0 + j < n) r = combine(r, maybe<Acc>{v[j], true}, op);
     }
     return r;
   };
