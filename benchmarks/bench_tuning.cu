@@ -99,12 +99,12 @@ void time_forward(const forward_case<T>& c, const std::string& variant, double t
                       100 * gbs / out.copy, err});
 }
 
-// PerLane steps per lane; LoopWarps, ChainedWarps, LaneWarps warps per block of each kernel;
+// PerLane steps per lane (and per thread of a lane tile); LoopWarps, ChainedWarps, LaneWarps warps per block of each kernel;
 // LoopStages, ChainedStages: tiles in flight through shared memory (0: loads into registers).
 template <class T, int PerLane, int LoopWarps, int ChainedWarps, int LaneWarps, int LoopStages = 2, int ChainedStages = 2>
 void variant(const forward_case<T>& c, double tol, result_sink& out) {
   using S = cd::tile_shape_of<cd::recurrence_forward_problem<T>, PerLane, LoopWarps, ChainedWarps, LaneWarps, LoopStages,
-                              ChainedStages>;
+                              ChainedStages, PerLane>;
   const std::string name = "lane" + std::to_string(PerLane) + "/loop" + std::to_string(LoopWarps) + "w" +
                            (LoopStages ? "s" + std::to_string(LoopStages) : "") + "/chain" +
                            std::to_string(ChainedWarps) + "w" + (ChainedStages ? "s" + std::to_string(ChainedStages) : "") +

@@ -214,7 +214,7 @@ struct recurrence_backward_problem {
     const index_t with_pred = length - 1 - p;  // steps of this run whose predecessor is in x
     const int with_x = with_pred >= run ? run : static_cast<int>(with_pred < 0 ? 0 : with_pred);
     T rx[run], ra[run], rdx[run], rdb[run], rda[run];
-    read_steps(c.x, lx.step_stride, t + d, d, with_x < n ? with_x : n, rx);
+    read_next_steps(c.x, lx.step_stride, t, d, with_x < n ? with_x : n, rx);
     read_steps(c.dx, ldx.step_stride, t, d, n, rdx);  // read again: db may be written over dx
     if (log_gate) read_steps(c.a, la.step_stride, t, d, n, ra);
 #pragma unroll
