@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <parscan/log_recurrence.hpp>
 #include <parscan/parscan.hpp>
 
 #include "bench_common.cuh"
@@ -188,6 +189,80 @@ bench::row run_case(const case_spec& c, double copy, double& max_err) {
           std::to_string(c.B) + "x" + std::to_string(c.D) + "x" + std::to_string(c.T), us, gbs, 100 * gbs / copy, err};
 }
 
+// Log-space recurrence (log_recurrence.hpp), signed inputs: log|a| in (log 0.9, 0), log|b| in
+// (-2, 0), signs random. Bytes count each tensor once, a sign byte with its value: forward reads
+// (log a, sign), (log b, sign) and writes (log x, sign); backward reads those three and dlog x
+// and writes dlog a, dlog b. Sequence 0's forward is checked against a float64 loop.
+template <class T>
+__global__ void fill_log(T* logv, std::uint8_t* neg, index_t n, std::uint32_t seed, float lo, float hi) {
+  for (index_t i = blockIdx.x * index_t(blockDim.x) + threadIdx.x; i < n; i += index_t(gridDim.x) * blockDim.x) {
+    logv[i] = T(lo + (hi - lo) * unit(2 * i, seed));
+    if (neg) neg[i] = unit(2 * i + 1, seed) < 0.5f;
+  }
+}
+
+template <class T>
+bench::row run_log_case(const std::string& name, index_t B, index_t D, index_t T_len, bool backward, double copy,
+                        double& max_err) {
+  const parscan::recurrence_shape sh{B, D, T_len, parscan::recurrence_layout::time_contiguous};
+  const index_t n = B * D * T_len;
+  const size_t vb = size_t(n) * sizeof(T), sb = size_t(n);
+  T *la, *lb, *lx, *dlx = nullptr, *dla = nullptr, *dlb = nullptr;
+  std::uint8_t *na, *nb, *nx;
+  BENCH_CHECK(cudaMalloc(&la, vb));
+  BENCH_CHECK(cudaMalloc(&lb, vb));
+  BENCH_CHECK(cudaMalloc(&lx, vb));
+  BENCH_CHECK(cudaMalloc(&na, sb));
+  BENCH_CHECK(cudaMalloc(&nb, sb));
+  BENCH_CHECK(cudaMalloc(&nx, sb));
+  fill_log<<<2048, 256>>>(la, na, n, 5u, std::log(0.9f), 0.0f);
+  fill_log<<<2048, 256>>>(lb, nb, n, 6u, -2.0f, 0.0f);
+  if (backward) {
+    BENCH_CHECK(cudaMalloc(&dlx, vb));
+    BENCH_CHECK(cudaMalloc(&dla, vb));
+    BENCH_CHECK(cudaMalloc(&dlb, vb));
+    fill_log<<<2048, 256>>>(dlx, static_cast<std::uint8_t*>(nullptr), n, 7u, -1.0f, 1.0f);
+  }
+  parscan::log_forward_args<T> f{};
+  f.shape = sh, f.log_a = la, f.a_negative = na, f.log_b = lb, f.b_negative = nb, f.log_x = lx, f.x_negative = nx;
+  parscan::log_backward_args<T> g{};
+  g.shape = sh, g.log_a = la, g.a_negative = na, g.log_b = lb, g.b_negative = nb, g.log_x = lx, g.x_negative = nx;
+  g.dlog_x = dlx, g.dlog_a = dla, g.dlog_b = dlb;
+  const parscan::cuda_backend be{};
+  if (parscan::log_recurrence_forward(be, f) != parscan::status::success) std::exit(1);
+  BENCH_CHECK(cudaDeviceSynchronize());
+  {  // sequence 0 against a float64 loop in linear space (|x| stays within a few units)
+    std::vector<T> ha(T_len), hb(T_len), hx(T_len);
+    std::vector<std::uint8_t> sa(T_len), sbn(T_len), sx(T_len);
+    BENCH_CHECK(cudaMemcpy(ha.data(), la, T_len * sizeof(T), cudaMemcpyDeviceToHost));
+    BENCH_CHECK(cudaMemcpy(hb.data(), lb, T_len * sizeof(T), cudaMemcpyDeviceToHost));
+    BENCH_CHECK(cudaMemcpy(hx.data(), lx, T_len * sizeof(T), cudaMemcpyDeviceToHost));
+    BENCH_CHECK(cudaMemcpy(sa.data(), na, T_len, cudaMemcpyDeviceToHost));
+    BENCH_CHECK(cudaMemcpy(sbn.data(), nb, T_len, cudaMemcpyDeviceToHost));
+    BENCH_CHECK(cudaMemcpy(sx.data(), nx, T_len, cudaMemcpyDeviceToHost));
+    double st = 0, err = 0, scale = 0;
+    for (index_t t = 0; t < T_len; ++t) {
+      const double a = (sa[t] ? -1 : 1) * std::exp(double(float(ha[t]))), b = (sbn[t] ? -1 : 1) * std::exp(double(float(hb[t])));
+      st = a * st + b;
+      const double got = (sx[t] ? -1 : 1) * std::exp(double(float(hx[t])));
+      err = std::max(err, std::fabs(got - st));
+      scale = std::max(scale, std::fabs(st));
+    }
+    max_err = std::max(max_err, err / scale);
+  }
+  auto call = [&](int) {
+    const auto s = backward ? parscan::log_recurrence_backward(be, g) : parscan::log_recurrence_forward(be, f);
+    if (s != parscan::status::success) std::printf("%s: %s\n", name.c_str(), parscan::to_string(s)), std::exit(1);
+  };
+  const double us = bench::median_us(call, 25, 3);
+  for (void* p : {(void*)la, (void*)lb, (void*)lx, (void*)na, (void*)nb, (void*)nx, (void*)dlx, (void*)dla, (void*)dlb})
+    if (p) BENCH_CHECK(cudaFree(p));
+  const double bytes = backward ? 3.0 * (vb + sb) + 3.0 * vb : 3.0 * (vb + sb);
+  const double gbs = bytes / us / 1e3;
+  return {name, sizeof(T) == 2 ? "bf16" : "f32", "(B,D,T)", backward ? "bwd" : "fwd",
+          std::to_string(B) + "x" + std::to_string(D) + "x" + std::to_string(T_len), us, gbs, 100 * gbs / copy, 0.0};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -196,7 +271,7 @@ int main(int argc, char** argv) {
   using L = parscan::recurrence_layout;
   const auto tc = L::time_contiguous, cl = L::channel_last;
   std::vector<bench::row> rows;
-  double max_err = 0, max_err_16 = 0;
+  double max_err = 0, max_err_16 = 0, max_err_log = 0;
   auto f32 = [&](case_spec c) { rows.push_back(run_case<float>(c, copy, max_err)); };
   auto bf16 = [&](case_spec c) { rows.push_back(run_case<parscan::bfloat16>(c, copy, max_err_16)); };
   auto c64 = [&](case_spec c) { rows.push_back(run_case<parscan::complex<float>>(c, copy, max_err)); };
@@ -225,11 +300,17 @@ int main(int argc, char** argv) {
   }
   f32({"fwd f32 x0+x_final T=16384", 8, 1536, 16384, tc, false, true});
   for (index_t T : {index_t(4096), index_t(16384)}) c64({"fwd c64 T=" + std::to_string(T), 8, 1536, T, tc});
+  for (bool bwd : {false, true}) {
+    const std::string dir = bwd ? "bwd" : "fwd";
+    rows.push_back(run_log_case<float>("log " + dir + " f32 T=4096", 8, 1536, 4096, bwd, copy, max_err_log));
+    rows.push_back(run_log_case<parscan::bfloat16>("log " + dir + " bf16 T=4096", 8, 1536, 4096, bwd, copy, max_err_16));
+  }
 
   bench::print_table(rows, copy);
   bench::write_json(bench::json_arg(argc, argv), "bench_recurrence", rows, copy);
-  std::printf("max relative error of checked sequences: f32/c64 %.3g, bf16 %.3g\n", max_err, max_err_16);
-  const bool ok = max_err <= 1e-5 && max_err_16 <= 1e-2;
+  std::printf("max relative error of checked sequences: f32/c64 %.3g, bf16 %.3g, log f32 %.3g\n", max_err, max_err_16,
+              max_err_log);
+  const bool ok = max_err <= 1e-5 && max_err_16 <= 1e-2 && max_err_log <= 1e-5;
   if (!ok) std::printf("FAILED: checked sequences above tolerance\n");
   return ok ? 0 : 1;
 }
