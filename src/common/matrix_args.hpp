@@ -33,14 +33,13 @@ inline status resolve_strides(const batch_strides& given, index_t B, index_t T, 
   return status::success;
 }
 
-/// Sizes are non-negative, the block size is in 1..max_block, and B·T·block elements (and
+/// Sizes are non-negative, the matrix size is in 1..max_size, and B·T·size² elements (and
 /// their bytes) fit in 64 bits.
-inline status check_block_shape(index_t B, index_t T, index_t size, index_t max_size, index_t block,
-                                std::size_t elem_bytes) {
+inline status check_block_shape(index_t B, index_t T, index_t size, index_t max_size, std::size_t elem_bytes) {
   if (B < 0 || T < 0 || size < 0) return status::negative_size;
   if (size < 1 || size > max_size) return status::unsupported;
   index_t total;
-  if (mul_overflows(B, T, total) || mul_overflows(total, block, total) ||
+  if (mul_overflows(B, T, total) || mul_overflows(total, size * size, total) ||
       mul_overflows(total, static_cast<index_t>(elem_bytes), total))
     return status::size_overflow;
   return status::success;
@@ -74,7 +73,7 @@ struct matrix_forward_plan {
 template <class T>
 status plan_matrix_forward(const matrix_forward_args<T>& g, matrix_forward_plan& p) {
   p.batch = g.batch, p.length = g.length, p.n = g.n;
-  if (status st = check_block_shape(g.batch, g.length, g.n, max_matrix_state, g.n * g.n, sizeof(T));
+  if (status st = check_block_shape(g.batch, g.length, g.n, max_matrix_state, sizeof(T));
       st != status::success)
     return st;
   const index_t N = g.n, B = g.batch, L = g.length;
@@ -99,7 +98,7 @@ struct matrix_backward_plan {
 template <class T>
 status plan_matrix_backward(const matrix_backward_args<T>& g, matrix_backward_plan& p) {
   p.batch = g.batch, p.length = g.length, p.n = g.n;
-  if (status st = check_block_shape(g.batch, g.length, g.n, max_matrix_state, g.n * g.n, sizeof(T));
+  if (status st = check_block_shape(g.batch, g.length, g.n, max_matrix_state, sizeof(T));
       st != status::success)
     return st;
   const index_t N = g.n, B = g.batch, L = g.length;
@@ -141,7 +140,7 @@ struct matrix_chain_plan {
 template <class T>
 status plan_matrix_chain(const matrix_chain_args<T>& g, matrix_chain_plan& p) {
   p.batch = g.batch, p.count = g.count, p.d = g.d;
-  if (status st = check_block_shape(g.batch, g.count, g.d, max_chain_size, g.d * g.d, sizeof(T));
+  if (status st = check_block_shape(g.batch, g.count, g.d, max_chain_size, sizeof(T));
       st != status::success)
     return st;
   const bool known_output = g.output == chain_output::total || g.output == chain_output::prefixes;
