@@ -149,7 +149,8 @@ status gemm(mat_list<const TA> a, mat_list<const TB> b, mat_list<TO> o, index_t 
 template <class TA, class TO>
 status mat_copy(mat_list<const TA> a, mat_list<TO> o, index_t count, index_t d, cudaStream_t stream) {
   if (count == 0) return status::success;
-  mat_copy_kernel<TA, TO><<<grid_for((count * d * d + 255) / 256), 256, 0, stream>>>(a, o, count, d);
+  const dim3 grid(static_cast<unsigned>((d * d + 255) / 256), grid_for(count, 65535));
+  mat_copy_kernel<TA, TO><<<grid, 256, 0, stream>>>(a, o, count, static_cast<int>(d));
   return check_launch();
 }
 
@@ -252,13 +253,15 @@ status matrix_recurrence_backward(const cuda_backend& be, const matrix_backward_
   r.w_shift = g.reverse ? -1 : 1;
   if (status st = run_engine(r, engine_ws, stream); st != status::success) return st;
 
-  const index_t outer = B * L * N * N;
+  // dW: groups of steps of about 2048 elements, 256 threads each.
+  const int group = static_cast<int>(std::max<index_t>(1, 2048 / (N * N)));
+  const unsigned outer_grid = grid_for(B * ((L + group - 1) / group));
   if (g.x) {
-    outer_kernel<T, T, C><<<grid_for((outer + 255) / 256), 256, 0, stream>>>(
-        g.dW, blocks_of(p.dW), g.db, blocks_of(p.db), g.x, blocks_of(p.x), g.x0, B, L, N, g.reverse);
+    outer_kernel<T, T, C><<<outer_grid, 256, 0, stream>>>(g.dW, blocks_of(p.dW), g.db, blocks_of(p.db), g.x,
+                                                          blocks_of(p.x), g.x0, B, L, N, g.reverse, group);
   } else {
-    outer_kernel<T, C, C><<<grid_for((outer + 255) / 256), 256, 0, stream>>>(
-        g.dW, blocks_of(p.dW), g.db, blocks_of(p.db), x_tmp, x_dense, g.x0, B, L, N, g.reverse);
+    outer_kernel<T, C, C><<<outer_grid, 256, 0, stream>>>(g.dW, blocks_of(p.dW), g.db, blocks_of(p.db), x_tmp,
+                                                          x_dense, g.x0, B, L, N, g.reverse, group);
   }
   if (status st = check_launch(); st != status::success) return st;
   if (dx0) {  // dx0 = W[first]ᵀ·db[first]; dx_final (which dx0 may be) was read by the db run

@@ -92,12 +92,6 @@ __device__ __forceinline__ C to_c(T v) { return static_cast<C>(static_cast<compu
 template <class Out, class C>
 __device__ __forceinline__ Out from_c(C v) { return static_cast<Out>(static_cast<compute_t<Out>>(v)); }
 
-template <class T, class XO, class FO, class C>
-struct engine_step_map {
-  const engine_problem<T, XO, FO, C>& p;
-  __device__ index_t time(index_t m) const { return p.descending ? p.length - 1 - m : m; }
-};
-
 /// Phase a (Aggregate) or phase c (!Aggregate) for every (sequence, chunk) task.
 template <bool Aggregate, class T, class XO, class FO, class C>
 __global__ void chunk_kernel(engine_problem<T, XO, FO, C> p) {
@@ -282,21 +276,28 @@ __global__ void state_copy_kernel(const In* z0, Out* z_final, index_t count) {
     z_final[e] = from_c<Out>(z0 ? to_c<compute_t<Out>>(z0[e]) : compute_t<Out>(0));
 }
 
-/// dW[t] = db[t]·x[prev]ᵀ, elementwise over (s, t, i, j); x[prev] = x0 (or 0) at the first
-/// forward step. X: the type of x (T given, or C recomputed, densely laid out then).
+/// dW[t] = db[t]·x[prev]ᵀ over (s, t, i, j); x[prev] = x0 (or 0) at the first forward step.
+/// X: the type of x (T given, or C recomputed, densely laid out then). A block takes `group`
+/// consecutive steps of one sequence at a time (group·N² elements, a few per thread), so the
+/// 64-bit index arithmetic is paid per group, not per element.
 template <class T, class X, class C>
 __global__ void outer_kernel(T* dW, strided_blocks ldW, const T* db, strided_blocks ldb, const X* x,
-                             strided_blocks lx, const T* x0, index_t B, index_t L, index_t N, bool reverse) {
-  const index_t nn = N * N, total = B * L * nn;
-  for (index_t e = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; e < total;
-       e += static_cast<index_t>(gridDim.x) * blockDim.x) {
-    const index_t r = e % nn, st = e / nn, t = st % L, s = st / L;
-    const index_t i = r / N, j = r % N;
-    const index_t k = reverse ? L - 1 - t : t;  // forward processing index
-    C xp = C(0);
-    if (k > 0) xp = to_c<C>(x[lx.at(s, reverse ? t + 1 : t - 1) + j]);
-    else if (x0) xp = to_c<C>(x0[s * N + j]);
-    dW[ldW.at(s, t) + r] = from_c<T>(to_c<C>(db[ldb.at(s, t) + i]) * xp);
+                             strided_blocks lx, const T* x0, index_t B, index_t L, index_t N, bool reverse,
+                             int group) {
+  const int ni = static_cast<int>(N), nn = ni * ni, elems = group * nn;
+  const index_t per_seq = (L + group - 1) / group, groups = B * per_seq;
+  for (index_t gid = blockIdx.x; gid < groups; gid += gridDim.x) {
+    const index_t s = gid / per_seq, t0 = gid % per_seq * group;
+    for (int e = static_cast<int>(threadIdx.x); e < elems; e += static_cast<int>(blockDim.x)) {
+      const int js = e / nn, r = e % nn, i = r / ni, j = r % ni;
+      const index_t t = t0 + js;
+      if (t >= L) break;  // e only grows: the rest of this thread's elements are past the end too
+      const index_t k = reverse ? L - 1 - t : t;  // forward processing index
+      C xp = C(0);
+      if (k > 0) xp = to_c<C>(x[lx.at(s, reverse ? t + 1 : t - 1) + j]);
+      else if (x0) xp = to_c<C>(x0[s * N + j]);
+      dW[ldW.at(s, t) + r] = from_c<T>(to_c<C>(db[ldb.at(s, t) + i]) * xp);
+    }
   }
 }
 
@@ -384,18 +385,20 @@ __global__ void __launch_bounds__(gemm_threads) gemm_kernel(mat_list<const TA> a
   }
 }
 
-/// o[q] = a[q] (converted), or the identity when a.ptr is null; elementwise over count·d².
+/// o[q] = a[q] (converted), or the identity when a.ptr is null: the elements of one matrix
+/// over blockIdx.x and threads, the matrices over blockIdx.y (grid-stride both).
 template <class TA, class TO>
-__global__ void mat_copy_kernel(mat_list<const TA> a, mat_list<TO> o, index_t count, index_t d) {
-  const index_t dd = d * d, total = count * dd;
+__global__ void mat_copy_kernel(mat_list<const TA> a, mat_list<TO> o, index_t count, int d) {
+  const int dd = d * d;
   using C = compute_t<TO>;
-  for (index_t e = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; e < total;
-       e += static_cast<index_t>(gridDim.x) * blockDim.x) {
-    const index_t q = e / dd, r = e % dd;
-    C v;
-    if (a.ptr) v = to_c<C>(a.at(q)[r]);
-    else v = (r / d == r % d) ? C(1) : C(0);
-    o.at(q)[r] = from_c<TO>(v);
+  for (index_t q = blockIdx.y; q < count; q += gridDim.y) {
+    const TA* A = a.ptr ? a.at(q) : nullptr;
+    TO* O = o.at(q);
+    for (int r = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); r < dd;
+         r += static_cast<int>(gridDim.x * blockDim.x)) {
+      const C v = A ? to_c<C>(A[r]) : ((r / d == r % d) ? C(1) : C(0));
+      O[r] = from_c<TO>(v);
+    }
   }
 }
 
