@@ -1,5 +1,6 @@
 // parscan/parscan.hpp — one include for users of the host side: operators, layouts, the
-// generic algorithms on the host backend, and the gated recurrence (both backends).
+// generic algorithms on the host backend, and the gated and matrix recurrences and matrix chains
+// (both backends).
 // For the generic algorithms on the CUDA backend include parscan/parscan.cuh from a .cu file.
 #pragma once
 
@@ -10,6 +11,7 @@
 #include "log_recurrence.hpp"
 #include "numeric.hpp"
 #include "ops.hpp"
+#include "matrix_recurrence.hpp"
 #include "recurrence.hpp"
 #include "scan.hpp"
 #include "status.hpp"

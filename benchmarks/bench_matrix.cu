@@ -1,0 +1,263 @@
+// benchmarks/bench_matrix.cu — matrix chains and the matrix recurrence on the CUDA backend,
+// over the cases of issue 4's speed table. Each case is first checked against a float64 host
+// computation on a small part (a short sub-chain through the same code path, or a slice of the
+// timed result), then timed: CUDA events, median of 25 runs after 3 warm-up runs, with the
+// caller's workspace. Reported: GB/s and % of the copy bandwidth measured in the same run, for
+// the bytes that must move (each tensor once), and achieved GFLOP/s for the arithmetic that
+// must be done (2d³ per chain product, 2N² per recurrence step forward, 4N² backward).
+//   usage: bench_matrix [--json out.json] [--quick]
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <parscan/parscan.hpp>
+
+#include "bench_common.cuh"
+
+namespace {
+
+using parscan::index_t;
+
+__device__ __host__ inline std::uint64_t mix(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+__device__ inline float unit(std::uint64_t i, std::uint32_t seed) {
+  return static_cast<float>(mix(i * 0x9e3779b97f4a7c15ull + seed) >> 40) * (1.0f / 16777216.0f);
+}
+
+template <class T> struct dtype_name;
+template <> struct dtype_name<float> { static constexpr const char* v = "f32"; };
+template <> struct dtype_name<parscan::bfloat16> { static constexpr const char* v = "bf16"; };
+
+// Uniform values in (-scale·√3, scale·√3): variance scale². With scale = r/√k for k×k blocks,
+// a random matrix has spectral radius about r.
+template <class T>
+__global__ void fill(T* p, index_t n, std::uint32_t seed, float scale) {
+  for (index_t i = blockIdx.x * index_t(blockDim.x) + threadIdx.x; i < n; i += index_t(gridDim.x) * blockDim.x)
+    p[i] = T(scale * 1.7320508f * (2 * unit(i, seed) - 1));
+}
+
+template <class T>
+T* alloc_fill(index_t n, std::uint32_t seed, float scale) {
+  T* p = nullptr;
+  BENCH_CHECK(cudaMalloc(&p, std::max<size_t>(1, size_t(n) * sizeof(T))));
+  if (n > 0) fill<<<2048, 256>>>(p, n, seed, scale);
+  BENCH_CHECK(cudaGetLastError());
+  return p;
+}
+
+template <class T>
+std::vector<double> download(const T* p, index_t n) {
+  std::vector<T> h(static_cast<size_t>(n));
+  BENCH_CHECK(cudaMemcpy(h.data(), p, size_t(n) * sizeof(T), cudaMemcpyDeviceToHost));
+  std::vector<double> d(h.size());
+  for (size_t i = 0; i < h.size(); ++i) d[i] = double(float(h[i]));
+  return d;
+}
+
+double rel_err(const std::vector<double>& got, const std::vector<double>& ref) {
+  double e = 0, s = 0;
+  for (size_t i = 0; i < ref.size(); ++i) e = std::max(e, std::abs(got[i] - ref[i])), s = std::max(s, std::abs(ref[i]));
+  return s > 0 ? e / s : e;
+}
+
+void require(parscan::status s, const std::string& what) {
+  if (s != parscan::status::success) std::printf("%s: %s\n", what.c_str(), parscan::to_string(s)), std::exit(1);
+}
+
+/// Times `call` with the caller's workspace of `ws_bytes`.
+double time_with_workspace(parscan::cuda_backend& be, size_t ws_bytes, const std::function<void(int)>& call) {
+  void* ws = nullptr;
+  BENCH_CHECK(cudaMalloc(&ws, std::max<size_t>(ws_bytes, 1)));
+  be.workspace = ws, be.workspace_bytes = ws_bytes;
+  const double us = bench::median_us(call, 25, 3);
+  BENCH_CHECK(cudaFree(ws));
+  be.workspace = nullptr, be.workspace_bytes = 0;
+  return us;
+}
+
+struct result {
+  bench::row r;
+  double gflops, err;
+};
+std::vector<result> results;
+
+// ---------------------------------------------------------------------------------------
+// Chains.
+
+void chain_case(index_t n, index_t d, parscan::chain_output out, parscan::chain_math math, double copy, int rot) {
+  const bool prefixes = out == parscan::chain_output::prefixes;
+  const index_t dd = d * d;
+  std::vector<float*> M(rot), P(rot);
+  for (int r = 0; r < rot; ++r) {
+    M[r] = alloc_fill<float>(n * dd, 17u + r, 1.0f / std::sqrt(float(d)));
+    BENCH_CHECK(cudaMalloc(&P[r], size_t(prefixes ? n : 1) * dd * sizeof(float)));
+  }
+  parscan::cuda_backend be{};
+  auto args = [&](int r, index_t count) {
+    parscan::matrix_chain_args<float> g;
+    g.batch = 1, g.count = count, g.d = d, g.M = M[r], g.out = P[r], g.output = out, g.math = math;
+    return g;
+  };
+  // Check: a 12-matrix sub-chain through the same code path against float64.
+  const index_t small = std::min<index_t>(n, 12);
+  require(parscan::matrix_chain(be, args(0, small)), "chain check");
+  BENCH_CHECK(cudaDeviceSynchronize());
+  const std::vector<double> hM = download(M[0], small * dd), got = download(P[0], (prefixes ? small : 1) * dd);
+  std::vector<double> ref, cur(hM.begin(), hM.begin() + dd), next(dd);
+  if (prefixes) ref.insert(ref.end(), cur.begin(), cur.end());
+  for (index_t k = 1; k < small; ++k) {
+    std::fill(next.begin(), next.end(), 0.0);
+    for (index_t i = 0; i < d; ++i)
+      for (index_t l = 0; l < d; ++l)
+        for (index_t j = 0; j < d; ++j) next[i * d + j] += cur[i * d + l] * hM[k * dd + l * d + j];
+    cur.swap(next);
+    if (prefixes) ref.insert(ref.end(), cur.begin(), cur.end());
+  }
+  if (!prefixes) ref = cur;
+  const double err = rel_err(got, ref);
+
+  const double us = time_with_workspace(be, parscan::matrix_chain_workspace_size(args(0, n)),
+                                        [&](int i) { require(parscan::matrix_chain(be, args(i % rot, n)), "chain"); });
+  const double bytes = double(n + (prefixes ? n : 1)) * dd * sizeof(float);
+  const double flops = 2.0 * double(d) * dd * double(n - 1);
+  const double gbs = bytes / us / 1e3;
+  const char* m = math == parscan::chain_math::exact ? "exact" : math == parscan::chain_math::tf32 ? "tf32" : "bf16";
+  results.push_back({{std::string(prefixes ? "chain prefixes " : "chain total ") + m, "f32", "(B,n,d,d)", "fwd",
+                      "1x" + std::to_string(n) + "x" + std::to_string(d) + "x" + std::to_string(d), us, gbs,
+                      100 * gbs / copy, flops / us / 1e3},
+                     flops / us / 1e3, err});
+  for (int r = 0; r < rot; ++r) {
+    BENCH_CHECK(cudaFree(M[r]));
+    BENCH_CHECK(cudaFree(P[r]));
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The recurrence: (B, T, N) dense, no x0; backward is given x and dx (no dx_final).
+
+template <class T>
+void recurrence_case(index_t B, index_t L, index_t N, bool backward, double copy) {
+  const index_t NN = N * N, steps = B * L;
+  T* W = alloc_fill<T>(steps * NN, 3u, 0.95f / std::sqrt(float(N)));
+  T* b = alloc_fill<T>(steps * N, 5u, 1.0f);
+  T* x = alloc_fill<T>(steps * N, 0u, 0.0f);
+  T *dx = nullptr, *dW = nullptr, *db = nullptr;
+  if (backward) {
+    dx = alloc_fill<T>(steps * N, 7u, 1.0f);
+    BENCH_CHECK(cudaMalloc(&dW, size_t(steps * NN) * sizeof(T)));
+    BENCH_CHECK(cudaMalloc(&db, size_t(steps * N) * sizeof(T)));
+  }
+  parscan::cuda_backend be{};
+  parscan::matrix_forward_args<T> f;
+  f.batch = B, f.length = L, f.n = N, f.W = W, f.b = b, f.x = x;
+  parscan::matrix_backward_args<T> g;
+  g.batch = B, g.length = L, g.n = N, g.W = W, g.x = x, g.dx = dx, g.dW = dW, g.db = db;
+  require(parscan::matrix_recurrence_forward(be, f), "forward");
+  if (backward) require(parscan::matrix_recurrence_backward(be, g), "backward");
+  BENCH_CHECK(cudaDeviceSynchronize());
+
+  // Check a slice of the timed result: 2500 steps (more than one chunk) of the first and last
+  // sequences; forward from the start, backward from the end.
+  double err = 0;
+  const index_t span = std::min<index_t>(L, 2500);
+  for (index_t s : {index_t(0), B - 1}) {
+    if (!backward) {
+      const auto hW = download(W + s * L * NN, span * NN), hb = download(b + s * L * N, span * N),
+                 hx = download(x + s * L * N, span * N);
+      std::vector<double> z(N, 0.0), zn(N), ref;
+      for (index_t t = 0; t < span; ++t) {
+        for (index_t i = 0; i < N; ++i) {
+          double a = hb[t * N + i];
+          for (index_t j = 0; j < N; ++j) a += hW[t * NN + i * N + j] * z[j];
+          zn[i] = a;
+        }
+        z = zn;
+        ref.insert(ref.end(), z.begin(), z.end());
+      }
+      err = std::max(err, rel_err(hx, ref));
+    } else {
+      const index_t t0 = L - span;  // steps t0..L-1; W[t+1] needed for t < L-1, x[t-1] for dW
+      const auto hW = download(W + (s * L + t0) * NN, span * NN), hdx = download(dx + (s * L + t0) * N, span * N),
+                 hdb = download(db + (s * L + t0) * N, span * N), hdW = download(dW + (s * L + t0) * NN, span * NN);
+      const index_t xs = t0 > 0 ? t0 - 1 : 0;  // x from step xs: x[t-1] for every t > 0 of the slice
+      const auto hx = download(x + (s * L + xs) * N, (t0 + span - xs) * N);
+      std::vector<double> y(N, 0.0), yn(N), ref_db(span * N), ref_dW(span * NN);
+      for (index_t k = span - 1; k >= 0; --k) {
+        for (index_t i = 0; i < N; ++i) {
+          double a = hdx[k * N + i];
+          if (k + 1 < span)
+            for (index_t j = 0; j < N; ++j) a += hW[(k + 1) * NN + j * N + i] * y[j];
+          yn[i] = a;
+        }
+        y = yn;
+        for (index_t i = 0; i < N; ++i) {
+          ref_db[k * N + i] = y[i];
+          for (index_t j = 0; j < N; ++j)
+            ref_dW[k * NN + i * N + j] = y[i] * (t0 + k > 0 ? hx[(t0 + k - 1 - xs) * N + j] : 0.0);
+        }
+      }
+      err = std::max({err, rel_err(hdb, ref_db), rel_err(hdW, ref_dW)});
+    }
+  }
+
+  const size_t ws = backward ? parscan::matrix_recurrence_workspace_size(g) : parscan::matrix_recurrence_workspace_size(f);
+  const double us = time_with_workspace(be, ws, [&](int) {
+    if (backward) require(parscan::matrix_recurrence_backward(be, g), "backward");
+    else require(parscan::matrix_recurrence_forward(be, f), "forward");
+  });
+  const double per_step_elems = backward ? double(2 * NN + 3 * N) : double(NN + 2 * N);
+  const double bytes = per_step_elems * double(steps) * sizeof(T);
+  const double flops = (backward ? 4.0 : 2.0) * double(NN) * double(steps);
+  const double gbs = bytes / us / 1e3;
+  results.push_back({{"matrix recurrence N=" + std::to_string(N), dtype_name<T>::v, "(B,T,N)", backward ? "bwd" : "fwd",
+                      std::to_string(B) + "x" + std::to_string(L) + "x" + std::to_string(N), us, gbs, 100 * gbs / copy,
+                      flops / us / 1e3},
+                     flops / us / 1e3, err});
+  for (T* p : {W, b, x, dx, dW, db})
+    if (p) BENCH_CHECK(cudaFree(p));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = bench::has_flag(argc, argv, "--quick");
+  const double copy = bench::copy_bandwidth_gbs();
+  using parscan::chain_math;
+  using parscan::chain_output;
+
+  for (index_t d : {32, 64, 128, 256}) {
+    const size_t bytes = size_t(1000) * d * d * sizeof(float);
+    const int rot = bench::rotation_for(bytes);
+    chain_case(1000, d, chain_output::total, chain_math::exact, copy, rot);
+    if (d == 256 || !quick) chain_case(1000, d, chain_output::total, chain_math::tf32, copy, rot);
+  }
+  chain_case(8192, 64, chain_output::prefixes, chain_math::exact, copy, 1);
+
+  const index_t B = 64, L = quick ? 16384 : 65536;
+  for (index_t N : {2, 4, 8, 16})
+    for (bool bwd : {false, true}) {
+      recurrence_case<float>(B, L, N, bwd, copy);
+      recurrence_case<parscan::bfloat16>(B, L, N, bwd, copy);
+    }
+
+  std::printf("\n%-34s %-5s %-4s %-18s %10s %9s %7s %10s %10s\n", "case", "dtype", "dir", "shape", "median_us", "GB/s",
+              "%copy", "GFLOP/s", "max_err");
+  std::vector<bench::row> rows;
+  double worst32 = 0, worst16 = 0;
+  for (const result& r : results) {
+    std::printf("%-34s %-5s %-4s %-18s %10.2f %9.1f %6.1f%% %10.1f %10.3g\n", r.r.name.c_str(), r.r.dtype.c_str(),
+                r.r.direction.c_str(), r.r.shape.c_str(), r.r.us, r.r.gbs, r.r.pct_copy, r.gflops, r.err);
+    rows.push_back(r.r);
+    (r.r.dtype == "bf16" ? worst16 : worst32) = std::max(r.r.dtype == "bf16" ? worst16 : worst32, r.err);
+  }
+  std::printf("copy bandwidth (read+write): %.1f GB/s on %s (JSON 'extra' is GFLOP/s)\n", copy, bench::gpu_name().c_str());
+  bench::write_json(bench::json_arg(argc, argv), "bench_matrix", rows, copy);
+  std::printf("max relative error of the checked parts: f32 %.3g, bf16 %.3g\n", worst32, worst16);
+  const bool ok = worst32 <= 1e-4 && worst16 <= 2e-2;
+  if (!ok) std::printf("FAILED: checked parts above tolerance\n");
+  return ok ? 0 : 1;
+}

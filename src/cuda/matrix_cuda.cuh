@@ -1,0 +1,411 @@
+// src/cuda/matrix_cuda.cuh — the matrix recurrence and matrix chains on the CUDA backend:
+// validate with the same planner as the host, size and lease the workspace, launch the kernels
+// of parscan/cuda/device/matrix_kernels.cuh on be.stream. Nothing here synchronises; every
+// launch is checked. Instantiated per dtype by matrix_<dtype>.cu so the dtypes compile in
+// parallel.
+#pragma once
+
+#include <algorithm>
+#include <type_traits>
+
+#include <parscan/cuda/device/matrix_kernels.cuh>
+#include <parscan/cuda/runtime.cuh>
+#include <parscan/matrix_recurrence.hpp>
+
+#include "../common/matrix_args.hpp"
+
+namespace parscan {
+namespace cuda_detail {
+
+inline std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
+
+/// Saturating size arithmetic for workspace sizes (a saturated size is refused at acquire).
+inline std::size_t sat_mul(std::size_t a, std::size_t b) {
+  if (a != 0 && b > static_cast<std::size_t>(-1) / a) return static_cast<std::size_t>(-1);
+  return a * b;
+}
+inline std::size_t sat_add(std::size_t a, std::size_t b) {
+  return a > static_cast<std::size_t>(-1) - b ? static_cast<std::size_t>(-1) : a + b;
+}
+inline std::size_t ws_bytes(std::size_t elems, std::size_t elem_bytes) {
+  const std::size_t b = sat_mul(elems, elem_bytes);
+  return b > static_cast<std::size_t>(-1) - 256 ? static_cast<std::size_t>(-1) : align256(b);
+}
+inline constexpr std::size_t ws_saturated = static_cast<std::size_t>(-1);
+
+inline strided_blocks blocks_of(const detail::block_tensor& t) { return {t.batch_stride, t.step_stride}; }
+
+inline unsigned grid_for(index_t work, index_t cap = index_t(1) << 20) {
+  return static_cast<unsigned>(std::max<index_t>(1, std::min(work, cap)));
+}
+
+// ---------------------------------------------------------------------------------------
+// The recurrence engine: chunking (a function of the shapes only, so the workspace size is).
+
+/// Steps per chunk: one chunk (phase c alone) for short sequences or batches large enough to
+/// fill the device on their own; else about 4096 (sequence, chunk) tasks in all, ≥ 32 steps each.
+inline index_t engine_chunk(index_t B, index_t L) {
+  constexpr index_t target_tasks = 4096, min_chunk = 32;
+  if (L <= 2 * min_chunk || B >= target_tasks) return std::max<index_t>(L, 1);
+  const index_t chunks = (target_tasks + B - 1) / B;
+  return std::max<index_t>(min_chunk, (L + chunks - 1) / chunks);
+}
+
+template <class C>
+std::size_t engine_workspace(index_t B, index_t L, index_t N) {
+  const index_t chunk = engine_chunk(B, L), chunks = (L + chunk - 1) / chunk;
+  if (chunks <= 1) return 0;
+  const std::size_t tasks = sat_mul(static_cast<std::size_t>(B), static_cast<std::size_t>(chunks));
+  const std::size_t n = static_cast<std::size_t>(N);
+  return sat_add(sat_add(ws_bytes(sat_mul(tasks, n * n), sizeof(C)), ws_bytes(sat_mul(tasks, n), sizeof(C))),
+                 ws_bytes(sat_mul(tasks, n), sizeof(C)));
+}
+
+template <bool Aggregate, class T, class XO, class FO, class C>
+status launch_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream) {
+  const std::size_t smem = engine_smem<C>(p.n, Aggregate);
+  auto kernel = chunk_kernel<Aggregate, T, XO, FO, C>;
+  if (smem > 48 * 1024)
+    if (status st = report(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+        st != status::success)
+      return st;
+  kernel<<<grid_for(p.batch * p.chunks), engine_threads(p.n), smem, stream>>>(p);
+  return check_launch();
+}
+
+/// Runs the engine over every sequence of `p` (length ≥ 1), with `ws` holding
+/// engine_workspace<C>(B, L, N) bytes when chunked.
+template <class T, class XO, class FO, class C>
+status run_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t stream) {
+  p.chunk = engine_chunk(p.batch, p.length);
+  p.chunks = (p.length + p.chunk - 1) / p.chunk;
+  p.stage_steps = engine_stage_steps(p.n);
+  if (static_cast<index_t>(p.stage_steps) * (p.n * p.n + p.n) >
+      static_cast<index_t>(engine_threads(p.n)) * engine_max_slots)
+    return status::unsupported;  // cannot happen for N ≤ 64: the staging fits the registers
+  if (p.chunks > 1) {
+    const std::size_t tasks = static_cast<std::size_t>(p.batch * p.chunks), n = static_cast<std::size_t>(p.n);
+    char* w = static_cast<char*>(ws);
+    p.agg_A = reinterpret_cast<C*>(w);
+    p.agg_v = reinterpret_cast<C*>(w + ws_bytes(tasks * n * n, sizeof(C)));
+    p.carry = reinterpret_cast<C*>(w + ws_bytes(tasks * n * n, sizeof(C)) + ws_bytes(tasks * n, sizeof(C)));
+    if (status st = launch_chunks<true>(p, stream); st != status::success) return st;
+    carry_kernel<<<grid_for(p.batch), 64, 0, stream>>>(p);
+    if (status st = check_launch(); st != status::success) return st;
+  }
+  return launch_chunks<false>(p, stream);
+}
+
+template <class In, class Out>
+status launch_state_copy(const In* z0, Out* z_final, index_t count, cudaStream_t stream) {
+  if (!z_final || count == 0) return status::success;
+  state_copy_kernel<<<grid_for((count + 255) / 256), 256, 0, stream>>>(z0, z_final, count);
+  return check_launch();
+}
+
+// Bytes of the recomputed x (dense (B, T, N) in compute precision) when backward is not given x.
+template <class T>
+std::size_t recompute_bytes(const matrix_backward_args<T>& g) {
+  if (g.x) return 0;
+  return ws_bytes(sat_mul(static_cast<std::size_t>(g.batch) * static_cast<std::size_t>(g.length),
+                          static_cast<std::size_t>(g.n)),
+                  sizeof(compute_t<T>));
+}
+
+// ---------------------------------------------------------------------------------------
+// Chains.
+
+/// Chain positions per chunk of the prefix scan: about √n, so the sequential launches of the
+/// local prefixes (chunk) and of the carries (n / chunk) balance.
+inline index_t chain_chunk(index_t n) {
+  index_t c = 1;
+  while (c * c < n) ++c;
+  return std::max<index_t>(c, 1);
+}
+
+template <class C>
+std::size_t chain_workspace(index_t B, index_t n, index_t d, bool prefixes) {
+  const std::size_t dd = static_cast<std::size_t>(d) * static_cast<std::size_t>(d), b = static_cast<std::size_t>(B);
+  if (n <= 1 || B == 0) return 0;
+  if (!prefixes) {
+    const std::size_t half = static_cast<std::size_t>((n + 1) / 2), quarter = static_cast<std::size_t>((n + 3) / 4);
+    return sat_add(ws_bytes(sat_mul(sat_mul(b, half), dd), sizeof(C)),
+                   ws_bytes(sat_mul(sat_mul(b, quarter), dd), sizeof(C)));
+  }
+  const index_t L = chain_chunk(n), chunks = (n + L - 1) / L;
+  return sat_add(ws_bytes(sat_mul(sat_mul(b, static_cast<std::size_t>(n)), dd), sizeof(C)),
+                 ws_bytes(sat_mul(sat_mul(b, static_cast<std::size_t>(chunks)), dd), sizeof(C)));
+}
+
+template <class TA, class TB, class TO, class C>
+status gemm(mat_list<const TA> a, mat_list<const TB> b, mat_list<TO> o, index_t count, index_t d, cudaStream_t stream) {
+  if (count == 0) return status::success;
+  const index_t tiles = (d + gemm_tile - 1) / gemm_tile;
+  const dim3 grid(static_cast<unsigned>(tiles * tiles), grid_for(count, 65535));
+  gemm_kernel<TA, TB, TO, C><<<grid, gemm_threads, 0, stream>>>(a, b, o, count, static_cast<int>(d));
+  return check_launch();
+}
+
+template <class TA, class TO>
+status mat_copy(mat_list<const TA> a, mat_list<TO> o, index_t count, index_t d, cudaStream_t stream) {
+  if (count == 0) return status::success;
+  const dim3 grid(static_cast<unsigned>((d * d + 255) / 256), grid_for(count, 65535));
+  mat_copy_kernel<TA, TO><<<grid, 256, 0, stream>>>(a, o, count, static_cast<int>(d));
+  return check_launch();
+}
+
+/// A list over a (B, n, d, d) tensor: matrix q = s·per + k is position first + k·step_mul of
+/// sequence s (k / div for div > 1).
+template <class X>
+mat_list<X> list_of(X* base, index_t batch_stride, index_t step_stride, index_t per, index_t first = 0,
+                    index_t step_mul = 1, index_t div = 1) {
+  mat_list<X> l;
+  l.ptr = base + first * step_stride;
+  l.per = std::max<index_t>(per, 1);
+  l.div = div;
+  l.outer = batch_stride;
+  l.inner = step_stride * step_mul;
+  return l;
+}
+
+}  // namespace cuda_detail
+
+// ---------------------------------------------------------------------------------------
+// The matrix recurrence.
+
+template <class T>
+std::size_t matrix_recurrence_workspace_size(const matrix_forward_args<T>& g) {
+  detail::matrix_forward_plan p;
+  if (detail::plan_matrix_forward(g, p) != status::success) return 0;
+  return cuda_detail::engine_workspace<compute_t<T>>(g.batch, g.length, g.n);
+}
+
+template <class T>
+std::size_t matrix_recurrence_workspace_size(const matrix_backward_args<T>& g) {
+  detail::matrix_backward_plan p;
+  if (detail::plan_matrix_backward(g, p) != status::success) return 0;
+  using namespace cuda_detail;
+  using C = compute_t<T>;
+  // x (recomputed), db[first] in compute precision, then the engine's chunk storage (shared by
+  // the recompute and the db run, which follow each other on the stream).
+  return sat_add(sat_add(recompute_bytes(g), ws_bytes(static_cast<std::size_t>(g.batch * g.n), sizeof(C))),
+                 engine_workspace<C>(g.batch, g.length, g.n));
+}
+
+template <class T>
+status matrix_recurrence_forward(const cuda_backend& be, const matrix_forward_args<T>& g) {
+  detail::matrix_forward_plan p;
+  if (status st = detail::plan_matrix_forward(g, p); st != status::success) return st;
+  using namespace cuda_detail;
+  using C = compute_t<T>;
+  cudaStream_t stream = be.stream;
+  if (p.batch == 0) return status::success;
+  if (p.length == 0) return launch_state_copy(g.x0, g.x_final, p.batch * p.n, stream);
+  const std::size_t bytes = matrix_recurrence_workspace_size(g);
+  if (bytes == ws_saturated) return status::exceeds_device_limits;
+  workspace_lease ws(be);
+  if (status st = ws.acquire(bytes); st != status::success) return st;
+  engine_problem<T, T, T, C> e;
+  e.W = g.W, e.lW = blocks_of(p.W), e.b = g.b, e.lb = blocks_of(p.b), e.x = g.x, e.lx = blocks_of(p.x);
+  e.z0 = g.x0, e.z_final = g.x_final;
+  e.batch = p.batch, e.length = p.length, e.n = p.n;
+  e.descending = g.reverse;
+  e.w_shift = 0;
+  return run_engine(e, ws.get(), stream);
+}
+
+template <class T>
+status matrix_recurrence_backward(const cuda_backend& be, const matrix_backward_args<T>& g) {
+  detail::matrix_backward_plan p;
+  if (status st = detail::plan_matrix_backward(g, p); st != status::success) return st;
+  using namespace cuda_detail;
+  using C = compute_t<T>;
+  cudaStream_t stream = be.stream;
+  const index_t B = p.batch, L = p.length, N = p.n;
+  T* const dx0 = g.x0 ? g.dx0 : nullptr;
+  if (B == 0) return status::success;
+  if (L == 0) return launch_state_copy(g.dx_final, dx0, B * N, stream);
+  const std::size_t bytes = matrix_recurrence_workspace_size(g);
+  if (bytes == ws_saturated) return status::exceeds_device_limits;
+  workspace_lease ws(be);
+  if (status st = ws.acquire(bytes); st != status::success) return st;
+  char* w = static_cast<char*>(ws.get());
+  C* const x_tmp = g.x ? nullptr : reinterpret_cast<C*>(w);
+  C* const dbf = reinterpret_cast<C*>(w + recompute_bytes(g));
+  void* const engine_ws = w + recompute_bytes(g) + ws_bytes(static_cast<std::size_t>(B * N), sizeof(C));
+  const strided_blocks x_dense{L * N, N};
+
+  if (!g.x) {  // recompute the forward states, in compute precision, into the workspace
+    engine_problem<T, C, T, C> f;
+    f.W = g.W, f.lW = blocks_of(p.W), f.b = g.b, f.lb = blocks_of(p.b), f.x = x_tmp, f.lx = x_dense;
+    f.z0 = g.x0, f.z_final = nullptr;
+    f.batch = B, f.length = L, f.n = N;
+    f.descending = g.reverse, f.w_shift = 0;
+    if (status st = run_engine(f, engine_ws, stream); st != status::success) return st;
+  }
+  // db: the engine run backwards over the forward's steps, on the next step's Wᵀ, from
+  // dx_final; db may be exactly dx (each element of dx is read before its db is written).
+  engine_problem<T, T, C, C> r;
+  r.W = g.W, r.lW = blocks_of(p.W), r.b = g.dx, r.lb = blocks_of(p.dx), r.x = g.db, r.lx = blocks_of(p.db);
+  r.z0 = g.dx_final, r.z_final = dbf;
+  r.batch = B, r.length = L, r.n = N;
+  r.descending = !g.reverse;
+  r.w_shift = g.reverse ? -1 : 1;
+  if (status st = run_engine(r, engine_ws, stream); st != status::success) return st;
+
+  // dW: groups of steps of about 2048 elements, 256 threads each.
+  const int group = static_cast<int>(std::max<index_t>(1, 2048 / (N * N)));
+  const unsigned outer_grid = grid_for(B * ((L + group - 1) / group));
+  if (g.x) {
+    outer_kernel<T, T, C><<<outer_grid, 256, 0, stream>>>(g.dW, blocks_of(p.dW), g.db, blocks_of(p.db), g.x,
+                                                          blocks_of(p.x), g.x0, B, L, N, g.reverse, group);
+  } else {
+    outer_kernel<T, C, C><<<outer_grid, 256, 0, stream>>>(g.dW, blocks_of(p.dW), g.db, blocks_of(p.db), x_tmp,
+                                                          x_dense, g.x0, B, L, N, g.reverse, group);
+  }
+  if (status st = check_launch(); st != status::success) return st;
+  if (dx0) {  // dx0 = W[first]ᵀ·db[first]; dx_final (which dx0 may be) was read by the db run
+    dx0_kernel<T, C><<<grid_for((B * N + 255) / 256), 256, 0, stream>>>(dx0, g.W, blocks_of(p.W), dbf, B, L, N,
+                                                                          g.reverse);
+    if (status st = check_launch(); st != status::success) return st;
+  }
+  return status::success;
+}
+
+// ---------------------------------------------------------------------------------------
+// Matrix chains.
+
+template <class T>
+std::size_t matrix_chain_workspace_size(const matrix_chain_args<T>& g) {
+  detail::matrix_chain_plan p;
+  if (detail::plan_matrix_chain(g, p) != status::success) return 0;
+  return cuda_detail::chain_workspace<compute_t<T>>(g.batch, g.count, g.d, g.output == chain_output::prefixes);
+}
+
+template <class T>
+status matrix_chain(const cuda_backend& be, const matrix_chain_args<T>& g) {
+  detail::matrix_chain_plan p;
+  if (status st = detail::plan_matrix_chain(g, p); st != status::success) return st;
+  using namespace cuda_detail;
+  using C = compute_t<T>;
+  cudaStream_t stream = be.stream;
+  const index_t B = p.batch, n = p.count, d = p.d, dd = d * d;
+  const bool ltr = g.order == chain_order::left_to_right, prefixes = g.output == chain_output::prefixes;
+  // chain_math::tf32 / bf16 are a permission this backend does not use yet: the exact kernel runs.
+  if (B == 0 || (prefixes && n == 0)) return status::success;
+  const index_t Mb = p.M.batch_stride, Ms = p.M.step_stride, Ob = p.out.batch_stride, Os = p.out.step_stride;
+  if (n == 0)  // the empty product: the identity
+    return mat_copy<T, T>(mat_list<const T>{}, list_of(g.out, Ob, 0, 1), B, d, stream);
+  if (n == 1)  // P_0 = M_0 in either order
+    return mat_copy<T, T>(list_of<const T>(g.M, Mb, Ms, 1), list_of(g.out, Ob, Os, 1), B, d, stream);
+
+  const std::size_t bytes = matrix_chain_workspace_size(g);
+  if (bytes == ws_saturated) return status::exceeds_device_limits;
+  workspace_lease ws(be);
+  if (status st = ws.acquire(bytes); st != status::success) return st;
+  char* w = static_cast<char*>(ws.get());
+
+  // Two factors in chain order: P = X·Y (left to right) or Y·X (right to left) for X earlier.
+  auto mul = [&](auto x, auto y, auto o, index_t count) {
+    using TX = std::remove_const_t<std::remove_pointer_t<decltype(x.ptr)>>;
+    using TY = std::remove_const_t<std::remove_pointer_t<decltype(y.ptr)>>;
+    using TO = std::remove_pointer_t<decltype(o.ptr)>;
+    return ltr ? gemm<TX, TY, TO, C>(x, y, o, count, d, stream) : gemm<TY, TX, TO, C>(y, x, o, count, d, stream);
+  };
+
+  if (!prefixes) {
+    // A tree: level by level, adjacent pairs multiply in chain order (an odd last one moves up
+    // as is), ping-ponging between two workspace buffers; the last level writes `out`.
+    const std::size_t half = static_cast<std::size_t>((n + 1) / 2);
+    C* buf[2] = {reinterpret_cast<C*>(w),
+                 reinterpret_cast<C*>(w + ws_bytes(static_cast<std::size_t>(B) * half * static_cast<std::size_t>(dd), sizeof(C)))};
+    index_t count = n;
+    int level = 0;
+    const C* src = nullptr;  // the previous level's output (dense (B, count, d, d)); null: M
+    while (count > 1) {
+      const index_t pairs = count / 2, next = (count + 1) / 2;
+      const bool last = next == 1;
+      C* dst = buf[level % 2];
+      status st;
+      if (last) {  // count == 2: one product per chain, straight into out
+        auto o = list_of(g.out, Ob, 0, 1);
+        if (!src) st = mul(list_of<const T>(g.M, Mb, Ms, 1, 0), list_of<const T>(g.M, Mb, Ms, 1, 1), o, B);
+        else st = mul(list_of<const C>(src, 2 * dd, dd, 1, 0), list_of<const C>(src, 2 * dd, dd, 1, 1), o, B);
+      } else {
+        auto o = list_of(dst, next * dd, dd, pairs);
+        if (!src) {
+          st = mul(list_of<const T>(g.M, Mb, Ms, pairs, 0, 2), list_of<const T>(g.M, Mb, Ms, pairs, 1, 2), o,
+                   B * pairs);
+          if (st == status::success && count % 2)
+            st = mat_copy<T, C>(list_of<const T>(g.M, Mb, Ms, 1, count - 1), list_of(dst, next * dd, dd, 1, pairs), B,
+                                d, stream);
+        } else {
+          st = mul(list_of<const C>(src, count * dd, dd, pairs, 0, 2), list_of<const C>(src, count * dd, dd, pairs, 1, 2),
+                   o, B * pairs);
+          if (st == status::success && count % 2)
+            st = mat_copy<C, C>(list_of<const C>(src, count * dd, dd, 1, count - 1),
+                                list_of(dst, next * dd, dd, 1, pairs), B, d, stream);
+        }
+      }
+      if (st != status::success) return st;
+      src = dst;
+      count = next;
+      ++level;
+    }
+    return status::success;
+  }
+
+  // Prefixes: chunks of L positions. (1) local prefixes within each chunk, sequentially over
+  // the positions, in parallel over (chain, chunk), into workspace; (2) the carries (the
+  // product of all earlier chunks), sequentially over chunks; (3) out = local·carry in chain
+  // order (chunk 0: the local prefixes themselves).
+  const index_t L = chain_chunk(n), chunks = (n + L - 1) / L;
+  C* loc = reinterpret_cast<C*>(w);
+  C* car = reinterpret_cast<C*>(w + ws_bytes(static_cast<std::size_t>(B * n * dd), sizeof(C)));
+  const index_t Lb = n * dd;  // loc: dense (B, n, d, d)
+  for (index_t j = 0; j < L; ++j) {
+    const index_t with_j = (n - j + L - 1) / L;  // chunks that have a position j
+    auto o = list_of(loc, Lb, dd, with_j, j, L);
+    status st;
+    if (j == 0) st = mat_copy<T, C>(list_of<const T>(g.M, Mb, Ms, with_j, 0, L), o, B * with_j, d, stream);
+    else
+      st = mul(list_of<const C>(loc, Lb, dd, with_j, j - 1, L), list_of<const T>(g.M, Mb, Ms, with_j, j, L), o,
+               B * with_j);
+    if (st != status::success) return st;
+  }
+  // car[c] (c = 0..chunks-2): the product of chunks 0..c, i.e. the carry into chunk c+1.
+  const index_t Cb = chunks * dd;
+  if (chunks > 1) {
+    if (status st = mat_copy<C, C>(list_of<const C>(loc, Lb, dd, 1, L - 1), list_of(car, Cb, dd, 1), B, d, stream);
+        st != status::success)
+      return st;
+    for (index_t c = 1; c + 1 < chunks; ++c) {
+      const index_t end = std::min(n, (c + 1) * L) - 1;  // the chunk's last position (a full chunk here)
+      if (status st = mul(list_of<const C>(car, Cb, dd, 1, c - 1), list_of<const C>(loc, Lb, dd, 1, end),
+                          list_of(car, Cb, dd, 1, c), B);
+          st != status::success)
+        return st;
+    }
+  }
+  // out: chunk 0 converts; positions k ≥ L multiply by car[k / L - 1].
+  if (status st = mat_copy<C, T>(list_of<const C>(loc, Lb, dd, std::min(n, L)), list_of(g.out, Ob, Os, std::min(n, L)),
+                                 B * std::min(n, L), d, stream);
+      st != status::success)
+    return st;
+  if (n > L) {
+    const index_t rest = n - L;
+    return mul(list_of<const C>(car, Cb, dd, rest, 0, 1, L), list_of<const C>(loc, Lb, dd, rest, L),
+               list_of(g.out, Ob, Os, rest, L), B * rest);
+  }
+  return status::success;
+}
+
+}  // namespace parscan
+
+#define PARSCAN_INSTANTIATE_MATRIX_CUDA(T)                                                              \
+  template status matrix_recurrence_forward<T>(const cuda_backend&, const matrix_forward_args<T>&);    \
+  template status matrix_recurrence_backward<T>(const cuda_backend&, const matrix_backward_args<T>&);  \
+  template status matrix_chain<T>(const cuda_backend&, const matrix_chain_args<T>&);                   \
+  template std::size_t matrix_recurrence_workspace_size<T>(const matrix_forward_args<T>&);             \
+  template std::size_t matrix_recurrence_workspace_size<T>(const matrix_backward_args<T>&);            \
+  template std::size_t matrix_chain_workspace_size<T>(const matrix_chain_args<T>&);
