@@ -4,16 +4,19 @@
 # (memcheck and racecheck, on the small cases), and run the benchmarks. Logs and JSON go to
 # $OUT (or ./out); the last thing printed is a short summary. The test shards need Catch2 3. Each step has a time limit, so
 # the whole run fits a short lease.
-#   usage: [PARSCAN_COMMIT=<hash>] bash benchmarks/gpu_run.sh [--skip-bench] [--skip-sanitizer] [--quick-bench]
+#   usage: [PARSCAN_COMMIT=<hash>] bash benchmarks/gpu_run.sh [--skip-tests] [--skip-bench] [--skip-sanitizer] [--quick-bench]
+# (a second call on a still-warm machine reuses the build, so the tests and the sanitizers can
+# run in separate calls).
 # Then, back here: python3 benchmarks/report.py --commit <hash> <the returned bench_*.json>.
 set -uo pipefail
 out=${OUT:-$PWD/out}
 mkdir -p "$out"
 build=${PARSCAN_GPU_BUILD:-/tmp/parscan-gpu}
-skip_bench=0 skip_san=0 quick=""
+skip_bench=0 skip_san=0 skip_tests=0 quick=""
 for a in "$@"; do
   case $a in
     --skip-bench) skip_bench=1 ;;
+    --skip-tests) skip_tests=1 ;;
     --skip-sanitizer) skip_san=1 ;;
     --quick-bench) quick=--quick ;;
   esac
@@ -31,7 +34,7 @@ done
 gen=""; command -v ninja >/dev/null && gen="-G Ninja"
 step configure cmake -S . -B "$build" $gen -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DCMAKE_PREFIX_PATH="${prefix#;}" -DPARSCAN_GPU_TESTS=ON -DPARSCAN_BUILD_BENCHMARKS=ON
-step build bash -c "cmake --build '$build' -j $(nproc) --target parscan_gpu_tests bench_scan bench_recurrence bench_tuning > '$out/build.txt' 2>&1 || { tail -50 '$out/build.txt'; exit 1; }"
+step build bash -c "cmake --build '$build' -j $(nproc) --target parscan_gpu_tests bench_scan bench_recurrence bench_tuning bench_matrix > '$out/build.txt' 2>&1 || { tail -50 '$out/build.txt'; exit 1; }"
 gpu_tests=$build/test/parscan_gpu_tests
 # The whole suite, in parallel shards (its float64 host references are CPU-bound; the GPU is
 # shared). Each shard's log goes into one file; the failures are printed.
@@ -48,11 +51,11 @@ run_shards() {
   [ $rc = 0 ] || grep -hB3 -A12 -E "FAILED|timeout|error" /tmp/gpu_shard_*.txt | head -120
   return $rc
 }
-step gpu-tests run_shards
+[ $skip_tests = 0 ] && step gpu-tests run_shards
 if [ $skip_san = 0 ]; then
   # Small cases under each tool: every kernel kind (warp loop, chained tiles, lane tiles),
   # forward and backward, carries and reverse.
-  small=${PARSCAN_SANITIZER_CASES:-'cuda: generic scans: batches in every layout in both directions with carries,cuda: recurrence backward: every option x every layout <float>,cuda: recurrence chunked forward and backward equal one call <float>'}
+  small=${PARSCAN_SANITIZER_CASES:-'cuda: generic scans: batches in every layout in both directions with carries,cuda: recurrence backward: every option x every layout <float>,cuda: recurrence chunked forward and backward equal one call <float>,cuda: log recurrence: chunks chained through x_final equal one call,cuda: log recurrence backward: chunks chained through dlog_x_final = dlog_x0 equal one call,cuda: matrix recurrence: chunked forward and backward equal one call <float>'}
   for tool in memcheck racecheck; do
     step "sanitizer-$tool" bash -c "timeout ${PARSCAN_SANITIZER_TIMEOUT:-150} compute-sanitizer --tool $tool --error-exitcode 1 '$gpu_tests' '$small' \
       > '$out/sanitizer_$tool.txt' 2>&1 || { tail -40 '$out/sanitizer_$tool.txt'; exit 1; }"
@@ -63,6 +66,7 @@ if [ $skip_bench = 0 ]; then
   export PARSCAN_COMMIT=${PARSCAN_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
   step bench_scan timeout 60 "$build/benchmarks/bench_scan" $quick --json "$out/bench_scan.json"
   step bench_recurrence timeout 150 "$build/benchmarks/bench_recurrence" $quick --json "$out/bench_recurrence.json"
+  step bench_matrix timeout 150 "$build/benchmarks/bench_matrix" $quick --json "$out/bench_matrix.json"
   [ "${PARSCAN_TUNING:-1}" = 1 ] && step bench_tuning timeout 120 "$build/benchmarks/bench_tuning" --json "$out/bench_tuning.json"
 fi
 echo
