@@ -15,10 +15,15 @@ namespace parscan::cuda_detail {
 template <class Acc>
 constexpr int default_per_lane = sizeof(Acc) >= 128 ? 1 : (128 / sizeof(Acc) > 16 ? 16 : int(128 / sizeof(Acc)));
 
-/// Default steps per thread of a lane tile: about 256 bytes of accumulators, at most 32 (on an
-/// H100 the f32 channel-last forward went from 34% to 48% of copy from 16 steps to 32).
-template <class Acc>
-constexpr int default_lane_steps = sizeof(Acc) >= 256 ? 1 : (256 / sizeof(Acc) > 32 ? 32 : int(256 / sizeof(Acc)));
+/// Default steps per thread of a lane tile: Problem::lane_steps if it says, otherwise about 256
+/// bytes of accumulators, at most 32 (on an H100 the f32 channel-last forward went from 40% to
+/// 56% of copy from 16 steps to 32).
+template <class Problem, class = void>
+constexpr int default_lane_steps = sizeof(typename Problem::acc_type) >= 256 ? 1
+                                   : (256 / sizeof(typename Problem::acc_type) > 32 ? 32
+                                                                                   : int(256 / sizeof(typename Problem::acc_type)));
+template <class Problem>
+constexpr int default_lane_steps<Problem, std::void_t<decltype(Problem::lane_steps)>> = Problem::lane_steps;
 
 /// A tile-shape policy. PerLane accumulators per lane, in chunks of Problem::run steps; warps
 /// that loop over whole sequences come LoopWarps to a block, chained tiles are ChainedWarps
@@ -28,7 +33,7 @@ constexpr int default_lane_steps = sizeof(Acc) >= 256 ? 1 : (256 / sizeof(Acc) >
 /// template argument so that benchmarks/bench_tuning.cu can time alternatives in one run.
 template <class Problem, int PerLane = default_per_lane<typename Problem::acc_type>, int LoopWarps = 4,
           int ChainedWarps = 8, int LaneWarps = 8, int LoopStages = 2, int ChainedStages = 2,
-          int LaneSteps = default_lane_steps<typename Problem::acc_type>>
+          int LaneSteps = default_lane_steps<Problem>>
 struct tile_shape_of {
   static constexpr bool staged = has_staging<Problem>;
   static constexpr int loop_stages = staged ? LoopStages : 0;

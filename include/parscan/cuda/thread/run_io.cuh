@@ -47,39 +47,6 @@ __device__ PARSCAN_INLINE void read_steps(const T* seq, index_t stride, index_t 
     if (v < count) out[v] = seq[(t0 + v * dir) * stride];
 }
 
-/// out[v] = seq[(t0 + (v+1)·dir)·stride] for v < count: the run one step further on, as the
-/// backward pass needs each step's forward predecessor. A whole run of adjacent steps whose own
-/// block is aligned takes that block as one vector load plus one scalar for the step past it,
-/// instead of V scalar loads.
-template <int V, class T>
-__device__ PARSCAN_INLINE void read_next_steps(const T* seq, index_t stride, index_t t0, int dir, int count,
-                                               T (&out)[V]) {
-  if constexpr (vectorizable<T, V> && V > 1) {
-    if (count == V && stride == 1) {
-      const T* lo = seq + (dir > 0 ? t0 : t0 - (V - 1));
-      if ((reinterpret_cast<std::uintptr_t>(lo) % (sizeof(T) * V)) == 0) {
-        using W = typename vector_word<sizeof(T) * V>::type;
-        const W w = *reinterpret_cast<const W*>(lo);
-        T block[V];
-        memcpy(block, &w, sizeof(W));
-        if (dir > 0) {
-#pragma unroll
-          for (int v = 0; v < V - 1; ++v) out[v] = block[v + 1];
-          out[V - 1] = seq[t0 + V];
-        } else {
-#pragma unroll
-          for (int v = 0; v < V - 1; ++v) out[v] = block[V - 2 - v];
-          out[V - 1] = seq[t0 - V];
-        }
-        return;
-      }
-    }
-  }
-#pragma unroll
-  for (int v = 0; v < V; ++v)
-    if (v < count) out[v] = seq[(t0 + (v + 1) * dir) * stride];
-}
-
 /// seq[(t0 + v·dir)·stride] = in[v] for v < count.
 template <int V, class T>
 __device__ PARSCAN_INLINE void write_steps(T* seq, index_t stride, index_t t0, int dir, int count, const T (&in)[V]) {
