@@ -2,6 +2,8 @@
 // Every figure is quoted against a device-to-device copy measured in the same process.
 #pragma once
 
+#include <cstdint>
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -77,6 +79,17 @@ inline int rotation_for(size_t working_set_bytes) {
   const size_t l2 = static_cast<size_t>(l2_bytes());
   if (working_set_bytes >= 4 * l2) return 1;
   return static_cast<int>(std::min<size_t>(16, (4 * l2) / std::max<size_t>(working_set_bytes, 1) + 1));
+}
+
+/// A counter-based hash (splitmix64's finaliser) and a uniform float in [0, 1) from it, for
+/// filling inputs on the device without a random-number library.
+__device__ __host__ inline std::uint64_t mix(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+__device__ inline float unit(std::uint64_t i, std::uint32_t seed) {
+  return static_cast<float>(mix(i * 0x9e3779b97f4a7c15ull + seed) >> 40) * (1.0f / 16777216.0f);
 }
 
 struct row {

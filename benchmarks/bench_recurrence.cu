@@ -18,14 +18,8 @@ namespace {
 
 using parscan::index_t;
 
-__device__ __host__ inline std::uint64_t mix(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-__device__ inline float unit(std::uint64_t i, std::uint32_t seed) {
-  return static_cast<float>(mix(i * 0x9e3779b97f4a7c15ull + seed) >> 40) * (1.0f / 16777216.0f);
-}
+using bench::mix;
+using bench::unit;
 
 template <class T> struct dtype_name;
 template <> struct dtype_name<float> { static constexpr const char* v = "f32"; };
