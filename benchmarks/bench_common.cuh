@@ -6,6 +6,8 @@
 
 #include <cuda_runtime.h>
 
+#include <parscan/numeric.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -80,6 +82,12 @@ inline int rotation_for(size_t working_set_bytes) {
   if (working_set_bytes >= 4 * l2) return 1;
   return static_cast<int>(std::min<size_t>(16, (4 * l2) / std::max<size_t>(working_set_bytes, 1) + 1));
 }
+
+/// The short name of an element type in the tables and the JSON.
+template <class T> struct dtype_name;
+template <> struct dtype_name<float> { static constexpr const char* v = "f32"; };
+template <> struct dtype_name<parscan::bfloat16> { static constexpr const char* v = "bf16"; };
+template <> struct dtype_name<parscan::complex<float>> { static constexpr const char* v = "c64"; };
 
 /// A counter-based hash (splitmix64's finaliser) and a uniform float in [0, 1) from it, for
 /// filling inputs on the device without a random-number library.

@@ -22,9 +22,7 @@ using parscan::index_t;
 using bench::mix;
 using bench::unit;
 
-template <class T> struct dtype_name;
-template <> struct dtype_name<float> { static constexpr const char* v = "f32"; };
-template <> struct dtype_name<parscan::bfloat16> { static constexpr const char* v = "bf16"; };
+using bench::dtype_name;
 
 // Uniform values in (-scale·√3, scale·√3): variance scale². With scale = r/√k for k×k blocks,
 // a random matrix has spectral radius about r.

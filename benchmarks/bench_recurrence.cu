@@ -21,10 +21,7 @@ using parscan::index_t;
 using bench::mix;
 using bench::unit;
 
-template <class T> struct dtype_name;
-template <> struct dtype_name<float> { static constexpr const char* v = "f32"; };
-template <> struct dtype_name<parscan::bfloat16> { static constexpr const char* v = "bf16"; };
-template <> struct dtype_name<parscan::complex<float>> { static constexpr const char* v = "c64"; };
+using bench::dtype_name;
 
 template <class T>
 __device__ T make_value(float u, float v) { return T(u); }
