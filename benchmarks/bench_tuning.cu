@@ -54,13 +54,18 @@ struct forward_case {
   }
   std::vector<T> sequence(const T* p, index_t s) const {
     std::vector<T> h(l.length);
-    BENCH_CHECK(cudaMemcpy2D(h.data(), sizeof(T), p + l.sequence_offset(s), l.step_stride * sizeof(T), sizeof(T),
-                             l.length, cudaMemcpyDeviceToHost));
+    if (l.step_stride == 1)
+      BENCH_CHECK(cudaMemcpy(h.data(), p + l.sequence_offset(s), l.length * sizeof(T), cudaMemcpyDeviceToHost));
+    else
+      BENCH_CHECK(cudaMemcpy2D(h.data(), sizeof(T), p + l.sequence_offset(s), l.step_stride * sizeof(T), sizeof(T),
+                               l.length, cudaMemcpyDeviceToHost));
     return h;
   }
   double check() const {  // max over two sequences of max|x - ref| / max|ref|
     double worst = 0;
-    for (index_t s : {index_t(0), l.num_sequences() - 1}) {
+    std::vector<index_t> checked{0};
+    if (l.num_sequences() > 1) checked.push_back(l.num_sequences() - 1);
+    for (index_t s : checked) {
       const auto ha = sequence(a, s), hb = sequence(b, s), hx = sequence(x, s);
       double st = 0, err = 0, scale = 0;
       for (index_t t = 0; t < l.length; ++t) {
@@ -101,13 +106,16 @@ void time_forward(const forward_case<T>& c, const std::string& variant, double t
 
 // PerLane steps per lane (and per thread of a lane tile); LoopWarps, ChainedWarps, LaneWarps warps per block of each kernel;
 // LoopStages, ChainedStages: tiles in flight through shared memory (0: loads into registers).
-template <class T, int PerLane, int LoopWarps, int ChainedWarps, int LaneWarps, int LoopStages = 2, int ChainedStages = 2>
+// WarpTiles: chained tiles of one warp each (scan_warp_chained_kernel) instead of one block.
+template <class T, int PerLane, int LoopWarps, int ChainedWarps, int LaneWarps, int LoopStages = 2, int ChainedStages = 2,
+          bool WarpTiles = false>
 void variant(const forward_case<T>& c, double tol, result_sink& out) {
   using S = cd::tile_shape_of<cd::recurrence_forward_problem<T>, PerLane, LoopWarps, ChainedWarps, LaneWarps, LoopStages,
-                              ChainedStages, PerLane>;
+                              ChainedStages, PerLane, WarpTiles>;
   const std::string name = "lane" + std::to_string(PerLane) + "/loop" + std::to_string(LoopWarps) + "w" +
                            (LoopStages ? "s" + std::to_string(LoopStages) : "") + "/chain" +
                            std::to_string(ChainedWarps) + "w" + (ChainedStages ? "s" + std::to_string(ChainedStages) : "") +
+                           (WarpTiles ? "(warp tiles)" : "") +
                            "/lanes" + std::to_string(LaneWarps) + "w";
   time_forward<S>(c, name, tol, out);
 }
@@ -157,6 +165,20 @@ int main(int argc, char** argv) {
     variant<float, 8, 4, 4, 8, 2, 2>(c, 1e-5, out);
     variant<float, 32, 4, 8, 8, 2, 2>(c, 1e-5, out);
     variant<float, 16, 4, 16, 8, 2, 2>(c, 1e-5, out);
+    variant<float, 16, 4, 4, 8, 2, 2, true>(c, 1e-5, out);
+    variant<float, 16, 4, 4, 8, 2, 3, true>(c, 1e-5, out);
+    variant<float, 32, 4, 4, 8, 2, 2, true>(c, 1e-5, out);
+    variant<float, 32, 4, 2, 8, 2, 2, true>(c, 1e-5, out);
+    variant<float, 8, 4, 4, 8, 2, 3, true>(c, 1e-5, out);
+    c.release();
+  }
+  {  // one long sequence: chained tiles, 2^28 steps (the generic scan's case)
+    forward_case<float> c{"fwd (1,1,2^28)", L::time_contiguous(1, index_t(1) << 28)};
+    c.alloc();
+    variant<float, 16, 4, 8, 8>(c, 1e-5, out);
+    variant<float, 16, 4, 4, 8, 2, 2, true>(c, 1e-5, out);
+    variant<float, 32, 4, 4, 8, 2, 2, true>(c, 1e-5, out);
+    variant<float, 16, 4, 4, 8, 2, 3, true>(c, 1e-5, out);
     c.release();
   }
   {  // channel-last: lane tiles

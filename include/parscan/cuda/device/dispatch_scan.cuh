@@ -33,7 +33,7 @@ constexpr int default_lane_steps<Problem, std::void_t<decltype(Problem::lane_ste
 /// template argument so that benchmarks/bench_tuning.cu can time alternatives in one run.
 template <class Problem, int PerLane = default_per_lane<typename Problem::acc_type>, int LoopWarps = 4,
           int ChainedWarps = 8, int LaneWarps = 8, int LoopStages = 2, int ChainedStages = 2,
-          int LaneSteps = default_lane_steps<Problem>>
+          int LaneSteps = default_lane_steps<Problem>, bool ChainedWarpTiles = false>
 struct tile_shape_of {
   static constexpr bool staged = has_staging<Problem>;
   static constexpr int loop_stages = staged ? LoopStages : 0;
@@ -43,7 +43,10 @@ struct tile_shape_of {
   static constexpr int loop_warps = LoopWarps;
   static constexpr index_t loop_tile = tile_steps<Problem, 1, chunks>;
   static constexpr int chained_warps = ChainedWarps;
-  static constexpr index_t chained_tile = tile_steps<Problem, chained_warps, chunks>;
+  // Chained tiles of one warp each (scan_warp_chained_kernel, staged Problems only), or of
+  // the whole block (scan_chained_staged_kernel / scan_chained_kernel).
+  static constexpr bool chained_warp_tiles = ChainedWarpTiles && staged;
+  static constexpr index_t chained_tile = tile_steps<Problem, chained_warp_tiles ? 1 : chained_warps, chunks>;
   static constexpr int lane_steps = LaneSteps;
   static constexpr int lane_warps = LaneWarps;
   static constexpr index_t lane_tile = static_cast<index_t>(lane_warps) * lane_steps;
@@ -144,7 +147,12 @@ status launch_chained(const Problem& P, const Op& op, index_t sequences, index_t
     return launch(kernel, resident < total_tiles ? resident : total_tiles, threads, smem, be, P, op, st, counter,
                   tiles_per_sequence, total_tiles);
   };
-  if constexpr (shape::chained_stages > 0) {
+  if constexpr (shape::chained_warp_tiles) {
+    constexpr auto kernel =
+        scan_warp_chained_kernel<shape::chained_warps, shape::chunks, shape::chained_stages, Problem, Op>;
+    constexpr int smem = staging_ring<shape::chained_warps, shape::chunks, shape::chained_stages, Problem>::bytes;
+    return run(kernel, blocks_per_multiprocessor<kernel>(threads, dev.device, smem), smem);
+  } else if constexpr (shape::chained_stages > 0) {
     constexpr auto kernel =
         scan_chained_staged_kernel<shape::chained_warps, shape::chunks, shape::chained_stages, Problem, Op>;
     constexpr int smem = staging_ring<shape::chained_warps, shape::chunks, shape::chained_stages, Problem>::bytes;

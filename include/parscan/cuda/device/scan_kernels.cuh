@@ -176,6 +176,54 @@ __global__ void __launch_bounds__(Warps* warp_threads)
   async_wait<0>();
 }
 
+/// Chained tiles of one warp each. Every warp claims, stages, scans and looks back on its own,
+/// with no block barrier, so one warp's look-back never idles its neighbours: the staged warp
+/// loop with a look-back in place of the running carry. A warp claims Stages-1 tiles ahead of
+/// the one it scans and scans its claims in increasing order, so, as in the block-wide kernel,
+/// the smallest unfinished tile always belongs to a warp that is scanning it.
+template <int Warps, int Chunks, int Stages, class Problem, class Op>
+__global__ void __launch_bounds__(Warps* warp_threads)
+    scan_warp_chained_kernel(Problem P, Op op, tile_state<typename Problem::acc_type> st, unsigned* tile_counter,
+                             index_t tiles_per_sequence, index_t total_tiles) {
+  using Acc = typename Problem::acc_type;
+  using ring_t = staging_ring<Warps, Chunks, Stages, Problem>;
+  constexpr index_t tile_length = tile_steps<Problem, 1, Chunks>;
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+  const ring_t ring{dynamic_smem};
+  auto claim = [&]() -> index_t {
+    unsigned c = 0;
+    if (lane_id() == 0) c = atomicAdd(tile_counter, 1u);
+    return shfl_idx(c, 0);
+  };
+  auto stage = [&](index_t tile, int slot) {
+    if (tile < total_tiles) ring.stage(P, tile / tiles_per_sequence, tile % tiles_per_sequence * tile_length, slot);
+    async_commit();  // one group per claim, empty or not, so the wait below counts tiles
+  };
+  index_t queue[Stages];  // queue[0] is scanned now, the rest are in flight
+#pragma unroll
+  for (int i = 0; i < Stages - 1; ++i) {
+    queue[i] = claim();
+    stage(queue[i], i);
+  }
+  for (int slot = 0;; slot = slot + 1 == Stages ? 0 : slot + 1) {
+    queue[Stages - 1] = claim();
+    const index_t tile = queue[0];
+    if (tile >= total_tiles) break;  // claims only grow, so every later one is past the end too
+    stage(queue[Stages - 1], slot == 0 ? Stages - 1 : slot - 1);
+    async_wait<Stages - 1>();  // this tile's group is complete
+    const index_t s = tile / tiles_per_sequence, k = tile % tiles_per_sequence;
+    tile_items<Problem, Chunks> now;
+    ring.load(P, s, k * tile_length, slot, now);
+    scan_tile<1, Chunks>(P, op, s, k, now, static_cast<tile_scan_smem<Acc, 1>*>(nullptr), [&](const Acc& aggregate) {
+      const maybe<Acc> carry = k < lookback_super ? P.initial(s) : maybe<Acc>{Acc{}, false};
+      return lookback(st, tile - k, k, aggregate, carry, op);
+    });
+#pragma unroll
+    for (int i = 0; i + 1 < Stages; ++i) queue[i] = queue[i + 1];
+  }
+  async_wait<0>();
+}
+
 /// Persistent blocks claim tiles in order from an atomic counter and prefetch the next claimed
 /// tile while scanning the current one. A tile only waits on tiles with smaller indices, all
 /// of which are claimed by running blocks, so the grid always makes progress.
