@@ -56,9 +56,9 @@ std::size_t engine_workspace(index_t B, index_t L, index_t N) {
   const index_t chunk = engine_chunk(B, L), chunks = (L + chunk - 1) / chunk;
   if (chunks <= 1) return 0;
   const std::size_t tasks = sat_mul(static_cast<std::size_t>(B), static_cast<std::size_t>(chunks));
-  const std::size_t n = static_cast<std::size_t>(N);
-  return sat_add(sat_add(ws_bytes(sat_mul(tasks, n * n), sizeof(C)), ws_bytes(sat_mul(tasks, n), sizeof(C))),
-                 ws_bytes(sat_mul(tasks, n), sizeof(C)));
+  const std::size_t n = static_cast<std::size_t>(N), elem = sizeof(aggregate_t<C>);
+  return sat_add(sat_add(ws_bytes(sat_mul(tasks, n * n), elem), ws_bytes(sat_mul(tasks, n), elem)),
+                 ws_bytes(sat_mul(tasks, n), elem));
 }
 
 template <bool Aggregate, class T, class XO, class FO, class C>
@@ -84,11 +84,12 @@ status run_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t stream)
       static_cast<index_t>(engine_threads(p.n)) * engine_max_slots)
     return status::unsupported;  // cannot happen for N ≤ 64: the staging fits the registers
   if (p.chunks > 1) {
+    using D = aggregate_t<C>;
     const std::size_t tasks = static_cast<std::size_t>(p.batch * p.chunks), n = static_cast<std::size_t>(p.n);
     char* w = static_cast<char*>(ws);
-    p.agg_A = reinterpret_cast<C*>(w);
-    p.agg_v = reinterpret_cast<C*>(w + ws_bytes(tasks * n * n, sizeof(C)));
-    p.carry = reinterpret_cast<C*>(w + ws_bytes(tasks * n * n, sizeof(C)) + ws_bytes(tasks * n, sizeof(C)));
+    p.agg_A = reinterpret_cast<D*>(w);
+    p.agg_v = reinterpret_cast<D*>(w + ws_bytes(tasks * n * n, sizeof(D)));
+    p.carry = reinterpret_cast<D*>(w + ws_bytes(tasks * n * n, sizeof(D)) + ws_bytes(tasks * n, sizeof(D)));
     if (status st = launch_chunks<true>(p, stream); st != status::success) return st;
     carry_kernel<<<grid_for(p.batch), 64, 0, stream>>>(p);
     if (status st = check_launch(); st != status::success) return st;

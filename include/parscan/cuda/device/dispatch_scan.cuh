@@ -94,6 +94,24 @@ status launch(Kernel kernel, index_t blocks, int threads, int smem, const cuda_b
   return check_launch();
 }
 
+template <class T>
+struct same_type {
+  using type = T;
+};
+
+/// Launches `kernel` cooperatively on `blocks` blocks, which must all fit on the device at once
+/// (the persistent chained kernels rely on it), and checks the launch.
+template <class... Params>
+status launch_cooperative(void (*kernel)(Params...), index_t blocks, int threads, int smem, const cuda_backend& be,
+                          typename same_type<Params>::type... args) {
+  void* params[] = {static_cast<void*>(&args)...};
+  if (status s = report(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(blocks)),
+                                                    dim3(threads), params, smem, be.stream));
+      s != status::success)
+    return s;
+  return check_launch();
+}
+
 template <class shape, class Problem, class Op>
 status launch_lane_tiles(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
   using Acc = typename Problem::acc_type;
@@ -128,7 +146,8 @@ status launch_warp_loop(const Problem& P, const Op& op, index_t sequences, const
   }
 }
 
-/// A persistent grid of chained tiles, one per resident block, claiming tiles in order.
+/// A persistent grid of chained tiles: as many blocks as fit on the device at once, launched
+/// cooperatively, taking tiles round-robin (scan_kernels.cuh says why).
 template <class shape, class Problem, class Op>
 status launch_chained(const Problem& P, const Op& op, index_t sequences, index_t tiles_per_sequence,
                       const device_facts& dev, const cuda_backend& be) {
@@ -141,11 +160,13 @@ status launch_chained(const Problem& P, const Op& op, index_t sequences, index_t
   unsigned* counter;
   if (status s = prepare_tiles(ws, total_tiles, st, counter, be); s != status::success) return s;
   constexpr int threads = shape::chained_warps * warp_threads;
+  constexpr index_t tiles_per_block = shape::chained_warp_tiles ? shape::chained_warps : 1;
   auto run = [&](auto kernel, int per_sm, int smem) {
     if (per_sm == 0) return status::exceeds_device_limits;
     const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
-    return launch(kernel, resident < total_tiles ? resident : total_tiles, threads, smem, be, P, op, st, counter,
-                  tiles_per_sequence, total_tiles);
+    const index_t needed = (total_tiles + tiles_per_block - 1) / tiles_per_block;
+    return launch_cooperative(kernel, resident < needed ? resident : needed, threads, smem, be, P, op, st,
+                              tiles_per_sequence, total_tiles);
   };
   if constexpr (shape::chained_warp_tiles) {
     constexpr auto kernel =

@@ -3,9 +3,9 @@
 //  * warp loop: each warp owns whole sequences and walks their tiles in order, carrying the
 //    running prefix in registers. No barriers and no inter-block traffic; chosen when there
 //    are enough sequences to give every resident warp its own.
-//  * chained tiles: a persistent grid of blocks claims tiles from an atomic counter (so a
-//    tile only ever waits on tiles already running) and takes each tile's prefix from the
-//    deterministic look-back in tile_state.cuh. Chosen for fewer, longer sequences.
+//  * chained tiles: a persistent, cooperatively launched grid takes tiles round-robin and
+//    takes each tile's prefix from the deterministic look-back in tile_state.cuh. Chosen for
+//    fewer, longer sequences.
 #pragma once
 
 #include <type_traits>
@@ -128,134 +128,105 @@ __global__ void __launch_bounds__(Warps* warp_threads)
   }
 }
 
-/// Chained tiles with the next Stages-1 claimed tiles in flight (staging_ring). A persistent
-/// block claims tiles from the counter Stages-1 ahead of the one it scans and scans its claims in
-/// increasing order; the smallest unfinished tile is then always the one its block is scanning,
-/// and it waits on nothing unfinished, so the grid always makes progress. Stages = 2 is the
-/// useful depth: with 3 or more, a block holds neighbouring tiles whose aggregates appear one
-/// tile-time apart, the look-backs line up behind one another, and on an H100 a 2^26-step scan
-/// ran 29× slower than with 2.
+// The persistent chained kernels below are launched cooperatively (every block resident at
+// once) and take their tiles round-robin: worker u of U scans tiles u, u + U, u + 2U, ... in
+// that order. A tile waits only on smaller tiles; the smallest unfinished tile belongs to a
+// worker whose earlier tiles are all done, so that worker is scanning it, and the grid always
+// makes progress. A worker's tiles are a grid apart, so the ones it holds in flight never wait
+// on one another. (Claims from an atomic counter cost a round trip per tile, and a block that
+// claimed two neighbouring tiles made every later look-back wait a whole tile: a 3-deep ring
+// ran a 2^26-step scan 29× slower on an H100.)
+
+/// Chained tiles of one block each, with the next Stages-1 tiles of the block in flight
+/// (staging_ring).
 template <int Warps, int Chunks, int Stages, class Problem, class Op>
 __global__ void __launch_bounds__(Warps* warp_threads)
-    scan_chained_staged_kernel(Problem P, Op op, tile_state<typename Problem::acc_type> st, unsigned* tile_counter,
+    scan_chained_staged_kernel(Problem P, Op op, tile_state<typename Problem::acc_type> st,
                                index_t tiles_per_sequence, index_t total_tiles) {
   using Acc = typename Problem::acc_type;
   using ring_t = staging_ring<Warps, Chunks, Stages, Problem>;
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   const ring_t ring{dynamic_smem};
   __shared__ tile_scan_smem<Acc, Warps> sm;
-  __shared__ unsigned claimed[Stages];
-  auto stage = [&](int slot) {
-    const index_t tile = claimed[slot];
+  const index_t stride = gridDim.x;
+  auto stage = [&](index_t tile, int slot) {
     if (tile < total_tiles)
       ring.stage(P, tile / tiles_per_sequence, segment_start<Warps, Chunks, Problem>(tile % tiles_per_sequence), slot);
-    async_commit();
+    async_commit();  // one group per tile, empty or not, so the wait below counts tiles
   };
-  // One thread claims, so a block's claims increase in the order it scans them.
-  if (threadIdx.x == 0)
-    for (int slot = 0; slot < Stages - 1; ++slot) claimed[slot] = atomicAdd(tile_counter, 1u);
-  __syncthreads();
-  for (int slot = 0; slot < Stages - 1; ++slot) stage(slot);
-  for (int slot = 0;; slot = slot + 1 == Stages ? 0 : slot + 1) {
-    const int ahead = slot == 0 ? Stages - 1 : slot - 1;
-    // The barrier also ends every read of `ahead` by the previous iteration's scan.
-    if (threadIdx.x == 0) claimed[ahead] = atomicAdd(tile_counter, 1u);
-    __syncthreads();
-    const index_t tile = claimed[slot];
-    if (tile >= total_tiles) break;  // claims only grow, so every later slot is past the end too
-    stage(ahead);
+  index_t tile = blockIdx.x;
+  for (int i = 0; i < Stages - 1; ++i) stage(tile + i * stride, i);
+  for (int slot = 0; tile < total_tiles; tile += stride, slot = slot + 1 == Stages ? 0 : slot + 1) {
+    // Each lane refills only runs it staged and read back itself, so no barrier is needed.
+    stage(tile + (Stages - 1) * stride, slot == 0 ? Stages - 1 : slot - 1);
     async_wait<Stages - 1>();
     const index_t s = tile / tiles_per_sequence, k = tile % tiles_per_sequence;
     tile_items<Problem, Chunks> now;
     ring.load(P, s, segment_start<Warps, Chunks, Problem>(k), slot, now);
     scan_tile<Warps, Chunks>(P, op, s, k, now, &sm, [&](const Acc& aggregate) {
-      const maybe<Acc> carry = k < lookback_super ? P.initial(s) : maybe<Acc>{Acc{}, false};
+      const maybe<Acc> carry = k < lookback_hyper ? P.initial(s) : maybe<Acc>{Acc{}, false};
       return lookback(st, tile - k, k, aggregate, carry, op);
     });
   }
   async_wait<0>();
 }
 
-/// Chained tiles of one warp each. Every warp claims, stages, scans and looks back on its own,
-/// with no block barrier, so one warp's look-back never idles its neighbours: the staged warp
-/// loop with a look-back in place of the running carry. A warp claims Stages-1 tiles ahead of
-/// the one it scans and scans its claims in increasing order, so, as in the block-wide kernel,
-/// the smallest unfinished tile always belongs to a warp that is scanning it.
+/// Chained tiles of one warp each. Every warp stages, scans and looks back on its own, with no
+/// block barrier, so one warp's look-back never idles its neighbours: the staged warp loop
+/// with a look-back in place of the running carry.
 template <int Warps, int Chunks, int Stages, class Problem, class Op>
 __global__ void __launch_bounds__(Warps* warp_threads)
-    scan_warp_chained_kernel(Problem P, Op op, tile_state<typename Problem::acc_type> st, unsigned* tile_counter,
+    scan_warp_chained_kernel(Problem P, Op op, tile_state<typename Problem::acc_type> st,
                              index_t tiles_per_sequence, index_t total_tiles) {
   using Acc = typename Problem::acc_type;
   using ring_t = staging_ring<Warps, Chunks, Stages, Problem>;
   constexpr index_t tile_length = tile_steps<Problem, 1, Chunks>;
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   const ring_t ring{dynamic_smem};
-  auto claim = [&]() -> index_t {
-    unsigned c = 0;
-    if (lane_id() == 0) c = atomicAdd(tile_counter, 1u);
-    return shfl_idx(c, 0);
-  };
+  const index_t stride = static_cast<index_t>(gridDim.x) * Warps;
   auto stage = [&](index_t tile, int slot) {
     if (tile < total_tiles) ring.stage(P, tile / tiles_per_sequence, tile % tiles_per_sequence * tile_length, slot);
-    async_commit();  // one group per claim, empty or not, so the wait below counts tiles
+    async_commit();
   };
-  index_t queue[Stages];  // queue[0] is scanned now, the rest are in flight
-#pragma unroll
-  for (int i = 0; i < Stages - 1; ++i) {
-    queue[i] = claim();
-    stage(queue[i], i);
-  }
-  for (int slot = 0;; slot = slot + 1 == Stages ? 0 : slot + 1) {
-    queue[Stages - 1] = claim();
-    const index_t tile = queue[0];
-    if (tile >= total_tiles) break;  // claims only grow, so every later one is past the end too
-    stage(queue[Stages - 1], slot == 0 ? Stages - 1 : slot - 1);
-    async_wait<Stages - 1>();  // this tile's group is complete
+  index_t tile = static_cast<index_t>(blockIdx.x) * Warps + threadIdx.x / warp_threads;
+  for (int i = 0; i < Stages - 1; ++i) stage(tile + i * stride, i);
+  for (int slot = 0; tile < total_tiles; tile += stride, slot = slot + 1 == Stages ? 0 : slot + 1) {
+    stage(tile + (Stages - 1) * stride, slot == 0 ? Stages - 1 : slot - 1);
+    async_wait<Stages - 1>();
     const index_t s = tile / tiles_per_sequence, k = tile % tiles_per_sequence;
     tile_items<Problem, Chunks> now;
     ring.load(P, s, k * tile_length, slot, now);
     scan_tile<1, Chunks>(P, op, s, k, now, static_cast<tile_scan_smem<Acc, 1>*>(nullptr), [&](const Acc& aggregate) {
-      const maybe<Acc> carry = k < lookback_super ? P.initial(s) : maybe<Acc>{Acc{}, false};
+      const maybe<Acc> carry = k < lookback_hyper ? P.initial(s) : maybe<Acc>{Acc{}, false};
       return lookback(st, tile - k, k, aggregate, carry, op);
     });
-#pragma unroll
-    for (int i = 0; i + 1 < Stages; ++i) queue[i] = queue[i + 1];
   }
   async_wait<0>();
 }
 
-/// Persistent blocks claim tiles in order from an atomic counter and prefetch the next claimed
-/// tile while scanning the current one. A tile only waits on tiles with smaller indices, all
-/// of which are claimed by running blocks, so the grid always makes progress.
+/// Chained tiles of one block each for Problems that cannot stage: the next tile is
+/// prefetched into registers while the current one is scanned.
 template <int Warps, int Chunks, class Problem, class Op>
 __global__ void __launch_bounds__(Warps* warp_threads)
-    scan_chained_kernel(Problem P, Op op, tile_state<typename Problem::acc_type> st, unsigned* tile_counter,
-                        index_t tiles_per_sequence, index_t total_tiles) {
+    scan_chained_kernel(Problem P, Op op, tile_state<typename Problem::acc_type> st, index_t tiles_per_sequence,
+                        index_t total_tiles) {
   using Acc = typename Problem::acc_type;
   using items = tile_items<Problem, Chunks>;
   __shared__ tile_scan_smem<Acc, Warps> sm;
-  __shared__ unsigned claimed[2];
-  auto claim = [&](int slot) {
-    if (threadIdx.x == 0) claimed[slot] = atomicAdd(tile_counter, 1u);
-  };
-  claim(0);
-  __syncthreads();
-  index_t tile = claimed[0];
+  const index_t stride = gridDim.x;
+  index_t tile = blockIdx.x;
   items now, next;
   if (tile < total_tiles) load_tile<Warps, Chunks>(P, tile / tiles_per_sequence, tile % tiles_per_sequence, now);
-  for (int slot = 1; tile < total_tiles; slot ^= 1) {
-    claim(slot);
-    __syncthreads();
-    const index_t upcoming = claimed[slot];
+  for (; tile < total_tiles; tile += stride) {
+    const index_t upcoming = tile + stride;
     if (upcoming < total_tiles)
       load_tile<Warps, Chunks>(P, upcoming / tiles_per_sequence, upcoming % tiles_per_sequence, next);
     const index_t s = tile / tiles_per_sequence, k = tile % tiles_per_sequence;
     scan_tile<Warps, Chunks>(P, op, s, k, now, &sm, [&](const Acc& aggregate) {
-      const maybe<Acc> carry = k < lookback_super ? P.initial(s) : maybe<Acc>{Acc{}, false};
+      const maybe<Acc> carry = k < lookback_hyper ? P.initial(s) : maybe<Acc>{Acc{}, false};
       return lookback(st, tile - k, k, aggregate, carry, op);
     });
     now = next;
-    tile = upcoming;
   }
 }
 
@@ -273,7 +244,7 @@ __global__ void __launch_bounds__(Warps* warp_threads)
   const index_t tile = claimed, g = tile / tiles_per_group, k = tile % tiles_per_group;
   scan_lane_tile<Warps, Steps>(P, op, sequences, g, k, sm, [&](const maybe<Acc>& aggregate) {
     const index_t s = g * warp_threads + lane_id();
-    const maybe<Acc> carry = k < lookback_super && s < sequences ? P.initial(s) : maybe<Acc>{Acc{}, false};
+    const maybe<Acc> carry = k < lookback_hyper && s < sequences ? P.initial(s) : maybe<Acc>{Acc{}, false};
     return lookback(st, tile - k, k, aggregate, carry, op);
   });
 }
