@@ -137,8 +137,10 @@ __global__ void __launch_bounds__(Warps* warp_threads)
 // claimed two neighbouring tiles made every later look-back wait a whole tile: a 3-deep ring
 // ran a 2^26-step scan 29× slower on an H100.)
 
-/// Chained tiles of one block each, with the next Stages-1 tiles of the block in flight
-/// (staging_ring).
+/// Chained tiles of one block each, staged through a ring of Stages slots (staging_ring). A
+/// slot is refilled with the block's tile Stages turns ahead as soon as its elements are in
+/// registers, so while a tile waits for its look-back, Stages later tiles are in flight: the
+/// look-back's wait costs no load bandwidth as long as the ring covers it.
 template <int Warps, int Chunks, int Stages, class Problem, class Op>
 __global__ void __launch_bounds__(Warps* warp_threads)
     scan_chained_staged_kernel(Problem P, Op op, tile_state<typename Problem::acc_type> st,
@@ -155,25 +157,27 @@ __global__ void __launch_bounds__(Warps* warp_threads)
     async_commit();  // one group per tile, empty or not, so the wait below counts tiles
   };
   index_t tile = blockIdx.x;
-  for (int i = 0; i < Stages - 1; ++i) stage(tile + i * stride, i);
+  for (int i = 0; i < Stages; ++i) stage(tile + i * stride, i);
   for (int slot = 0; tile < total_tiles; tile += stride, slot = slot + 1 == Stages ? 0 : slot + 1) {
-    // Each lane refills only runs it staged and read back itself, so no barrier is needed.
-    stage(tile + (Stages - 1) * stride, slot == 0 ? Stages - 1 : slot - 1);
-    async_wait<Stages - 1>();
+    async_wait<Stages - 1>();  // this tile's group is complete
     const index_t s = tile / tiles_per_sequence, k = tile % tiles_per_sequence;
     tile_items<Problem, Chunks> now;
     ring.load(P, s, segment_start<Warps, Chunks, Problem>(k), slot, now);
-    scan_tile<Warps, Chunks>(P, op, s, k, now, &sm, [&](const Acc& aggregate) {
-      const maybe<Acc> carry = k < lookback_hyper ? P.initial(s) : maybe<Acc>{Acc{}, false};
-      return lookback(st, tile - k, k, aggregate, carry, op);
-    });
+    scan_tile<Warps, Chunks>(
+        P, op, s, k, now, &sm,
+        [&](const Acc& aggregate) {
+          const maybe<Acc> carry = k < lookback_hyper ? P.initial(s) : maybe<Acc>{Acc{}, false};
+          return lookback(st, tile - k, k, aggregate, carry, op);
+        },
+        // Each lane refills only runs it staged and has read back itself, so no barrier.
+        [&] { stage(tile + Stages * stride, slot); });
   }
   async_wait<0>();
 }
 
 /// Chained tiles of one warp each. Every warp stages, scans and looks back on its own, with no
 /// block barrier, so one warp's look-back never idles its neighbours: the staged warp loop
-/// with a look-back in place of the running carry.
+/// with a look-back in place of the running carry. The ring works as in the block kernel.
 template <int Warps, int Chunks, int Stages, class Problem, class Op>
 __global__ void __launch_bounds__(Warps* warp_threads)
     scan_warp_chained_kernel(Problem P, Op op, tile_state<typename Problem::acc_type> st,
@@ -189,17 +193,19 @@ __global__ void __launch_bounds__(Warps* warp_threads)
     async_commit();
   };
   index_t tile = static_cast<index_t>(blockIdx.x) * Warps + threadIdx.x / warp_threads;
-  for (int i = 0; i < Stages - 1; ++i) stage(tile + i * stride, i);
+  for (int i = 0; i < Stages; ++i) stage(tile + i * stride, i);
   for (int slot = 0; tile < total_tiles; tile += stride, slot = slot + 1 == Stages ? 0 : slot + 1) {
-    stage(tile + (Stages - 1) * stride, slot == 0 ? Stages - 1 : slot - 1);
     async_wait<Stages - 1>();
     const index_t s = tile / tiles_per_sequence, k = tile % tiles_per_sequence;
     tile_items<Problem, Chunks> now;
     ring.load(P, s, k * tile_length, slot, now);
-    scan_tile<1, Chunks>(P, op, s, k, now, static_cast<tile_scan_smem<Acc, 1>*>(nullptr), [&](const Acc& aggregate) {
-      const maybe<Acc> carry = k < lookback_hyper ? P.initial(s) : maybe<Acc>{Acc{}, false};
-      return lookback(st, tile - k, k, aggregate, carry, op);
-    });
+    scan_tile<1, Chunks>(
+        P, op, s, k, now, static_cast<tile_scan_smem<Acc, 1>*>(nullptr),
+        [&](const Acc& aggregate) {
+          const maybe<Acc> carry = k < lookback_hyper ? P.initial(s) : maybe<Acc>{Acc{}, false};
+          return lookback(st, tile - k, k, aggregate, carry, op);
+        },
+        [&] { stage(tile + Stages * stride, slot); });
   }
   async_wait<0>();
 }
