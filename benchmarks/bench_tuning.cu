@@ -106,7 +106,7 @@ void time_forward(const forward_case<T>& c, const std::string& variant, double t
 
 // PerLane steps per lane (and per thread of a lane tile); LoopWarps, ChainedWarps, LaneWarps warps per block of each kernel;
 // LoopStages, ChainedStages: tiles in flight through shared memory (0: loads into registers).
-// WarpTiles: chained tiles of one warp each (scan_warp_chained_kernel) instead of one block.
+// WarpTiles: chained tiles of one warp each (scan_chained_staged_kernel<..., WarpTiles>) instead of one block.
 template <class T, int PerLane, int LoopWarps, int ChainedWarps, int LaneWarps, int LoopStages = 2, int ChainedStages = 2,
           bool WarpTiles = false>
 void variant(const forward_case<T>& c, double tol, result_sink& out) {

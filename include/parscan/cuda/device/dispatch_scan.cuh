@@ -43,9 +43,9 @@ struct tile_shape_of {
   static constexpr int loop_warps = LoopWarps;
   static constexpr index_t loop_tile = tile_steps<Problem, 1, chunks>;
   static constexpr int chained_warps = ChainedWarps;
-  // Chained tiles of one warp each (scan_warp_chained_kernel, staged Problems only), or of
-  // the whole block (scan_chained_staged_kernel / scan_chained_kernel).
-  static constexpr bool chained_warp_tiles = ChainedWarpTiles && staged;
+  // Chained tiles of one warp each (staged Problems only), or of the whole block
+  // (scan_chained_staged_kernel; scan_chained_kernel when not staged).
+  static constexpr bool chained_warp_tiles = ChainedWarpTiles && chained_stages > 0;
   static constexpr index_t chained_tile = tile_steps<Problem, chained_warp_tiles ? 1 : chained_warps, chunks>;
   static constexpr int lane_steps = LaneSteps;
   static constexpr int lane_warps = LaneWarps;
@@ -168,14 +168,9 @@ status launch_chained(const Problem& P, const Op& op, index_t sequences, index_t
     return launch_cooperative(kernel, resident < needed ? resident : needed, threads, smem, be, P, op, st,
                               tiles_per_sequence, total_tiles);
   };
-  if constexpr (shape::chained_warp_tiles) {
-    constexpr auto kernel =
-        scan_warp_chained_kernel<shape::chained_warps, shape::chunks, shape::chained_stages, Problem, Op>;
-    constexpr int smem = staging_ring<shape::chained_warps, shape::chunks, shape::chained_stages, Problem>::bytes;
-    return run(kernel, blocks_per_multiprocessor<kernel>(threads, dev.device, smem), smem);
-  } else if constexpr (shape::chained_stages > 0) {
-    constexpr auto kernel =
-        scan_chained_staged_kernel<shape::chained_warps, shape::chunks, shape::chained_stages, Problem, Op>;
+  if constexpr (shape::chained_stages > 0) {
+    constexpr auto kernel = scan_chained_staged_kernel<shape::chained_warps, shape::chunks, shape::chained_stages,
+                                                       shape::chained_warp_tiles, Problem, Op>;
     constexpr int smem = staging_ring<shape::chained_warps, shape::chunks, shape::chained_stages, Problem>::bytes;
     return run(kernel, blocks_per_multiprocessor<kernel>(threads, dev.device, smem), smem);
   } else {

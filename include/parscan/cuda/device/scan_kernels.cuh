@@ -137,74 +137,45 @@ __global__ void __launch_bounds__(Warps* warp_threads)
 // claimed two neighbouring tiles made every later look-back wait a whole tile: a 3-deep ring
 // ran a 2^26-step scan 29× slower on an H100.)
 
-/// Chained tiles of one block each, staged through a ring of Stages slots (staging_ring). A
-/// slot is refilled with the block's tile Stages turns ahead as soon as its elements are in
-/// registers, so while a tile waits for its look-back, Stages later tiles are in flight: the
-/// look-back's wait costs no load bandwidth as long as the ring covers it.
-template <int Warps, int Chunks, int Stages, class Problem, class Op>
+/// Chained tiles, staged through a ring of Stages slots (staging_ring). A worker is a whole
+/// block, whose tile spans its warps, or, with WarpTiles, each warp on its own: a warp tile
+/// needs no block barrier, so one warp's look-back never idles the others. A slot is refilled
+/// with the worker's tile Stages turns ahead as soon as its elements are in registers, so while
+/// a tile waits for its look-back, Stages later tiles are in flight.
+template <int Warps, int Chunks, int Stages, bool WarpTiles, class Problem, class Op>
 __global__ void __launch_bounds__(Warps* warp_threads)
     scan_chained_staged_kernel(Problem P, Op op, tile_state<typename Problem::acc_type> st,
                                index_t tiles_per_sequence, index_t total_tiles) {
   using Acc = typename Problem::acc_type;
   using ring_t = staging_ring<Warps, Chunks, Stages, Problem>;
+  constexpr int tile_warps = WarpTiles ? 1 : Warps;
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   const ring_t ring{dynamic_smem};
-  __shared__ tile_scan_smem<Acc, Warps> sm;
-  const index_t stride = gridDim.x;
+  __shared__ tile_scan_smem<Acc, tile_warps> sm;  // unused by warp tiles
+  const index_t warp = threadIdx.x / warp_threads;
+  const index_t stride = WarpTiles ? static_cast<index_t>(gridDim.x) * Warps : gridDim.x;
+  // Where this thread's warp starts in tile k of its sequence.
+  auto segment = [&](index_t k) {
+    return WarpTiles ? k * tile_steps<Problem, 1, Chunks> : segment_start<Warps, Chunks, Problem>(k);
+  };
   auto stage = [&](index_t tile, int slot) {
-    if (tile < total_tiles)
-      ring.stage(P, tile / tiles_per_sequence, segment_start<Warps, Chunks, Problem>(tile % tiles_per_sequence), slot);
+    if (tile < total_tiles) ring.stage(P, tile / tiles_per_sequence, segment(tile % tiles_per_sequence), slot);
     async_commit();  // one group per tile, empty or not, so the wait below counts tiles
   };
-  index_t tile = blockIdx.x;
+  index_t tile = WarpTiles ? blockIdx.x * Warps + warp : blockIdx.x;
   for (int i = 0; i < Stages; ++i) stage(tile + i * stride, i);
   for (int slot = 0; tile < total_tiles; tile += stride, slot = slot + 1 == Stages ? 0 : slot + 1) {
     async_wait<Stages - 1>();  // this tile's group is complete
     const index_t s = tile / tiles_per_sequence, k = tile % tiles_per_sequence;
     tile_items<Problem, Chunks> now;
-    ring.load(P, s, segment_start<Warps, Chunks, Problem>(k), slot, now);
-    scan_tile<Warps, Chunks>(
+    ring.load(P, s, segment(k), slot, now);
+    scan_tile<tile_warps, Chunks>(
         P, op, s, k, now, &sm,
         [&](const Acc& aggregate) {
           const maybe<Acc> carry = k < lookback_hyper ? P.initial(s) : maybe<Acc>{Acc{}, false};
           return lookback(st, tile - k, k, aggregate, carry, op);
         },
         // Each lane refills only runs it staged and has read back itself, so no barrier.
-        [&] { stage(tile + Stages * stride, slot); });
-  }
-  async_wait<0>();
-}
-
-/// Chained tiles of one warp each. Every warp stages, scans and looks back on its own, with no
-/// block barrier, so one warp's look-back never idles its neighbours: the staged warp loop
-/// with a look-back in place of the running carry. The ring works as in the block kernel.
-template <int Warps, int Chunks, int Stages, class Problem, class Op>
-__global__ void __launch_bounds__(Warps* warp_threads)
-    scan_warp_chained_kernel(Problem P, Op op, tile_state<typename Problem::acc_type> st,
-                             index_t tiles_per_sequence, index_t total_tiles) {
-  using Acc = typename Problem::acc_type;
-  using ring_t = staging_ring<Warps, Chunks, Stages, Problem>;
-  constexpr index_t tile_length = tile_steps<Problem, 1, Chunks>;
-  extern __shared__ __align__(16) unsigned char dynamic_smem[];
-  const ring_t ring{dynamic_smem};
-  const index_t stride = static_cast<index_t>(gridDim.x) * Warps;
-  auto stage = [&](index_t tile, int slot) {
-    if (tile < total_tiles) ring.stage(P, tile / tiles_per_sequence, tile % tiles_per_sequence * tile_length, slot);
-    async_commit();
-  };
-  index_t tile = static_cast<index_t>(blockIdx.x) * Warps + threadIdx.x / warp_threads;
-  for (int i = 0; i < Stages; ++i) stage(tile + i * stride, i);
-  for (int slot = 0; tile < total_tiles; tile += stride, slot = slot + 1 == Stages ? 0 : slot + 1) {
-    async_wait<Stages - 1>();
-    const index_t s = tile / tiles_per_sequence, k = tile % tiles_per_sequence;
-    tile_items<Problem, Chunks> now;
-    ring.load(P, s, k * tile_length, slot, now);
-    scan_tile<1, Chunks>(
-        P, op, s, k, now, static_cast<tile_scan_smem<Acc, 1>*>(nullptr),
-        [&](const Acc& aggregate) {
-          const maybe<Acc> carry = k < lookback_hyper ? P.initial(s) : maybe<Acc>{Acc{}, false};
-          return lookback(st, tile - k, k, aggregate, carry, op);
-        },
         [&] { stage(tile + Stages * stride, slot); });
   }
   async_wait<0>();
