@@ -74,19 +74,11 @@ struct tile_state {
     return s;
   }
 
-  /// The status of `tile` now, with no ordering: polls use this and then one acquire fence
-  /// (an acquire load per poll also invalidates L1 each time).
-  __device__ PARSCAN_INLINE unsigned peek(index_t tile) const {
-    return cuda::atomic_ref<unsigned, cuda::thread_scope_device>(status[tile]).load(cuda::memory_order_relaxed);
-  }
-  __device__ PARSCAN_INLINE static void acquire() {
-    cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);
-  }
   __device__ PARSCAN_INLINE void wait(index_t tile, unsigned at_least) const {
+    cuda::atomic_ref<unsigned, cuda::thread_scope_device> ref(status[tile]);
     int spins = 0;
-    while (peek(tile) < at_least)
+    while (ref.load(cuda::memory_order_acquire) < at_least)
       if (++spins > 8) __nanosleep(32);
-    acquire();
   }
   /// Called by one lane: the value, then the status with release semantics.
   __device__ PARSCAN_INLINE void publish(Acc* values, index_t tile, const Acc& v, unsigned st) const {
@@ -136,45 +128,6 @@ __device__ PARSCAN_INLINE maybe<Acc> gather_in_order(const tile_state<Acc, 1>& s
   return {shfl_idx(v, 0), true};
 }
 
-/// The look-back of a tile that publishes nothing but its aggregate: every level in one pass.
-/// Lane i waits for tile i of the window, window i of the super-window and super-window i of
-/// the hyper-window, lane 31 for the previous hyper-window's end, all at once, so the look-back
-/// costs one round of waits and one of loads instead of one of each per level. The formula is
-/// the one lookback() uses level by level.
-template <class Acc, class Op>
-__device__ PARSCAN_INLINE maybe<Acc> lookback_at_once(const tile_state<Acc, 1>& st, index_t first,
-                                                      const lookback_frame& f, const maybe<Acc>& carry, const Op& op) {
-  const int lane = lane_id();
-  const int tiles = f.tiles_before(), windows = f.windows_before(), supers = f.supers_before();
-  const index_t tile_at = first + f.w + lane;
-  const index_t window_at = first + f.sw + (lane + 1) * index_t(lookback_window) - 1;
-  const index_t super_at = first + f.hw + (lane + 1) * index_t(lookback_super) - 1;
-  const index_t hyper_at = first + f.hw - 1;
-  bool want_tile = lane < tiles, want_window = lane < windows, want_super = lane < supers;
-  bool want_hyper = f.hw > 0 && lane == warp_threads - 1;
-  for (int spins = 0; want_tile || want_window || want_super || want_hyper;) {
-    if (want_tile) want_tile = st.peek(tile_at) < tile_aggregate;
-    if (want_window) want_window = st.peek(window_at) < tile_window;
-    if (want_super) want_super = st.peek(super_at) < tile_super;
-    if (want_hyper) want_hyper = st.peek(hyper_at) < tile_inclusive;
-    if ((want_tile || want_window || want_super || want_hyper) && ++spins > 8) __nanosleep(32);
-  }
-  st.acquire();
-  // Each lane loads only values whose status it has seen itself.
-  Acc a{}, w{}, u{}, h{};
-  if (lane < tiles) a = st.aggregate[tile_at];
-  if (lane < windows) w = st.window[window_at];
-  if (lane < supers) u = st.super[super_at];
-  if (f.hw > 0 && lane == warp_threads - 1) h = st.inclusive[hyper_at];
-  auto ordered = [&](Acc v, int n) {
-    v = warp_ordered_reduce(v, n, op);
-    return maybe<Acc>{shfl_idx(v, 0), n > 0};
-  };
-  const maybe<Acc> in_window = ordered(a, tiles), in_windows = ordered(w, windows), in_supers = ordered(u, supers);
-  const maybe<Acc> start = f.hw > 0 ? maybe<Acc>{shfl_idx(h, warp_threads - 1), true} : carry;
-  return combine(combine(start, in_supers, op), combine(in_windows, in_window, op), op);
-}
-
 /// The whole look-back of tile k of a sequence whose first tile is `first`, run by one warp
 /// with the tile's aggregate. Publishes what the tile owes its successors and returns the
 /// tile's prefix (carry ⊕ tiles 0..k-1), the same in every lane. `carry` is the sequence's
@@ -187,10 +140,7 @@ __device__ PARSCAN_INLINE maybe<Acc> lookback(const tile_state<Acc, 1>& st, inde
   const bool lane0 = lane_id() == 0;
   const maybe<Acc> own{aggregate, true};
   if (lane0) st.publish(st.aggregate, tile, aggregate, tile_aggregate);
-  if (!f.ends_window()) return lookback_at_once(st, first, f, carry, op);
 
-  // A window's last tile owes its successors the window's aggregate (and maybe more), so it
-  // gathers level by level and publishes each as soon as it has it.
   const maybe<Acc> in_window = gather_in_order(st, st.aggregate, first + f.w, 1, f.tiles_before(), tile_aggregate, op);
   if (f.ends_window() && lane0) st.publish(st.window, tile, combine(in_window, own, op).value, tile_window);
   const maybe<Acc> windows = gather_in_order(st, st.window, first + f.sw + lookback_window - 1, lookback_window,
