@@ -69,15 +69,12 @@ __device__ PARSCAN_INLINE void load_tile(const Problem& P, index_t s, index_t k,
 }
 
 /// Scans the loaded tile k of sequence s and stores it. `tile_prefix` is run by one warp with
-/// the tile's aggregate and returns what precedes the tile. `consumed` is run by every thread
-/// once its elements have been read (folded), before any wait on other tiles: a caller that
-/// staged the tile in shared memory refills the slot from there. `smem` is unused when
-/// Warps == 1.
-template <int Warps, int Chunks, class Problem, class Op, class TilePrefix, class Consumed>
+/// the tile's aggregate and returns what precedes the tile. `smem` is unused when Warps == 1.
+template <int Warps, int Chunks, class Problem, class Op, class TilePrefix>
 __device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t s, index_t k,
                                          tile_items<Problem, Chunks>& tile,
                                          tile_scan_smem<typename Problem::acc_type, Warps>* smem,
-                                         TilePrefix&& tile_prefix, Consumed&& consumed) {
+                                         TilePrefix&& tile_prefix) {
   using Acc = typename Problem::acc_type;
   constexpr int V = Problem::run;
   constexpr index_t chunk = static_cast<index_t>(warp_threads) * V;
@@ -97,7 +94,6 @@ __device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t
   Acc warp_total = chunk_total[0];
 #pragma unroll
   for (int j = 1; j < Chunks; ++j) warp_total = op(warp_total, chunk_total[j]);
-  consumed();
 
   maybe<Acc> run;
   if constexpr (Warps == 1) {
@@ -135,14 +131,6 @@ __device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t
     run = combine(run, maybe<Acc>{chunk_total[j], true}, op);
     P.store_run(P.at(s), first, items[j]);
   }
-}
-
-template <int Warps, int Chunks, class Problem, class Op, class TilePrefix>
-__device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t s, index_t k,
-                                         tile_items<Problem, Chunks>& tile,
-                                         tile_scan_smem<typename Problem::acc_type, Warps>* smem,
-                                         TilePrefix&& tile_prefix) {
-  scan_tile<Warps, Chunks>(P, op, s, k, tile, smem, tile_prefix, [] {});
 }
 
 }  // namespace parscan::cuda_detail

@@ -212,31 +212,13 @@ struct recurrence_backward_problem {
     c.da[t * lda.step_stride] = static_cast<T>(gate_gradient(c, p, grad, x_prev, gate_raw));
   }
 
-  /// Called by all 32 lanes of a warp together (tile_scan.cuh), each with its own run.
   __device__ PARSCAN_INLINE void store_run(const cursor& c, index_t p, const acc_type (&items)[run]) const {
     const int n = count(p), d = dir();
     const index_t t = step(p);
     const index_t with_pred = length - 1 - p;  // steps of this run whose predecessor is in x
     const int with_x = with_pred >= run ? run : static_cast<int>(with_pred < 0 ? 0 : with_pred);
     T rx[run], ra[run], rdx[run], rdb[run], rda[run];
-    // x[prev] of the run's step v is x at the run's step v+1 (processing order), so when every
-    // lane's run is whole and x is contiguous and aligned, x is read as one aligned vector per
-    // lane at the run's own steps, the last predecessor comes from the next lane, and lane 31
-    // reads one scalar. (Reading x one step off its run took V scalar loads per lane.)
-    const index_t lo = d < 0 ? t - (run - 1) : t;
-    const bool whole = n == run && lx.step_stride == 1 &&
-                       reinterpret_cast<std::uintptr_t>(c.x + lo) % (sizeof(T) * run) == 0;
-    if (vectorizable<T, run> && __all_sync(full_mask, whole)) {
-      T own[run];
-      read_steps(c.x, 1, t, d, run, own);
-      const T next_lane = shfl_down(own[0], 1);
-#pragma unroll
-      for (int v = 0; v + 1 < run; ++v) rx[v] = own[v + 1];
-      rx[run - 1] = next_lane;
-      if (lane_id() == warp_threads - 1) rx[run - 1] = with_pred > run - 1 ? c.x[t + run * d] : T{};
-    } else {
-      read_steps(c.x, lx.step_stride, t + d, d, with_x < n ? with_x : n, rx);
-    }
+    read_steps(c.x, lx.step_stride, t + d, d, with_x < n ? with_x : n, rx);
     read_steps(c.dx, ldx.step_stride, t, d, n, rdx);  // read again: db may be written over dx
     if (log_gate) read_steps(c.a, la.step_stride, t, d, n, ra);
 #pragma unroll
