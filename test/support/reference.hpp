@@ -120,21 +120,30 @@ result<V> scan(kind k, const batch<V>& in, Op op, bool reverse, const std::optio
 // ---------------------------------------------------------------------------------------------
 // Comparisons.
 
-/// max|actual - expected| / max(max|expected|, floor) over all elements of one scalar
-/// projection of two equally shaped batches. With floor = 0 this is the plain relative error
-/// (the absolute error when every expected value is 0); a floor gives the scale of the data
-/// for sets of a few values that may each have cancelled to near zero (carries, reductions).
+/// max|actual - expected| / max(max|expected|, floor) over all elements and over fields
+/// 0..fields-1 of two equally shaped batches, where project(v, k) is field k of v. Fields are
+/// measured together (normwise), so one entry of a matrix that cancelled to near zero is judged
+/// on the scale of the whole matrix. With floor = 0 this is the plain relative error (the
+/// absolute error when every expected value is 0); a floor gives the scale of the data for sets
+/// of a few values that may each have cancelled to near zero (carries, reductions).
 template <class V, class P>
-double relative_error(const batch<V>& actual, const batch<V>& expected, P project, double floor = 0.0) {
+double normwise_error(const batch<V>& actual, const batch<V>& expected, int fields, P project, double floor = 0.0) {
   double num = 0.0, den = floor;
   for (std::size_t s = 0; s < expected.size(); ++s)
-    for (std::size_t t = 0; t < expected[s].size(); ++t) {
-      const double e = project(expected[s][t]), a = project(actual.at(s).at(t));
-      const double d = std::fabs(a - e);
-      num = (d != d || num != num) ? NAN : std::max(num, d);
-      den = std::max(den, std::fabs(e));
-    }
+    for (std::size_t t = 0; t < expected[s].size(); ++t)
+      for (int k = 0; k < fields; ++k) {
+        const double e = project(expected[s][t], k), a = project(actual.at(s).at(t), k);
+        const double d = std::fabs(a - e);
+        num = (d != d || num != num) ? NAN : std::max(num, d);
+        den = std::max(den, std::fabs(e));
+      }
   return den > 0.0 ? num / den : num;
+}
+
+/// normwise_error of one scalar projection.
+template <class V, class P>
+double relative_error(const batch<V>& actual, const batch<V>& expected, P project, double floor = 0.0) {
+  return normwise_error(actual, expected, 1, [&](const V& v, int) { return project(v); }, floor);
 }
 
 /// Positions (as "s=…, t=…") where two batches differ under `equal`; the first few, for messages.
