@@ -226,8 +226,10 @@ int main(int argc, char** argv) {
     const int rot = bench::rotation_for(bytes);
     chain_case(1000, d, chain_output::total, chain_math::exact, copy, rot);
     if (d == 256 || !quick) chain_case(1000, d, chain_output::total, chain_math::tf32, copy, rot);
+    if (d == 256 && !quick) chain_case(1000, d, chain_output::total, chain_math::bf16, copy, rot);
   }
   chain_case(8192, 64, chain_output::prefixes, chain_math::exact, copy, 1);
+  if (!quick) chain_case(8192, 64, chain_output::prefixes, chain_math::tf32, copy, 1);
 
   const index_t B = 64, L = quick ? 16384 : 65536;
   for (index_t N : {2, 4, 8, 16})

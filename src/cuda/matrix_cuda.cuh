@@ -1,6 +1,6 @@
 // src/cuda/matrix_cuda.cuh — the matrix recurrence and matrix chains on the CUDA backend:
 // validate with the same planner as the host, size and lease the workspace, launch the kernels
-// of parscan/cuda/device/matrix_kernels.cuh on be.stream. Nothing here synchronises; every
+// of parscan/cuda/device/{matrix,chain}_kernels.cuh on be.stream. Nothing here synchronises; every
 // launch is checked. Instantiated per dtype by matrix_<dtype>.cu so the dtypes compile in
 // parallel.
 #pragma once
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include <parscan/cuda/device/chain_kernels.cuh>
 #include <parscan/cuda/device/matrix_kernels.cuh>
 #include <parscan/cuda/runtime.cuh>
 #include <parscan/matrix_recurrence.hpp>
@@ -124,10 +125,44 @@ inline index_t chain_chunk(index_t n) {
   return std::max<index_t>(c, 1);
 }
 
+/// The total of chains with d ≤ tree_max_d takes the single-launch tree (chain_tree_kernel):
+/// a few such matrices fit one block's shared memory, and launch latency, not arithmetic,
+/// bounds the level-by-level GEMM tree there.
+inline constexpr index_t tree_max_d = 64;
+
+/// The tree's shape (a function of B, n and d only, so the workspace size is). Leaves of at
+/// least 16 / 8 / 2 factors for d ≤ 16 / 32 / 64 (the products are cheap next to a level's
+/// write-fence-read), more when B·n would give over ~1024 leaves; 8 children per node for
+/// d ≤ 32, 2 above (a d = 64 product costs about as much as a level).
+inline tree_shape tree_shape_of(index_t B, index_t n, index_t d) {
+  tree_shape s;
+  constexpr index_t target_leaves = 1024;
+  const index_t min_group = d <= 16 ? 16 : d <= 32 ? 8 : 2;
+  const index_t per_leaf = (B * n + target_leaves - 1) / target_leaves;
+  s.group = std::min<index_t>(std::max<index_t>({min_group, per_leaf, 1}), std::max<index_t>(n, 1));
+  s.fan = d <= 32 ? 8 : 2;
+  s.width[0] = (n + s.group - 1) / s.group;
+  int l = 0;
+  while (s.width[l] > 1) {  // at most 63 levels: fan ≥ 2
+    s.width[l + 1] = (s.width[l] + s.fan - 1) / s.fan;
+    ++l;
+  }
+  s.levels = l;
+  for (int k = 0; k < l; ++k) s.slot0[k] = s.slots, s.slots += s.width[k];
+  for (int k = 1; k <= l; ++k) s.node0[k] = s.nodes, s.nodes += s.width[k];
+  return s;
+}
+
 template <class C>
 std::size_t chain_workspace(index_t B, index_t n, index_t d, bool prefixes) {
   const std::size_t dd = static_cast<std::size_t>(d) * static_cast<std::size_t>(d), b = static_cast<std::size_t>(B);
   if (n <= 1 || B == 0) return 0;
+  if (!prefixes && d <= tree_max_d) {
+    const tree_shape s = tree_shape_of(B, n, d);
+    if (s.levels == 0) return 0;
+    return sat_add(ws_bytes(sat_mul(sat_mul(b, static_cast<std::size_t>(s.slots)), dd), sizeof(C)),
+                   ws_bytes(sat_mul(b, static_cast<std::size_t>(s.nodes)), sizeof(unsigned)));
+  }
   if (!prefixes) {
     const std::size_t half = static_cast<std::size_t>((n + 1) / 2), quarter = static_cast<std::size_t>((n + 3) / 4);
     return sat_add(ws_bytes(sat_mul(sat_mul(b, half), dd), sizeof(C)),
@@ -138,12 +173,53 @@ std::size_t chain_workspace(index_t B, index_t n, index_t d, bool prefixes) {
                  ws_bytes(sat_mul(sat_mul(b, static_cast<std::size_t>(chunks)), dd), sizeof(C)));
 }
 
+/// The total of every chain (n ≥ 2, d ≤ tree_max_d) in one launch (after a memset of the
+/// counters); `ws` holds chain_workspace bytes.
+template <int RT, class T, class C>
+status launch_tree(const chain_tree<T, C>& t, cudaStream_t stream) {
+  const std::size_t smem = chain_tree_smem<C>(t.d);
+  auto kernel = chain_tree_kernel<RT, T, C>;
+  if (smem > 48 * 1024)
+    if (status st = report(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+        st != status::success)
+      return st;
+  kernel<<<grid_for(t.B * t.s.width[0]), tree_threads, smem, stream>>>(t);
+  return check_launch();
+}
+
+template <class T, class C>
+status chain_total_tree(chain_tree<T, C> t, void* ws, cudaStream_t stream) {
+  t.s = tree_shape_of(t.B, t.n, t.d);
+  if (t.s.levels > 0) {
+    const std::size_t dd = static_cast<std::size_t>(t.d) * static_cast<std::size_t>(t.d);
+    char* w = static_cast<char*>(ws);
+    t.part = reinterpret_cast<C*>(w);
+    t.arrived = reinterpret_cast<unsigned*>(w + ws_bytes(static_cast<std::size_t>(t.B * t.s.slots) * dd, sizeof(C)));
+    if (status st = report(cudaMemsetAsync(t.arrived, 0, static_cast<std::size_t>(t.B * t.s.nodes) * sizeof(unsigned), stream));
+        st != status::success)
+      return st;
+  }
+  if (t.d <= 16) return launch_tree<1>(t, stream);
+  if (t.d <= 32) return launch_tree<2>(t, stream);
+  return launch_tree<4>(t, stream);
+}
+
 template <class TA, class TB, class TO, class C>
 status gemm(mat_list<const TA> a, mat_list<const TB> b, mat_list<TO> o, index_t count, index_t d, cudaStream_t stream) {
   if (count == 0) return status::success;
   const index_t tiles = (d + gemm_tile - 1) / gemm_tile;
   const dim3 grid(static_cast<unsigned>(tiles * tiles), grid_for(count, 65535));
   gemm_kernel<TA, TB, TO, C><<<grid, gemm_threads, 0, stream>>>(a, b, o, count, static_cast<int>(d));
+  return check_launch();
+}
+
+/// o[q] = a[q]·b[q] on tensor cores (chain_math::tf32 / bf16; float compute).
+template <mma_kind K, class TA, class TB, class TO>
+status mma_gemm(mat_list<const TA> a, mat_list<const TB> b, mat_list<TO> o, index_t count, index_t d, cudaStream_t stream) {
+  if (count == 0) return status::success;
+  const index_t tiles = (d + mma_tile - 1) / mma_tile;
+  const dim3 grid(static_cast<unsigned>(tiles * tiles), grid_for(count, 65535));
+  mma_gemm_kernel<K, TA, TB, TO><<<grid, mma_threads, 0, stream>>>(a, b, o, count, static_cast<int>(d));
   return check_launch();
 }
 
@@ -292,7 +368,6 @@ status matrix_chain(const cuda_backend& be, const matrix_chain_args<T>& g) {
   cudaStream_t stream = be.stream;
   const index_t B = p.batch, n = p.count, d = p.d, dd = d * d;
   const bool ltr = g.order == chain_order::left_to_right, prefixes = g.output == chain_output::prefixes;
-  // chain_math::tf32 / bf16 are a permission this backend does not use yet: the exact kernel runs.
   if (B == 0 || (prefixes && n == 0)) return status::success;
   const index_t Mb = p.M.batch_stride, Ms = p.M.step_stride, Ob = p.out.batch_stride, Os = p.out.step_stride;
   if (n == 0)  // the empty product: the identity
@@ -306,11 +381,32 @@ status matrix_chain(const cuda_backend& be, const matrix_chain_args<T>& g) {
   if (status st = ws.acquire(bytes); st != status::success) return st;
   char* w = static_cast<char*>(ws.get());
 
+  if (!prefixes && d <= tree_max_d) {
+    // Whatever g.math: at d ≤ 64 the chain is bound by latency, not arithmetic, so the exact
+    // single-launch tree is as fast as tensor cores would be (the opt-in is a permission).
+    chain_tree<T, C> t;
+    t.M = g.M, t.Mb = Mb, t.Ms = Ms, t.out = g.out, t.Ob = Ob, t.B = B, t.n = n, t.d = static_cast<int>(d), t.ltr = ltr;
+    return chain_total_tree(t, w, stream);
+  }
+
   // Two factors in chain order: P = X·Y (left to right) or Y·X (right to left) for X earlier.
+  // chain_math::tf32 / bf16 take the tensor-core GEMM (float compute only; T = double is exact).
+  const bool tensor = std::is_same<C, float>::value && g.math != chain_math::exact;
+  const mma_kind kind = g.math == chain_math::bf16 ? mma_kind::bf16 : mma_kind::tf32;
+  (void)tensor, (void)kind;  // unused for T = double
   auto mul = [&](auto x, auto y, auto o, index_t count) {
     using TX = std::remove_const_t<std::remove_pointer_t<decltype(x.ptr)>>;
     using TY = std::remove_const_t<std::remove_pointer_t<decltype(y.ptr)>>;
     using TO = std::remove_pointer_t<decltype(o.ptr)>;
+    if constexpr (std::is_same<C, float>::value) {
+      if (tensor) {
+        if (kind == mma_kind::tf32)
+          return ltr ? mma_gemm<mma_kind::tf32, TX, TY, TO>(x, y, o, count, d, stream)
+                     : mma_gemm<mma_kind::tf32, TY, TX, TO>(y, x, o, count, d, stream);
+        return ltr ? mma_gemm<mma_kind::bf16, TX, TY, TO>(x, y, o, count, d, stream)
+                   : mma_gemm<mma_kind::bf16, TY, TX, TO>(y, x, o, count, d, stream);
+      }
+    }
     return ltr ? gemm<TX, TY, TO, C>(x, y, o, count, d, stream) : gemm<TY, TX, TO, C>(y, x, o, count, d, stream);
   };
 

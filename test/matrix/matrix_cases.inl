@@ -420,9 +420,10 @@ struct chain_opts {
 };
 
 /// The accepted error of a chain. exact: tolerance<T>(d). The tensor-core modes on the CUDA
-/// backend round each factor's operands to 10 (TF32) or 7 (bf16) mantissa bits, an error that
-/// grows like sqrt(n): PROVISIONAL bounds, to be replaced by the ones docs/api.md documents. The
-/// host computes them exactly, which the host test checks bit for bit.
+/// backend round each product's operands to 10 (TF32) or 7 (bf16) mantissa bits, about 2·u
+/// relative per product (u = 2^-11 or 2^-8), adding up like sqrt(n) over near-orthogonal
+/// factors: 8·u·sqrt(n), the bound docs/api.md states. The host computes them exactly, which
+/// the host test checks bit for bit.
 template <class T>
 double chain_tolerance(const chain_opts& o) {
   const double exact = tolerance<T>(o.d);
@@ -502,13 +503,35 @@ void chain_sweep() {
 template <class T>
 void chain_math_modes() {
   for (chain_math m : {chain_math::tf32, chain_math::bf16})
-    for (chain_size s : {chain_size{7, 32}, chain_size{100, 64}, chain_size{1000, 5}})
+    // d > 64: the CUDA total runs the tensor-core GEMM tree; 65, 100, 130 leave tails of the
+    // 64×64 tiles and of the K-tiles of 32 (and d = 100, 130 are not multiples of 16).
+    for (chain_size s : {chain_size{7, 32}, chain_size{100, 64}, chain_size{1000, 5}, chain_size{3, 100},
+                         chain_size{9, 130}, chain_size{2, 65}})
       for (chain_output out : {chain_output::total, chain_output::prefixes}) {
         chain_opts o;
         o.B = 2, o.n = s.n, o.d = s.d, o.output = out, o.math = m, o.fam = family::near_orthogonal;
         o.order = out == chain_output::total ? chain_order::left_to_right : chain_order::right_to_left;
         run_chain<T>(o);
       }
+}
+
+/// Totals of small matrices (d ≤ 64), which the CUDA backend computes in one launch as a tree
+/// over blocks: chains spanning many blocks and several tree levels, odd d and n, batches
+/// large enough that a leaf takes more than its minimum group, strided views.
+template <class T>
+void chain_tree_shapes() {
+  struct shape { index_t B, n, d; };
+  int i = 0;
+  for (shape s : {shape{1, 1000, 64}, shape{3, 517, 17}, shape{2, 33, 48}, shape{40, 1000, 2}, shape{5, 129, 33},
+                  shape{1, 4097, 9}})
+    for (chain_order ord : {chain_order::left_to_right, chain_order::right_to_left}) {
+      ++i;
+      chain_opts o;
+      o.B = s.B, o.n = s.n, o.d = s.d, o.order = ord, o.output = chain_output::total;
+      o.aM = i % 2 ? arrangement::padded : arrangement::dense, o.aout = i % 3 ? arrangement::dense : arrangement::padded;
+      o.fam = family::near_orthogonal;
+      run_chain<T>(o);
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -859,6 +882,7 @@ MTX_FOR_EACH_DTYPE("recurrence backward: options, strided views, db == dx", "[ba
 MTX_FOR_EACH_DTYPE("recurrence: chunked forward and backward equal one call", "[chunked]", chunked)
 MTX_FOR_EACH_DTYPE("chain: d x n sweep, both orders, total and prefixes", "[chain]", chain_sweep)
 MTX_FOR_EACH_DTYPE("chain: TF32 and bf16 tensor-core opt-in", "[chain]", chain_math_modes)
+MTX_FOR_EACH_DTYPE("chain: totals of small matrices over many blocks and tree levels", "[chain]", chain_tree_shapes)
 MTX_FOR_EACH_DTYPE("zero-sized problems succeed; T = 0 passes the state, n = 0 is the identity", "[errors]", zero_sized)
 MTX_FOR_EACH_DTYPE("recurrence forward: bad arguments return their status and write nothing", "[errors]", bad_forward)
 MTX_FOR_EACH_DTYPE("recurrence backward: bad arguments return their status and write nothing", "[errors]", bad_backward)

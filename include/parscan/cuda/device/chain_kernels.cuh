@@ -1,0 +1,410 @@
+// parscan/cuda/device/chain_kernels.cuh — the kernels behind the CUDA matrix-chain products
+// (src/cuda/matrix_cuda.cuh drives them; docs/design.md explains the plan):
+//   - chain_tree_kernel: the whole total product of chains of d ≤ 64 in one launch;
+//   - gemm_kernel: a batched SIMT GEMM in compute precision (exact), for d > 64 and prefixes;
+//   - mma_gemm_kernel: the same batched GEMM on tensor cores (chain_math::tf32 / bf16);
+//   - mat_copy_kernel: copies, conversions and the identity.
+// Indices are 64-bit; every grid loops over its work.
+#pragma once
+
+#include <cstdint>
+
+#include "matrix_kernels.cuh"
+
+namespace parscan::cuda_detail {
+
+// ---------------------------------------------------------------------------------------
+// Matrix chains: batched d×d products.
+
+/// A list of d×d row-major matrices: matrix q at ptr + (q / per)·outer + ((q % per) / div)·inner.
+template <class X>
+struct mat_list {
+  X* ptr = nullptr;
+  index_t per = 1, div = 1, outer = 0, inner = 0;
+  __host__ __device__ X* at(index_t q) const { return ptr + (q / per) * outer + ((q % per) / div) * inner; }
+};
+
+inline constexpr int gemm_tile = 64, gemm_k = 16, gemm_threads = 256;
+
+/// o[q] = a[q]·b[q] for q < count, in C; 64×64 output tiles over blockIdx.x, the matrices over
+/// blockIdx.y (grid-stride). Inputs convert to C on load; the output rounds once on store.
+template <class TA, class TB, class TO, class C>
+__global__ void __launch_bounds__(gemm_threads) gemm_kernel(mat_list<const TA> a, mat_list<const TB> b,
+                                                             mat_list<TO> o, index_t count, int d) {
+  __shared__ C As[gemm_k][gemm_tile + 1];
+  __shared__ C Bs[gemm_k][gemm_tile + 1];
+  const int tid = static_cast<int>(threadIdx.x), tx = tid % 16, ty = tid / 16;
+  const int tiles_n = (d + gemm_tile - 1) / gemm_tile;
+  const int m0 = static_cast<int>(blockIdx.x) / tiles_n * gemm_tile, n0 = static_cast<int>(blockIdx.x) % tiles_n * gemm_tile;
+  for (index_t q = blockIdx.y; q < count; q += gridDim.y) {
+    const TA* A = a.at(q);
+    const TB* Bm = b.at(q);
+    C acc[4][4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[r][c] = C(0);
+    for (int k0 = 0; k0 < d; k0 += gemm_k) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int e = tid + r * gemm_threads;
+        const int row = e / gemm_k, kk = e % gemm_k;  // A tile: 64 rows × 16
+        const int gi = m0 + row, gk = k0 + kk;
+        As[kk][row] = (gi < d && gk < d) ? to_c<C>(A[static_cast<index_t>(gi) * d + gk]) : C(0);
+        const int kb = e / gemm_tile, col = e % gemm_tile;  // B tile: 16 × 64 columns
+        const int gkb = k0 + kb, gj = n0 + col;
+        Bs[kb][col] = (gkb < d && gj < d) ? to_c<C>(Bm[static_cast<index_t>(gkb) * d + gj]) : C(0);
+      }
+      __syncthreads();
+#pragma unroll
+      for (int kk = 0; kk < gemm_k; ++kk) {
+        C av[4], bv[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) av[r] = As[kk][ty + 16 * r];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) bv[c] = Bs[kk][tx + 16 * c];
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) acc[r][c] += av[r] * bv[c];
+      }
+      __syncthreads();  // the tiles are reloaded next
+    }
+    TO* O = o.at(q);
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int gi = m0 + ty + 16 * r, gj = n0 + tx + 16 * c;
+        if (gi < d && gj < d) O[static_cast<index_t>(gi) * d + gj] = from_c<TO>(acc[r][c]);
+      }
+  }
+}
+
+/// o[q] = a[q] (converted), or the identity when a.ptr is null: the elements of one matrix
+/// over blockIdx.x and threads, the matrices over blockIdx.y (grid-stride both).
+template <class TA, class TO>
+__global__ void mat_copy_kernel(mat_list<const TA> a, mat_list<TO> o, index_t count, int d) {
+  const int dd = d * d;
+  using C = compute_t<TO>;
+  for (index_t q = blockIdx.y; q < count; q += gridDim.y) {
+    const TA* A = a.ptr ? a.at(q) : nullptr;
+    TO* O = o.at(q);
+    for (int r = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); r < dd;
+         r += static_cast<int>(gridDim.x * blockDim.x)) {
+      const C v = A ? to_c<C>(A[r]) : ((r / d == r % d) ? C(1) : C(0));
+      O[r] = from_c<TO>(v);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Tensor-core GEMM for the opt-in modes (float compute only).
+
+enum class mma_kind { tf32, bf16 };
+
+inline constexpr int mma_tile = 64, mma_k = 32, mma_threads = 128;
+inline constexpr int mma_lda = mma_k + 4, mma_ldb = mma_tile + 8;  // paddings: conflict-free fragment reads
+
+__device__ __forceinline__ std::uint32_t to_tf32(float x) {
+  std::uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+
+/// Two floats as bf16x2: `lo` (the smaller k) in the low half, as the mma fragments expect.
+__device__ __forceinline__ std::uint32_t to_bf16x2(float lo, float hi) {
+  std::uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));  // first source → upper half
+  return r;
+}
+
+/// o[q] = a[q]·b[q] for q < count with tensor cores: 64×64 output tiles over blockIdx.x, the
+/// matrices over blockIdx.y (grid-stride). 4 warps in 2×2, each a 32×32 warp tile of 2×4
+/// m16n8 fragments. Tiles go through shared memory as float (K-tiles of 32, the next one
+/// prefetched into registers while the current one multiplies); operands round to TF32
+/// (cvt.rna) or bf16 (cvt.rn) as fragments are read; accumulation is float throughout.
+/// Fragment layouts (PTX ISA, mma.m16n8k8 .tf32 and mma.m16n8k16 .bf16), g = lane / 4,
+/// t = lane % 4: A (row-major 16×K) a_r at row g + 8·(r%2), k-column t + 4·(r/2) (tf32) or the
+/// pair 2t, 2t+1 (+8 for r ≥ 2) (bf16); B (K×8) b_r at k-row t + 4r (tf32) or the pair 2t, 2t+1
+/// (+8 for r = 1) (bf16), column g; C c_r at row g + 8·(r/2), column 2t + r%2.
+template <mma_kind K, class TA, class TB, class TO>
+__global__ void __launch_bounds__(mma_threads, 3) mma_gemm_kernel(mat_list<const TA> a, mat_list<const TB> b,
+                                                              mat_list<TO> o, index_t count, int d) {
+  __shared__ float As[mma_tile][mma_lda];  // A tile, row-major (m, k)
+  __shared__ float Bs[mma_k][mma_ldb];     // B tile, row-major (k, n)
+  constexpr int per = mma_tile * mma_k / mma_threads;  // elements of each tile per thread: 16
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  const int g = lane / 4, t = lane % 4, wm = warp / 2 * 32, wn = warp % 2 * 32;
+  const int tiles_n = (d + mma_tile - 1) / mma_tile;
+  const int m0 = static_cast<int>(blockIdx.x) / tiles_n * mma_tile, n0 = static_cast<int>(blockIdx.x) % tiles_n * mma_tile;
+  for (index_t q = blockIdx.y; q < count; q += gridDim.y) {
+    const TA* A = a.at(q);
+    const TB* Bm = b.at(q);
+    float ra[per], rb[per];
+    // Thread tid loads A rows m0 + tid/32 + 4s at column tid%32, and B rows tid/64 + 2s at
+    // column tid%64, of each K-tile.
+    const int ar = m0 + tid / mma_k, ac = tid % mma_k, br = tid / mma_tile, bc = n0 + tid % mma_tile;
+    const TA* pa = A + static_cast<index_t>(min(ar, d - 1)) * d + ac;
+    const TB* pb = Bm + static_cast<index_t>(br) * d + min(bc, d - 1);
+    auto fetch = [&](int k0) {  // global → registers, zero outside the matrix
+#pragma unroll
+      for (int s = 0; s < per; ++s) {
+        const int r = ar + 4 * s, kb = k0 + br + 2 * s;
+        ra[s] = (r < d && k0 + ac < d) ? to_c<float>(pa[static_cast<index_t>(4 * s) * d + k0]) : 0.f;
+        rb[s] = (kb < d && bc < d) ? to_c<float>(pb[static_cast<index_t>(k0 + 2 * s) * d]) : 0.f;
+      }
+    };
+    auto stash = [&] {
+#pragma unroll
+      for (int s = 0; s < per; ++s) {
+        As[tid / mma_k + 4 * s][ac] = ra[s];
+        Bs[br + 2 * s][tid % mma_tile] = rb[s];
+      }
+    };
+    float acc[2][4][4];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
+    fetch(0);
+    __syncthreads();  // the previous matrix's last tile is read
+    stash();
+    __syncthreads();
+    for (int k0 = 0; k0 < d; k0 += mma_k) {
+      const bool more = k0 + mma_k < d;
+      if (more) fetch(k0 + mma_k);  // in flight during the multiplies
+      if constexpr (K == mma_kind::tf32) {
+#pragma unroll
+        for (int kk = 0; kk < mma_k; kk += 8) {
+          std::uint32_t af[2][4], bf[4][2];
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            const int r0 = wm + 16 * i + g;
+            af[i][0] = to_tf32(As[r0][kk + t]);
+            af[i][1] = to_tf32(As[r0 + 8][kk + t]);
+            af[i][2] = to_tf32(As[r0][kk + t + 4]);
+            af[i][3] = to_tf32(As[r0 + 8][kk + t + 4]);
+          }
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int c = wn + 8 * j + g;
+            bf[j][0] = to_tf32(Bs[kk + t][c]);
+            bf[j][1] = to_tf32(Bs[kk + t + 4][c]);
+          }
+#pragma unroll
+          for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+              asm volatile(
+                  "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                  "{%0,%1,%2,%3};"
+                  : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
+                  : "r"(af[i][0]), "r"(af[i][1]), "r"(af[i][2]), "r"(af[i][3]), "r"(bf[j][0]), "r"(bf[j][1]));
+        }
+      } else {
+#pragma unroll
+        for (int kk = 0; kk < mma_k; kk += 16) {
+          std::uint32_t af[2][4], bf[4][2];
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            const int r0 = wm + 16 * i + g, k = kk + 2 * t;
+            af[i][0] = to_bf16x2(As[r0][k], As[r0][k + 1]);
+            af[i][1] = to_bf16x2(As[r0 + 8][k], As[r0 + 8][k + 1]);
+            af[i][2] = to_bf16x2(As[r0][k + 8], As[r0][k + 9]);
+            af[i][3] = to_bf16x2(As[r0 + 8][k + 8], As[r0 + 8][k + 9]);
+          }
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int c = wn + 8 * j + g, k = kk + 2 * t;
+            bf[j][0] = to_bf16x2(Bs[k][c], Bs[k + 1][c]);
+            bf[j][1] = to_bf16x2(Bs[k + 8][c], Bs[k + 9][c]);
+          }
+#pragma unroll
+          for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+              asm volatile(
+                  "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                  "{%0,%1,%2,%3};"
+                  : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
+                  : "r"(af[i][0]), "r"(af[i][1]), "r"(af[i][2]), "r"(af[i][3]), "r"(bf[j][0]), "r"(bf[j][1]));
+        }
+      }
+      __syncthreads();  // the tile is read
+      if (more) {
+        stash();
+        __syncthreads();
+      }
+    }
+    TO* O = o.at(q);
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int gi = m0 + wm + 16 * i + g + 8 * (r / 2), gj = n0 + wn + 8 * j + 2 * t + r % 2;
+          if (gi < d && gj < d) O[static_cast<index_t>(gi) * d + gj] = from_c<TO>(acc[i][j][r]);
+        }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The total product of chains of small matrices (d ≤ 64) in one launch.
+
+inline constexpr int tree_threads = 256, tree_max_levels = 64;
+
+/// A fixed tree over each chain: leaves are groups of `group` consecutive factors, and each
+/// node above has up to `fan` consecutive children. Each block takes a leaf, multiplies its
+/// factors in order in shared memory and writes the partial; the last of a node's children to
+/// arrive (an atomic counter per node) multiplies the node's partials in order and goes on up;
+/// the root writes `out`. Who multiplies depends on timing, the association never does, so
+/// the result is deterministic. Nobody waits on anybody, so any grid size is safe.
+struct tree_shape {
+  index_t group = 1, slots = 0, nodes = 0;  // factors per leaf; partials and counters per chain
+  int fan = 2, levels = 0;                  // levels above the leaves (0: one leaf is the chain)
+  index_t width[tree_max_levels + 1] = {};  // nodes per level; level 0: the leaves
+  index_t slot0[tree_max_levels + 1] = {};  // first partial slot of each level below the root
+  index_t node0[tree_max_levels + 1] = {};  // first counter of each level above the leaves
+};
+
+template <class T, class C>
+struct chain_tree {
+  const T* M = nullptr;
+  index_t Mb = 0, Ms = 0;  // M's batch and step strides
+  T* out = nullptr;
+  index_t Ob = 0;               // out's batch stride
+  C* part = nullptr;            // partials: (B, slots, d, d) dense
+  unsigned* arrived = nullptr;  // counters: (B, nodes), zero at launch
+  index_t B = 0, n = 0;
+  int d = 1;
+  bool ltr = true;
+  tree_shape s;
+};
+
+/// Shared memory of chain_tree_kernel: three d×(d+1) matrices (rows padded against conflicts).
+template <class C>
+inline std::size_t chain_tree_smem(int d) {
+  return 3 * static_cast<std::size_t>(d) * static_cast<std::size_t>(d + 1) * sizeof(C);
+}
+
+/// Z = X·Y for d×d matrices in shared memory (row stride ld), d ≤ 16·RT: thread (tx, ty) of
+/// 16×16 owns rows ty + 16r and columns tx + 16c. Rows and columns past d are clamped on read
+/// (computed but not stored), so every loop is uniform.
+template <int RT, class C>
+__device__ __forceinline__ void tree_mul(const C* X, const C* Y, C* Z, int d, int ld) {
+  const int tx = static_cast<int>(threadIdx.x) % 16, ty = static_cast<int>(threadIdx.x) / 16;
+  int ri[RT], cj[RT];
+#pragma unroll
+  for (int r = 0; r < RT; ++r) ri[r] = min(ty + 16 * r, d - 1) * ld, cj[r] = min(tx + 16 * r, d - 1);
+  C acc[RT][RT];
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int c = 0; c < RT; ++c) acc[r][c] = C(0);
+#pragma unroll 4
+  for (int k = 0; k < d; ++k) {
+    C av[RT], bv[RT];
+#pragma unroll
+    for (int r = 0; r < RT; ++r) av[r] = X[ri[r] + k], bv[r] = Y[k * ld + cj[r]];
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+      for (int c = 0; c < RT; ++c) acc[r][c] += av[r] * bv[c];
+  }
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int c = 0; c < RT; ++c) {
+      const int i = ty + 16 * r, j = tx + 16 * c;
+      if (i < d && j < d) Z[i * ld + j] = acc[r][c];
+    }
+}
+
+/// The ordered product of `count` ≥ 1 matrices src(0..count-1) (earliest first) into cur,
+/// using nxt and tmp (the pointers are swapped). The next factor is prefetched into registers
+/// while the current product runs. Ends with a barrier.
+template <int RT, class C, class Src>
+__device__ void tree_group(Src src, index_t count, C*& cur, C*& nxt, C*& tmp, int d, bool ltr) {
+  constexpr int slots = RT * RT;  // (16·RT)² / 256 elements per thread
+  const int tid = static_cast<int>(threadIdx.x), dd = d * d, ld = d + 1;
+  C stage[slots];
+  auto fetch = [&](index_t j) {
+#pragma unroll
+    for (int s = 0; s < slots; ++s) {
+      const int e = tid + s * tree_threads;
+      if (e < dd) stage[s] = src(j, e);
+    }
+  };
+  auto put = [&](C* X) {
+#pragma unroll
+    for (int s = 0; s < slots; ++s) {
+      const int e = tid + s * tree_threads;
+      if (e < dd) X[e / d * ld + e % d] = stage[s];
+    }
+  };
+  fetch(0);
+  put(cur);
+  if (count > 1) fetch(1);
+  for (index_t j = 1; j < count; ++j) {
+    __syncthreads();  // cur is complete; the last product has finished reading nxt
+    put(nxt);         // factor j
+    if (j + 1 < count) fetch(j + 1);  // in flight during the product
+    __syncthreads();
+    if (ltr) tree_mul<RT>(cur, nxt, tmp, d, ld);  // the earlier factor on the left
+    else tree_mul<RT>(nxt, cur, tmp, d, ld);
+    C* f = cur;
+    cur = tmp, tmp = f;
+  }
+  __syncthreads();
+}
+
+/// The chain's total product for every chain: see chain_tree. Tasks (chain, leaf) over the
+/// grid (grid-stride); dynamic shared memory chain_tree_smem<C>(d).
+template <int RT, class T, class C>
+__global__ void __launch_bounds__(tree_threads) chain_tree_kernel(const chain_tree<T, C> p) {
+  extern __shared__ __align__(16) unsigned char tree_smem[];
+  __shared__ int last;
+  C* const base = reinterpret_cast<C*>(tree_smem);
+  const int d = p.d, dd = d * d, ld = d + 1, tid = static_cast<int>(threadIdx.x);
+  const index_t msz = static_cast<index_t>(d) * ld, leaves = p.s.width[0];
+  for (index_t task = blockIdx.x; task < p.B * leaves; task += gridDim.x) {
+    C *cur = base, *nxt = base + msz, *tmp = base + 2 * msz;
+    const index_t b = task / leaves;
+    index_t node = task % leaves;
+    const index_t first = node * p.s.group, cnt = min(p.s.group, p.n - first);
+    const T* Mc = p.M + b * p.Mb + first * p.Ms;
+    const index_t Ms = p.Ms;
+    tree_group<RT, C>([=](index_t j, int e) { return to_c<C>(Mc[j * Ms + e]); }, cnt, cur, nxt, tmp, d, p.ltr);
+    C* const part = p.part + b * p.s.slots * dd;
+    for (int level = 0;; ++level) {
+      if (level == p.s.levels) {  // the root
+        T* O = p.out + b * p.Ob;
+        for (int e = tid; e < dd; e += tree_threads) O[e] = from_c<T>(cur[e / d * ld + e % d]);
+        break;
+      }
+      C* mine = part + (p.s.slot0[level] + node) * dd;
+      for (int e = tid; e < dd; e += tree_threads) mine[e] = cur[e / d * ld + e % d];
+      __threadfence();  // the partial is visible before the arrival is counted
+      __syncthreads();
+      const index_t parent = node / p.s.fan, kids = min(static_cast<index_t>(p.s.fan), p.s.width[level] - parent * p.s.fan);
+      if (tid == 0) {
+        const unsigned before = atomicAdd(p.arrived + b * p.s.nodes + p.s.node0[level + 1] + parent, 1u);
+        last = before + 1 == static_cast<unsigned>(kids);
+        __threadfence();
+      }
+      __syncthreads();
+      if (!last) break;  // a sibling still runs: it will carry the node
+      const C* kid = part + (p.s.slot0[level] + parent * p.s.fan) * dd;
+      // L2 reads (__ldcg): the siblings' partials were written by other SMs during this launch.
+      tree_group<RT, C>([=](index_t j, int e) { return __ldcg(kid + j * dd + e); }, kids, cur, nxt, tmp, d, p.ltr);
+      node = parent;
+    }
+    __syncthreads();  // shared memory and `last` are reused by the next task
+  }
+}
+
+}  // namespace parscan::cuda_detail
