@@ -43,25 +43,26 @@ struct signed_log {
 };
 
 /// Stable signed log-add-exp: the log form of u + v. Equal magnitudes of opposite sign give
-/// an exact zero (log = -inf); NaN propagates.
+/// an exact zero (log = -inf, positive); NaN propagates.
+///
+/// Branch-free, so a warp whose lanes mix signs runs one exp and one log1p per lane instead of
+/// both paths, and exp(lo - hi) as exp2: lo - hi ≤ 0, so the rounding of (lo - hi)·log2(e)
+/// moves e by at most |lo - hi|·2^-24 relatively, which changes log1p(±e) by at most
+/// e^-|lo-hi|·|lo-hi|·2^-24 < 2^-25 (one exp2 is one MUFU.EX2 on a GPU; expf is ~12 instructions).
 template <class T>
 PARSCAN_HD PARSCAN_INLINE signed_log<T> signed_log_add(signed_log<T> u, signed_log<T> v) {
-  if (u.log_mag != u.log_mag || v.log_mag != v.log_mag)  // NaN in, NaN out
-    return {u.log_mag + v.log_mag, false};
+  const T inf = cuda::std::numeric_limits<T>::infinity();
   const bool u_hi = u.log_mag >= v.log_mag;
   const T hi = u_hi ? u.log_mag : v.log_mag;
   const T lo = u_hi ? v.log_mag : u.log_mag;
-  const bool neg = u_hi ? u.neg : v.neg;
-  if (hi == -cuda::std::numeric_limits<T>::infinity()) return {hi, false};  // 0 + 0
-  if (u.neg == v.neg) {
-    if (lo == hi) return {hi + T(0.69314718055994530942), neg};  // also right for +inf
-    return {hi + cuda::std::log1p(cuda::std::exp(lo - hi)), neg};
-  }
-  if (lo == hi) {  // equal magnitudes cancel: exact zero, or NaN for inf - inf
-    const T r = (hi == cuda::std::numeric_limits<T>::infinity()) ? hi - hi : -cuda::std::numeric_limits<T>::infinity();
-    return {r, false};
-  }
-  return {hi + cuda::std::log1p(-cuda::std::exp(lo - hi)), neg};
+  const bool same = u.neg == v.neg;
+  const T e = cuda::std::exp2((lo - hi) * T(1.44269504088896340736));  // NaN only where lo == hi = ±inf
+  T r = hi + cuda::std::log1p(same ? e : -e);
+  // Equal magnitudes: same sign doubles (also right for ±inf); opposite signs cancel to an
+  // exact zero, or NaN for inf - inf (-inf - -inf is the zero 0 + 0).
+  if (lo == hi) r = same ? hi + T(0.69314718055994530942) : (hi == inf ? hi - hi : -inf);
+  if (u.log_mag != u.log_mag || v.log_mag != v.log_mag) r = u.log_mag + v.log_mag;  // NaN in, NaN out
+  return {r, (u_hi ? u.neg : v.neg) && r == r && r != -inf};  // zero and NaN are positive
 }
 
 /// op(earlier, later) = later ∘ earlier, in log form:

@@ -17,6 +17,31 @@
 
 namespace parscan::cuda_detail {
 
+/// Whether a run of V one-byte signs from `lo` can be staged: absent (nothing to copy) or
+/// aligned for one V-byte cp.async.
+template <int V>
+__device__ PARSCAN_INLINE bool sign_run_stageable(const std::uint8_t* signs, index_t lo) {
+  return signs == nullptr || reinterpret_cast<std::uintptr_t>(signs + lo) % V == 0;
+}
+__device__ PARSCAN_INLINE bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+/// Signs of a staged run: V bytes at slot (first sign tensor) and slot + 8 (second), so both
+/// fit one 16-byte tensor slot of staging_ring (V is 4 for float, 8 for bfloat16).
+template <int V>
+__device__ PARSCAN_INLINE void stage_signs(unsigned char* slot, const std::uint8_t* signs, index_t lo) {
+  if (signs) stage_bytes<V>(slot, signs + lo);
+}
+template <int V>
+__device__ PARSCAN_INLINE void read_staged_signs(const unsigned char* slot, const std::uint8_t* signs, int dir,
+                                                 std::uint8_t (&out)[V]) {
+  if (signs) {
+    read_staged_bytes<V>(slot, dir, out);
+  } else {
+#pragma unroll
+    for (int v = 0; v < V; ++v) out[v] = 0;
+  }
+}
+
 template <class T>
 struct log_recurrence_forward_problem {
   using acc_type = log_affine<float>;
@@ -87,6 +112,40 @@ struct log_recurrence_forward_problem {
     c.log_x[ix] = static_cast<T>(v.log_b);
     if (c.x_negative) c.x_negative[ix] = v.neg_b ? 1 : 0;
   }
+  // Staging through shared memory (the staged kernels): log|a| and log|b| of a run, 16 bytes
+  // each, and both runs of signs (V bytes each) in a third 16-byte slot. All or nothing: a
+  // run with any tensor misaligned or strided is read directly.
+  static_assert(run == 4 || run == 8, "sign runs are one 4- or 8-byte cp.async");
+  static constexpr int staged_tensors = 3;
+  __device__ PARSCAN_INLINE bool stage_run(const cursor& c, index_t pos, unsigned char* slot, int tensor_stride) const {
+    const int n = count(pos), dir = reverse ? -1 : 1;
+    const index_t t = step(pos);
+    if (n != run || la.step_stride != 1 || lb.step_stride != 1) return false;
+    const index_t lo = reverse ? t - (run - 1) : t;
+    if (!aligned16(c.log_a + lo) || !aligned16(c.log_b + lo) || !sign_run_stageable<run>(c.a_negative, lo) ||
+        !sign_run_stageable<run>(c.b_negative, lo))
+      return false;
+    stage_steps<run>(slot, c.log_a, 1, t, dir, n);
+    stage_steps<run>(slot + tensor_stride, c.log_b, 1, t, dir, n);
+    stage_signs<run>(slot + 2 * tensor_stride, c.a_negative, lo);
+    stage_signs<run>(slot + 2 * tensor_stride + 8, c.b_negative, lo);
+    return true;
+  }
+  __device__ PARSCAN_INLINE void load_staged(const cursor& c, index_t pos, const unsigned char* slot, int tensor_stride,
+                                             bool staged, acc_type (&items)[run]) const {
+    if (!staged) return load_run(c, pos, items);
+    T ra[run], rb[run];
+    sign na[run], nb[run];
+    const int dir = reverse ? -1 : 1;
+    read_staged(slot, dir, ra);
+    read_staged(slot + tensor_stride, dir, rb);
+    read_staged_signs(slot + 2 * tensor_stride, c.a_negative, dir, na);
+    read_staged_signs(slot + 2 * tensor_stride + 8, c.b_negative, dir, nb);
+#pragma unroll
+    for (int v = 0; v < run; ++v)
+      items[v] = acc_type(static_cast<float>(ra[v]), na[v] != 0, static_cast<float>(rb[v]), nb[v] != 0);
+  }
+
   __device__ PARSCAN_INLINE maybe<acc_type> initial(index_t s) const {
     const float neg_inf = -cuda::std::numeric_limits<float>::infinity();
     return {acc_type(neg_inf, false, log_x0 ? static_cast<float>(log_x0[s]) : neg_inf,
@@ -162,12 +221,12 @@ struct log_recurrence_backward_problem {
 
   // The element of backward position p from its raw inputs: upstream G, stored x, next gate.
   __device__ PARSCAN_INLINE acc_type element(index_t p, index_t s, const T& G, const T& lx_t, sign sx_t,
-                                             const T& la_next, sign sa_next) const {
+                                             float la_next, sign sa_next) const {
     float upstream = static_cast<float>(G);
     if (p == 0 && dlog_x_final) upstream += static_cast<float>(dlog_x_final[s]);
     const signed_log<float> grad = detail::log_quotient(detail::log_form_of(upstream), static_cast<float>(lx_t), sx_t != 0);
     return p == 0 ? acc_type(0.0f, false, grad.log_mag, grad.neg)
-                  : acc_type(static_cast<float>(la_next), sa_next != 0, grad.log_mag, grad.neg);
+                  : acc_type(la_next, sa_next != 0, grad.log_mag, grad.neg);
   }
 
   __device__ PARSCAN_INLINE void load_run(const cursor& c, index_t p, acc_type (&items)[run]) const {
@@ -192,14 +251,80 @@ struct log_recurrence_backward_problem {
         }
     }
 #pragma unroll
-    for (int v = 0; v < run; ++v) items[v] = v < n ? element(p + v, c.s, rdx[v], rx[v], nx[v], ra[v], na[v]) : acc_type{};
+    for (int v = 0; v < run; ++v)
+      items[v] = v < n ? element(p + v, c.s, rdx[v], rx[v], nx[v], static_cast<float>(ra[v]), na[v]) : acc_type{};
+  }
+
+  // Staging through shared memory (the staged kernels): dlog_x, log|x| and log|a| of the run's
+  // own steps (16 bytes each) and the signs of x and a (V bytes each) in a fourth slot. The
+  // element wants the gate of each step's forward successor, one step off the run and so not
+  // alignable; load_staged takes it from the previous lane's last gate by a shuffle (lane 0
+  // reads its one gate directly). log|b| and its signs, read only when storing, are prefetched
+  // into L2 here. All or nothing per run, as the forward.
+  static_assert(run == 4 || run == 8, "sign runs are one 4- or 8-byte cp.async");
+  static constexpr int staged_tensors = 4;
+  __device__ PARSCAN_INLINE bool stage_run(const cursor& c, index_t p, unsigned char* slot, int tensor_stride) const {
+    const int n = count(p), d = dir();
+    const index_t t = step(p);
+    if (n != run || ldx.step_stride != 1 || lx.step_stride != 1 || la.step_stride != 1) return false;
+    const index_t lo = d < 0 ? t - (run - 1) : t;
+    if (!aligned16(c.dlog_x + lo) || !aligned16(c.log_x + lo) || !aligned16(c.log_a + lo) ||
+        !sign_run_stageable<run>(c.x_negative, lo) || !sign_run_stageable<run>(c.a_negative, lo))
+      return false;
+    stage_steps<run>(slot, c.dlog_x, 1, t, d, n);
+    stage_steps<run>(slot + tensor_stride, c.log_x, 1, t, d, n);
+    stage_steps<run>(slot + 2 * tensor_stride, c.log_a, 1, t, d, n);
+    stage_signs<run>(slot + 3 * tensor_stride, c.x_negative, lo);
+    stage_signs<run>(slot + 3 * tensor_stride + 8, c.a_negative, lo);
+    if (lb.step_stride == 1) {
+      prefetch_l2(c.log_b + lo);
+      if (c.b_negative) prefetch_l2(c.b_negative + lo);
+    }
+    return true;
+  }
+  // Called by every lane of the warp together (the shuffle), staged or not.
+  __device__ PARSCAN_INLINE void load_staged(const cursor& c, index_t p, const unsigned char* slot, int tensor_stride,
+                                             bool staged, acc_type (&items)[run]) const {
+    const int n = count(p), d = dir();
+    const index_t t = step(p);
+    T rdx[run], rx[run], ra[run] = {};  // ra: the gate of each step itself
+    sign nx[run] = {}, na[run] = {};
+    float lane0_a = 0.0f;
+    sign lane0_na = 0;
+    if (lane_id() == 0 && p > 0 && n > 0) {  // issued first: the only load not staged
+      const index_t k = (t - d) * la.step_stride;
+      lane0_a = static_cast<float>(c.log_a[k]);
+      if (c.a_negative) lane0_na = c.a_negative[k];
+    }
+    if (staged) {
+      read_staged(slot, d, rdx);
+      read_staged(slot + tensor_stride, d, rx);
+      read_staged(slot + 2 * tensor_stride, d, ra);
+      read_staged_signs(slot + 3 * tensor_stride, c.x_negative, d, nx);
+      read_staged_signs(slot + 3 * tensor_stride + 8, c.a_negative, d, na);
+    } else {
+      read_steps(c.dlog_x, ldx.step_stride, t, d, n, rdx);
+      read_steps(c.log_x, lx.step_stride, t, d, n, rx);
+      if (c.x_negative) read_steps(c.x_negative, lx.step_stride, t, d, n, nx);
+      read_steps(c.log_a, la.step_stride, t, d, n, ra);
+      if (c.a_negative) read_steps(c.a_negative, la.step_stride, t, d, n, na);
+    }
+    // The successor of this run's first step is the previous lane's last step.
+    float prev_a = __shfl_up_sync(0xffffffffu, static_cast<float>(ra[run - 1]), 1);
+    sign prev_na = static_cast<sign>(__shfl_up_sync(0xffffffffu, static_cast<unsigned>(na[run - 1]), 1));
+    if (lane_id() == 0) prev_a = lane0_a, prev_na = lane0_na;
+    items[0] = n > 0 ? element(p, c.s, rdx[0], rx[0], nx[0], prev_a, prev_na) : acc_type{};
+#pragma unroll
+    for (int v = 1; v < run; ++v)
+      items[v] = v < n ? element(p + v, c.s, rdx[v], rx[v], nx[v], static_cast<float>(ra[v - 1]), na[v - 1])
+                       : acc_type{};
   }
 
   __device__ PARSCAN_INLINE acc_type load_at(const cursor& c, index_t p) const {
     const index_t t = step(p), ix = t * lx.step_stride;
     const index_t ia = p == 0 ? 0 : (t - dir()) * la.step_stride;
     return element(p, c.s, c.dlog_x[t * ldx.step_stride], c.log_x[ix], c.x_negative ? c.x_negative[ix] : sign(0),
-                   p == 0 ? T{} : c.log_a[ia], p > 0 && c.a_negative ? c.a_negative[ia] : sign(0));
+                   p == 0 ? 0.0f : static_cast<float>(c.log_a[ia]), p > 0 && c.a_negative ? c.a_negative[ia] : sign(0));
   }
 
   // Writes the gradients of the step at backward position p from db = v; x_prev is the stored

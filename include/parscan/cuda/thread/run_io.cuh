@@ -109,6 +109,35 @@ __device__ PARSCAN_INLINE void read_staged(const void* src, int dir, T (&out)[V]
   }
 }
 
+/// Starts an asynchronous copy of Bytes (4, 8 or 16) bytes, both ends aligned to Bytes, into
+/// shared memory: the small tensors of a run (a run of V one-byte signs is V bytes).
+template <int Bytes>
+__device__ PARSCAN_INLINE void stage_bytes(void* dst, const void* src) {
+  static_assert(Bytes == 4 || Bytes == 8 || Bytes == 16, "cp.async copies 4, 8 or 16 bytes");
+  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(to), "l"(src), "n"(Bytes) : "memory");
+}
+
+/// Reads back, in processing order, V steps of T copied by stage_bytes (sizeof(T)·V bytes) from
+/// the run's lowest address; dir < 0 reverses them.
+template <int V, class T>
+__device__ PARSCAN_INLINE void read_staged_bytes(const void* src, int dir, T (&out)[V]) {
+  using W = typename vector_word<sizeof(T) * V>::type;
+  const W w = *static_cast<const W*>(src);
+  T tmp[V];
+  memcpy(tmp, &w, sizeof(W));
+  if (dir > 0) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) out[v] = tmp[v];
+  } else {
+#pragma unroll
+    for (int v = 0; v < V; ++v) out[v] = tmp[V - 1 - v];
+  }
+}
+
+/// Brings the 16-byte line of global memory at p into L2 (a read that follows soon, not staged).
+__device__ PARSCAN_INLINE void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
 __device__ PARSCAN_INLINE void async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int Pending>
 __device__ PARSCAN_INLINE void async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory"); }
