@@ -127,20 +127,20 @@ inline index_t chain_chunk(index_t n) {
 
 /// The total of chains with d ≤ tree_max_d takes the single-launch tree (chain_tree_kernel):
 /// a few such matrices fit one block's shared memory, and launch latency, not arithmetic,
-/// bounds the level-by-level GEMM tree there.
-inline constexpr index_t tree_max_d = 64;
+/// bounds the level-by-level GEMM tree there. Not above 32: at d = 64 the tree measured
+/// 155 µs against the GEMM tree's 104 µs (H100, n = 1000; docs/performance.md).
+inline constexpr index_t tree_max_d = 32;
 
 /// The tree's shape (a function of B, n and d only, so the workspace size is). Leaves of at
-/// least 16 / 8 / 2 factors for d ≤ 16 / 32 / 64 (the products are cheap next to a level's
-/// write-fence-read), more when B·n would give over ~1024 leaves; 8 children per node for
-/// d ≤ 32, 2 above (a d = 64 product costs about as much as a level).
+/// least 16 / 8 factors for d ≤ 16 / 32 (the products are cheap next to a level's
+/// write-fence-read), more when B·n would give over ~1024 leaves; 8 children per node.
 inline tree_shape tree_shape_of(index_t B, index_t n, index_t d) {
   tree_shape s;
   constexpr index_t target_leaves = 1024;
-  const index_t min_group = d <= 16 ? 16 : d <= 32 ? 8 : 2;
+  const index_t min_group = d <= 16 ? 16 : 8;
   const index_t per_leaf = (B * n + target_leaves - 1) / target_leaves;
   s.group = std::min<index_t>(std::max<index_t>({min_group, per_leaf, 1}), std::max<index_t>(n, 1));
-  s.fan = d <= 32 ? 8 : 2;
+  s.fan = 8;
   s.width[0] = (n + s.group - 1) / s.group;
   int l = 0;
   while (s.width[l] > 1) {  // at most 63 levels: fan ≥ 2
@@ -199,9 +199,9 @@ status chain_total_tree(chain_tree<T, C> t, void* ws, cudaStream_t stream) {
         st != status::success)
       return st;
   }
+  static_assert(tree_max_d <= 32, "micro-tiles of 2×2 cover 32 rows");
   if (t.d <= 16) return launch_tree<1>(t, stream);
-  if (t.d <= 32) return launch_tree<2>(t, stream);
-  return launch_tree<4>(t, stream);
+  return launch_tree<2>(t, stream);
 }
 
 template <class TA, class TB, class TO, class C>
@@ -382,7 +382,7 @@ status matrix_chain(const cuda_backend& be, const matrix_chain_args<T>& g) {
   char* w = static_cast<char*>(ws.get());
 
   if (!prefixes && d <= tree_max_d) {
-    // Whatever g.math: at d ≤ 64 the chain is bound by latency, not arithmetic, so the exact
+    // Whatever g.math: at d ≤ 32 the chain is bound by latency, not arithmetic, so the exact
     // single-launch tree is as fast as tensor cores would be (the opt-in is a permission).
     chain_tree<T, C> t;
     t.M = g.M, t.Mb = Mb, t.Ms = Ms, t.out = g.out, t.Ob = Ob, t.B = B, t.n = n, t.d = static_cast<int>(d), t.ltr = ltr;

@@ -503,7 +503,7 @@ void chain_sweep() {
 template <class T>
 void chain_math_modes() {
   for (chain_math m : {chain_math::tf32, chain_math::bf16})
-    // d > 64: the CUDA total runs the tensor-core GEMM tree; 65, 100, 130 leave tails of the
+    // d > 32: the CUDA total runs the tensor-core GEMM tree; 65, 100, 130 leave tails of the
     // 64×64 tiles and of the K-tiles of 32 (and d = 100, 130 are not multiples of 16).
     for (chain_size s : {chain_size{7, 32}, chain_size{100, 64}, chain_size{1000, 5}, chain_size{3, 100},
                          chain_size{9, 130}, chain_size{2, 65}})
@@ -515,8 +515,8 @@ void chain_math_modes() {
       }
 }
 
-/// Totals of small matrices (d ≤ 64), which the CUDA backend computes in one launch as a tree
-/// over blocks: chains spanning many blocks and several tree levels, odd d and n, batches
+/// Totals of small matrices (d ≤ 64; CUDA computes d ≤ 32 in one launch as a tree over
+/// blocks, and d = 33…64 by the GEMM tree): chains spanning many blocks and several tree levels, odd d and n, batches
 /// large enough that a leaf takes more than its minimum group, strided views.
 template <class T>
 void chain_tree_shapes() {

@@ -1,7 +1,7 @@
 // parscan/cuda/device/chain_kernels.cuh — the kernels behind the CUDA matrix-chain products
 // (src/cuda/matrix_cuda.cuh drives them; docs/design.md explains the plan):
-//   - chain_tree_kernel: the whole total product of chains of d ≤ 64 in one launch;
-//   - gemm_kernel: a batched SIMT GEMM in compute precision (exact), for d > 64 and prefixes;
+//   - chain_tree_kernel: the whole total product of chains of d ≤ 32 in one launch;
+//   - gemm_kernel: a batched SIMT GEMM in compute precision (exact), for d > 32 and prefixes;
 //   - mma_gemm_kernel: the same batched GEMM on tensor cores (chain_math::tf32 / bf16);
 //   - mat_copy_kernel: copies, conversions and the identity.
 // Indices are 64-bit; every grid loops over its work.
@@ -253,7 +253,7 @@ __global__ void __launch_bounds__(mma_threads, 3) mma_gemm_kernel(mat_list<const
 }
 
 // ---------------------------------------------------------------------------------------
-// The total product of chains of small matrices (d ≤ 64) in one launch.
+// The total product of chains of small matrices (d ≤ 32) in one launch.
 
 inline constexpr int tree_threads = 256, tree_max_levels = 64;
 
