@@ -5,12 +5,16 @@
 // caller's workspace. Reported: GB/s and % of the copy bandwidth measured in the same run, for
 // the bytes that must move (each tensor once), and achieved GFLOP/s for the arithmetic that
 // must be done (2d³ per chain product, 2N² per recurrence step forward, 4N² backward).
+// The first two rows are the arithmetic reference: a cuBLAS SGEMM of 8192³, in true fp32 and
+// with TF32 tensor cores.
 //   usage: bench_matrix [--json out.json] [--quick]
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#include <cublas_v2.h>
 
 #include <parscan/parscan.hpp>
 
@@ -77,6 +81,31 @@ struct result {
   double gflops, err, tol;  // the check's error and what it may be
 };
 std::vector<result> results;
+
+// ---------------------------------------------------------------------------------------
+// The arithmetic reference: a large cuBLAS SGEMM, in true fp32 and with TF32 tensor cores.
+
+void cublas_case(bool tf32, double copy) {
+  constexpr int n = 8192;
+  float* A = alloc_fill<float>(index_t(n) * n, 5u, 1.0f);
+  float* Bm = alloc_fill<float>(index_t(n) * n, 6u, 1.0f);
+  float* C = nullptr;
+  BENCH_CHECK(cudaMalloc(&C, size_t(n) * n * sizeof(float)));
+  cublasHandle_t h;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) std::printf("cublasCreate failed\n"), std::exit(1);
+  cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
+  const float one = 1.0f, zero = 0.0f;
+  const double us = bench::median_us([&](int) {
+    if (cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, A, n, Bm, n, &zero, C, n) != CUBLAS_STATUS_SUCCESS)
+      std::printf("cublasSgemm failed\n"), std::exit(1);
+  }, 10, 2);
+  cublasDestroy(h);
+  for (float* p : {A, Bm, C}) BENCH_CHECK(cudaFree(p));
+  const double flops = 2.0 * double(n) * n * n, gbs = 3.0 * double(n) * n * sizeof(float) / us / 1e3;
+  results.push_back({{tf32 ? "cublas sgemm tf32" : "cublas sgemm fp32", "f32", "(n,n)", "fwd", "8192x8192x8192", us, gbs,
+                      100 * gbs / copy, flops / us / 1e3},
+                     flops / us / 1e3, 0.0, 0.0});
+}
 
 // ---------------------------------------------------------------------------------------
 // Chains.
@@ -225,6 +254,8 @@ int main(int argc, char** argv) {
   using parscan::chain_math;
   using parscan::chain_output;
 
+  cublas_case(false, copy);
+  cublas_case(true, copy);
   for (index_t d : {32, 64, 128, 256}) {
     const size_t bytes = size_t(1000) * d * d * sizeof(float);
     const int rot = bench::rotation_for(bytes);

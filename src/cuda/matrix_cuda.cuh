@@ -204,23 +204,28 @@ status chain_total_tree(chain_tree<T, C> t, void* ws, cudaStream_t stream) {
   return launch_tree<2>(t, stream);
 }
 
+/// Launches a batched GEMM kernel (gemm_kernel or mma_gemm_kernel) with Tile×Tile output
+/// tiles over blockIdx.x and the matrices over blockIdx.y.
+template <int Tile, int Threads, class Kernel, class TA, class TB, class TO>
+status launch_gemm(Kernel kernel, mat_list<const TA> a, mat_list<const TB> b, mat_list<TO> o, index_t count, index_t d,
+                   cudaStream_t stream) {
+  if (count == 0) return status::success;
+  const index_t tiles = (d + Tile - 1) / Tile;
+  const dim3 grid(static_cast<unsigned>(tiles * tiles), grid_for(count, 65535));
+  kernel<<<grid, Threads, 0, stream>>>(a, b, o, count, static_cast<int>(d));
+  return check_launch();
+}
+
+/// o[q] = a[q]·b[q] in compute precision C (exact).
 template <class TA, class TB, class TO, class C>
 status gemm(mat_list<const TA> a, mat_list<const TB> b, mat_list<TO> o, index_t count, index_t d, cudaStream_t stream) {
-  if (count == 0) return status::success;
-  const index_t tiles = (d + gemm_tile - 1) / gemm_tile;
-  const dim3 grid(static_cast<unsigned>(tiles * tiles), grid_for(count, 65535));
-  gemm_kernel<TA, TB, TO, C><<<grid, gemm_threads, 0, stream>>>(a, b, o, count, static_cast<int>(d));
-  return check_launch();
+  return launch_gemm<gemm_tile, gemm_threads>(gemm_kernel<TA, TB, TO, C>, a, b, o, count, d, stream);
 }
 
 /// o[q] = a[q]·b[q] on tensor cores (chain_math::tf32 / bf16; float compute).
 template <mma_kind K, class TA, class TB, class TO>
 status mma_gemm(mat_list<const TA> a, mat_list<const TB> b, mat_list<TO> o, index_t count, index_t d, cudaStream_t stream) {
-  if (count == 0) return status::success;
-  const index_t tiles = (d + mma_tile - 1) / mma_tile;
-  const dim3 grid(static_cast<unsigned>(tiles * tiles), grid_for(count, 65535));
-  mma_gemm_kernel<K, TA, TB, TO><<<grid, mma_threads, 0, stream>>>(a, b, o, count, static_cast<int>(d));
-  return check_launch();
+  return launch_gemm<mma_tile, mma_threads>(mma_gemm_kernel<K, TA, TB, TO>, a, b, o, count, d, stream);
 }
 
 template <class TA, class TO>

@@ -119,6 +119,28 @@ __device__ __forceinline__ std::uint32_t to_bf16x2(float lo, float hi) {
   return r;
 }
 
+/// acc[i][j] += A fragment i · B fragment j for a warp's 2×4 m16n8 fragments (one k-step:
+/// 8 for tf32, 16 for bf16).
+template <mma_kind K>
+__device__ __forceinline__ void mma_tile_step(float (&acc)[2][4][4], const std::uint32_t (&af)[2][4],
+                                              const std::uint32_t (&bf)[4][2]) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if constexpr (K == mma_kind::tf32)
+        asm volatile(
+            "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+            : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
+            : "r"(af[i][0]), "r"(af[i][1]), "r"(af[i][2]), "r"(af[i][3]), "r"(bf[j][0]), "r"(bf[j][1]));
+      else
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+            : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
+            : "r"(af[i][0]), "r"(af[i][1]), "r"(af[i][2]), "r"(af[i][3]), "r"(bf[j][0]), "r"(bf[j][1]));
+    }
+}
+
 /// o[q] = a[q]·b[q] for q < count with tensor cores: 64×64 output tiles over blockIdx.x, the
 /// matrices over blockIdx.y (grid-stride). 4 warps in 2×2, each a 32×32 warp tile of 2×4
 /// m16n8 fragments. Tiles go through shared memory as float (K-tiles of 32, the next one
@@ -194,15 +216,7 @@ __global__ void __launch_bounds__(mma_threads, 3) mma_gemm_kernel(mat_list<const
             bf[j][0] = to_tf32(Bs[kk + t][c]);
             bf[j][1] = to_tf32(Bs[kk + t + 4][c]);
           }
-#pragma unroll
-          for (int i = 0; i < 2; ++i)
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-              asm volatile(
-                  "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                  "{%0,%1,%2,%3};"
-                  : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
-                  : "r"(af[i][0]), "r"(af[i][1]), "r"(af[i][2]), "r"(af[i][3]), "r"(bf[j][0]), "r"(bf[j][1]));
+          mma_tile_step<K>(acc, af, bf);
         }
       } else {
 #pragma unroll
@@ -222,15 +236,7 @@ __global__ void __launch_bounds__(mma_threads, 3) mma_gemm_kernel(mat_list<const
             bf[j][0] = to_bf16x2(Bs[k][c], Bs[k + 1][c]);
             bf[j][1] = to_bf16x2(Bs[k + 8][c], Bs[k + 9][c]);
           }
-#pragma unroll
-          for (int i = 0; i < 2; ++i)
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-              asm volatile(
-                  "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                  "{%0,%1,%2,%3};"
-                  : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
-                  : "r"(af[i][0]), "r"(af[i][1]), "r"(af[i][2]), "r"(af[i][3]), "r"(bf[j][0]), "r"(bf[j][1]));
+          mma_tile_step<K>(acc, af, bf);
         }
       }
       __syncthreads();  // the tile is read

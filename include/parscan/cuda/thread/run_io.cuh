@@ -19,6 +19,22 @@ template <> struct vector_word<16> { using type = uint4; };
 template <class T, int V>
 constexpr bool vectorizable = (sizeof(T) * V == 4 || sizeof(T) * V == 8 || sizeof(T) * V == 16);
 
+/// The V steps packed in one vector word w (lowest address first), in processing order: dir < 0
+/// reverses them. Two loops, not a computed index, so everything stays in registers.
+template <int V, class T, class W>
+__device__ PARSCAN_INLINE void unpack_steps(const W& w, int dir, T (&out)[V]) {
+  static_assert(sizeof(W) == sizeof(T) * V, "one word holds the run");
+  T tmp[V];
+  memcpy(tmp, &w, sizeof(W));
+  if (dir > 0) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) out[v] = tmp[v];
+  } else {
+#pragma unroll
+    for (int v = 0; v < V; ++v) out[v] = tmp[V - 1 - v];
+  }
+}
+
 /// out[v] = seq[(t0 + v·dir)·stride] for v < count (count ≤ V; the rest are left alone).
 /// dir is +1 or -1: the run's steps in processing order.
 template <int V, class T>
@@ -28,16 +44,7 @@ __device__ PARSCAN_INLINE void read_steps(const T* seq, index_t stride, index_t 
       const T* lo = seq + (dir > 0 ? t0 : t0 - (V - 1));
       if ((reinterpret_cast<std::uintptr_t>(lo) % (sizeof(T) * V)) == 0) {
         using W = typename vector_word<sizeof(T) * V>::type;
-        const W w = *reinterpret_cast<const W*>(lo);
-        T tmp[V];
-        memcpy(tmp, &w, sizeof(W));
-        if (dir > 0) {  // two loops, not a computed index, so tmp stays in registers
-#pragma unroll
-          for (int v = 0; v < V; ++v) out[v] = tmp[v];
-        } else {
-#pragma unroll
-          for (int v = 0; v < V; ++v) out[v] = tmp[V - 1 - v];
-        }
+        unpack_steps(*reinterpret_cast<const W*>(lo), dir, out);
         return;
       }
     }
@@ -97,16 +104,7 @@ __device__ PARSCAN_INLINE bool stage_steps(void* dst, const T* seq, index_t stri
 template <int V, class T>
 __device__ PARSCAN_INLINE void read_staged(const void* src, int dir, T (&out)[V]) {
   static_assert(sizeof(T) * V == 16, "staged runs are 16 bytes");
-  const uint4 w = *static_cast<const uint4*>(src);
-  T tmp[V];
-  memcpy(tmp, &w, 16);
-  if (dir > 0) {
-#pragma unroll
-    for (int v = 0; v < V; ++v) out[v] = tmp[v];
-  } else {
-#pragma unroll
-    for (int v = 0; v < V; ++v) out[v] = tmp[V - 1 - v];
-  }
+  unpack_steps(*static_cast<const uint4*>(src), dir, out);
 }
 
 /// Starts an asynchronous copy of Bytes (4, 8 or 16) bytes, both ends aligned to Bytes, into
@@ -123,16 +121,7 @@ __device__ PARSCAN_INLINE void stage_bytes(void* dst, const void* src) {
 template <int V, class T>
 __device__ PARSCAN_INLINE void read_staged_bytes(const void* src, int dir, T (&out)[V]) {
   using W = typename vector_word<sizeof(T) * V>::type;
-  const W w = *static_cast<const W*>(src);
-  T tmp[V];
-  memcpy(tmp, &w, sizeof(W));
-  if (dir > 0) {
-#pragma unroll
-    for (int v = 0; v < V; ++v) out[v] = tmp[v];
-  } else {
-#pragma unroll
-    for (int v = 0; v < V; ++v) out[v] = tmp[V - 1 - v];
-  }
+  unpack_steps(*static_cast<const W*>(src), dir, out);
 }
 
 /// Brings the 16-byte line of global memory at p into L2 (a read that follows soon, not staged).
