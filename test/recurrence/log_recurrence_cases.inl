@@ -187,6 +187,105 @@ TEST_CASE(PARSCAN_TEST_NAME("log recurrence: zero gates reset exactly, zero valu
   for (index_t t = 200; t < T; ++t) CHECK(std::isnan(x[t]));
 }
 
+TEST_CASE(PARSCAN_TEST_NAME("log recurrence: x far beyond float's range; NaN in a or x0; x0 = +0 and -0"),
+          PARSCAN_TEST_TAGS("[log]")) {
+  using namespace log_rec_test;
+  const index_t C = 3, T = 2000;
+  PARSCAN_TEST_RNG(r, "log recurrence range and zeros");
+  // Gates of either sign with |a| ≈ e^0.3: |x| reaches about e^600, far past float (e^88.7).
+  std::vector<float> log_a(C * T), log_b(C * T), x0_log(C, 0.0f);
+  std::vector<sign_t> a_neg(C * T), b_neg(C * T), x0_neg(C, 0);
+  for (std::size_t i = 0; i < log_a.size(); ++i) {
+    log_a[i] = static_cast<float>(0.3 + 0.05 * r.signed_unit()), a_neg[i] = r.uniform(0.0, 1.0) < 0.5;
+    log_b[i] = static_cast<float>(std::log(r.uniform(0.1, 1.0))), b_neg[i] = r.uniform(0.0, 1.0) < 0.5;
+  }
+  guarded_buffer<float> la(log_a), lb(log_b), lx(C * T), lxf(C), lx0(x0_log);
+  guarded_buffer<sign_t> sa(a_neg), sb(b_neg), sx(C * T), sxf(C), sx0(x0_neg);
+  auto args = [&] {
+    parscan::log_forward_args<float> g{};
+    g.shape = {1, C, T, parscan::recurrence_layout::time_contiguous};
+    g.log_a = la.data(), g.a_negative = sa.data(), g.log_b = lb.data(), g.b_negative = sb.data();
+    g.log_x = lx.data(), g.x_negative = sx.data(), g.log_x_final = lxf.data(), g.x_final_negative = sxf.data();
+    return g;
+  };
+  auto run = [&](const parscan::log_forward_args<float>& g) {
+    lx.repoison(), sx.repoison(), lxf.repoison(), sxf.repoison();
+    REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), g) == parscan::status::success);
+    PARSCAN_TEST_SYNC();
+    CHECK(lx.all_written());
+    CHECK(lx.guards_intact());
+    CHECK(lxf.all_written());
+  };
+
+  SECTION("beyond float's range: log|x| to 2e-5 of itself, the sign exact, nothing non-finite") {
+    run(args());
+    const std::vector<float> x = lx.download(), xf = lxf.download();
+    const std::vector<sign_t> xs = sx.download();
+    double worst = 0, largest = 0;
+    for (index_t s = 0; s < C; ++s) {
+      ld state = 0;  // in long double, which holds e^600 (ld is at least double: e^709)
+      for (index_t t = 0; t < T; ++t) {
+        const std::size_t k = static_cast<std::size_t>(s * T + t);
+        state = value(log_a[k], a_neg[k] != 0) * state + value(log_b[k], b_neg[k] != 0);
+        const double ref = static_cast<double>(std::log(std::fabs(state)));
+        largest = std::max(largest, ref);
+        REQUIRE(std::isfinite(x[k]));
+        if (ref > 5) CHECK((xs[k] != 0) == (state < 0));  // far from any sign change
+        worst = std::max(worst, std::fabs(static_cast<double>(x[k]) - ref) / std::max(1.0, std::fabs(ref)));
+      }
+      CHECK(std::fabs(static_cast<double>(xf[static_cast<std::size_t>(s)]) - std::log(std::fabs(static_cast<double>(state)))) <=
+            2e-5 * std::log(std::fabs(static_cast<double>(state))));
+    }
+    INFO("largest log|x| " << largest << ", worst |log|x| - ref| / max(1, |ref|) " << worst);
+    CHECK(largest > 500);
+    CHECK(worst <= 2e-5);
+  }
+  SECTION("x0 = +0 and x0 = -0 (log -inf, either sign) give exactly the results of no x0") {
+    run(args());
+    const std::vector<float> x = lx.download(), xf = lxf.download();
+    const std::vector<sign_t> xs = sx.download();
+    for (bool negative_zero : {false, true}) {
+      INFO("x0 = " << (negative_zero ? "-0" : "+0"));
+      lx0.upload(std::vector<float>(C, -std::numeric_limits<float>::infinity()));
+      sx0.upload(std::vector<sign_t>(C, negative_zero ? 1 : 0));
+      auto g = args();
+      g.log_x0 = lx0.data(), g.x0_negative = sx0.data();
+      run(g);
+      CHECK(lx.download() == x);
+      CHECK(sx.download() == xs);
+      CHECK(lxf.download() == xf);
+    }
+  }
+  SECTION("NaN in a gate: x is NaN from that step on; NaN in x0: every x is NaN") {
+    std::vector<float> nan_a = log_a;
+    nan_a[static_cast<std::size_t>(1 * T + 700)] = std::numeric_limits<float>::quiet_NaN();
+    la.upload(nan_a);
+    run(args());
+    auto x = lx.download();
+    for (index_t t = 0; t < T; ++t) {
+      INFO("t=" << t);
+      CHECK(std::isnan(x[static_cast<std::size_t>(T + t)]) == (t >= 700));
+      CHECK(std::isfinite(x[static_cast<std::size_t>(t)]));  // the other sequences are untouched by it
+    }
+    la.upload(log_a);
+    std::vector<float> nan_x0(C, 0.5f);
+    nan_x0[2] = std::numeric_limits<float>::quiet_NaN();
+    lx0.upload(nan_x0);
+    auto g = args();
+    g.log_x0 = lx0.data();
+    g.x0_negative = sx0.data();
+    run(g);
+    x = lx.download();
+    const auto xf = lxf.download();
+    for (index_t t = 0; t < T; ++t) {
+      CHECK(std::isnan(x[static_cast<std::size_t>(2 * T + t)]));
+      CHECK(std::isfinite(x[static_cast<std::size_t>(T + t)]));
+    }
+    CHECK(std::isnan(xf[2]));
+    CHECK(std::isfinite(xf[1]));
+  }
+}
+
 TEST_CASE(PARSCAN_TEST_NAME("log recurrence: chunks chained through x_final equal one call"), PARSCAN_TEST_TAGS("[log]")) {
   using namespace log_rec_test;
   const index_t C = 40, T = 3001, cut = 1234;
