@@ -265,7 +265,7 @@ inline constexpr int tree_threads = 256, tree_max_levels = 64;
 
 /// A fixed tree over each chain: leaves are groups of `group` consecutive factors, and each
 /// node above has up to `fan` consecutive children. Each block takes a leaf, multiplies its
-/// factors in order in shared memory (tree_group) and writes the partial; the last of a node's children to
+/// factors in order in shared memory and writes the partial; the last of a node's children to
 /// arrive (an atomic counter per node) multiplies the node's partials in order and goes on up;
 /// the root writes `out`. Who multiplies depends on timing, the association never does, so
 /// the result is deterministic. Nobody waits on anybody, so any grid size is safe.
@@ -291,165 +291,100 @@ struct chain_tree {
   tree_shape s;
 };
 
-/// Items a block multiplies in one batch (in shared memory together), and the matrices its
-/// shared memory holds: a batch plus the products of its first round.
-inline constexpr int tree_batch = 8, tree_slots = tree_batch + tree_batch / 2;
-static_assert(tree_slots <= 16, "slot lists pack 4 bits a slot");
-
-/// Shared memory of chain_tree_kernel: tree_slots d×(d+1) matrices (rows padded against bank
-/// conflicts).
+/// Shared memory of chain_tree_kernel: three d×(d+1) matrices (rows padded against conflicts).
 template <class C>
 inline std::size_t chain_tree_smem(int d) {
-  return tree_slots * static_cast<std::size_t>(d) * static_cast<std::size_t>(d + 1) * sizeof(C);
+  return 3 * static_cast<std::size_t>(d) * static_cast<std::size_t>(d + 1) * sizeof(C);
 }
 
-/// Z = X·Y for d×d matrices in shared memory (row stride ld) by a group of TY×TX threads
-/// (thread g of the group is row g / TX, column g % TX of that grid), each owning MR×MC
-/// outputs strided by TY and TX; d ≤ TY·MR and d ≤ TX·MC. Rows and columns past d are clamped
-/// on read (computed, not stored), so every loop is uniform.
-template <int TY, int TX, int MR, int MC, class C>
-__device__ __forceinline__ void tree_mul(const C* X, const C* Y, C* Z, int d, int ld, int g) {
-  const int tx = g % TX, ty = g / TX;
-  int ri[MR], cj[MC];
+/// Z = X·Y for d×d matrices in shared memory (row stride ld), d ≤ 16·RT: thread (tx, ty) of
+/// 16×16 owns rows ty + 16r and columns tx + 16c. Rows and columns past d are clamped on read
+/// (computed but not stored), so every loop is uniform.
+template <int RT, class C>
+__device__ __forceinline__ void tree_mul(const C* X, const C* Y, C* Z, int d, int ld) {
+  const int tx = static_cast<int>(threadIdx.x) % 16, ty = static_cast<int>(threadIdx.x) / 16;
+  int ri[RT], cj[RT];
 #pragma unroll
-  for (int r = 0; r < MR; ++r) ri[r] = min(ty + TY * r, d - 1) * ld;
+  for (int r = 0; r < RT; ++r) ri[r] = min(ty + 16 * r, d - 1) * ld, cj[r] = min(tx + 16 * r, d - 1);
+  C acc[RT][RT];
 #pragma unroll
-  for (int c = 0; c < MC; ++c) cj[c] = min(tx + TX * c, d - 1);
-  C acc[MR][MC];
+  for (int r = 0; r < RT; ++r)
 #pragma unroll
-  for (int r = 0; r < MR; ++r)
-#pragma unroll
-    for (int c = 0; c < MC; ++c) acc[r][c] = C(0);
+    for (int c = 0; c < RT; ++c) acc[r][c] = C(0);
 #pragma unroll 4
   for (int k = 0; k < d; ++k) {
-    C av[MR], bv[MC];
+    C av[RT], bv[RT];
 #pragma unroll
-    for (int r = 0; r < MR; ++r) av[r] = X[ri[r] + k];
+    for (int r = 0; r < RT; ++r) av[r] = X[ri[r] + k], bv[r] = Y[k * ld + cj[r]];
 #pragma unroll
-    for (int c = 0; c < MC; ++c) bv[c] = Y[k * ld + cj[c]];
+    for (int r = 0; r < RT; ++r)
 #pragma unroll
-    for (int r = 0; r < MR; ++r)
-#pragma unroll
-      for (int c = 0; c < MC; ++c) acc[r][c] += av[r] * bv[c];
+      for (int c = 0; c < RT; ++c) acc[r][c] += av[r] * bv[c];
   }
 #pragma unroll
-  for (int r = 0; r < MR; ++r)
+  for (int r = 0; r < RT; ++r)
 #pragma unroll
-    for (int c = 0; c < MC; ++c) {
-      const int i = ty + TY * r, j = tx + TX * c;
+    for (int c = 0; c < RT; ++c) {
+      const int i = ty + 16 * r, j = tx + 16 * c;
       if (i < d && j < d) Z[i * ld + j] = acc[r][c];
     }
 }
 
-/// Slot lists packed 4 bits a slot (tree_slots ≤ 16), so they stay in registers.
-__device__ __forceinline__ int slot_at(unsigned long long list, int i) { return static_cast<int>((list >> (4 * i)) & 15u); }
-__device__ __forceinline__ void set_slot(unsigned long long& list, int i, int slot) {
-  list = (list & ~(15ull << (4 * i))) | (static_cast<unsigned long long>(slot) << (4 * i));
-}
-
-/// One round of pairwise products: item 2q times item 2q+1 into out slot q, for q < pairs
-/// (1…4), side by side, each by a group of 64 or 128 threads or the whole block (the
-/// micro-tile shrinks as the group grows). d ≤ 16·RT. Earlier factor on the left when ltr.
-template <int RT, class C>
-__device__ __forceinline__ void tree_round(C* base, index_t msz, unsigned long long items, unsigned long long outs,
-                                           int pairs, int d, int ld, bool ltr) {
-  const int tid = static_cast<int>(threadIdx.x);
-  const int q = pairs > 2 ? tid / 64 : pairs == 2 ? tid / 128 : 0;
-  if (q >= pairs) return;
-  const C* E = base + slot_at(items, 2 * q) * msz;  // the earlier factor
-  const C* L = base + slot_at(items, 2 * q + 1) * msz;
-  const C* X = ltr ? E : L;
-  const C* Y = ltr ? L : E;
-  C* Z = base + slot_at(outs, q) * msz;
-  if (pairs > 2) tree_mul<8, 8, 2 * RT, 2 * RT>(X, Y, Z, d, ld, tid % 64);       // 8×8 threads
-  else if (pairs == 2) tree_mul<8, 16, 2 * RT, RT>(X, Y, Z, d, ld, tid % 128);   // 8×16 threads
-  else tree_mul<16, 16, RT, RT>(X, Y, Z, d, ld, tid);                           // 16×16 threads
-}
-
-/// The ordered product of `count` ≥ 1 matrices src(0..count-1) (earliest first), left in
-/// shared memory at the returned pointer. Batches of factors: each batch's loads are all
-/// issued before any is stored, and the batch (after the running product, if any) reduces in
-/// pairwise rounds: 3 dependent products for 8 factors instead of 7. Every thread picks the
-/// slots by the same rule. Ends with a barrier.
+/// The ordered product of `count` ≥ 1 matrices src(0..count-1) (earliest first) into cur,
+/// using nxt and tmp (the pointers are swapped). The next factor is prefetched into registers
+/// while the current product runs. Ends with a barrier.
 template <int RT, class C, class Src>
-__device__ C* tree_group(Src src, index_t count, C* base, int d, bool ltr) {
-  constexpr int per = RT * RT;  // elements per thread of a (16·RT)² matrix over 256 threads
+__device__ void tree_group(Src src, index_t count, C*& cur, C*& nxt, C*& tmp, int d, bool ltr) {
+  constexpr int slots = RT * RT;  // (16·RT)² / 256 elements per thread
   const int tid = static_cast<int>(threadIdx.x), dd = d * d, ld = d + 1;
-  const index_t msz = static_cast<index_t>(d) * ld;
-  int running = -1;  // the slot of the product so far
-  for (index_t first = 0; first < count;) {
-    // At most tree_batch items a batch, the running product first: then a round's inputs and
-    // outputs fit the tree_slots slots.
-    const int k = static_cast<int>(min(static_cast<index_t>(tree_batch - (running >= 0)), count - first));
-    unsigned long long items = 0;
-    unsigned used = 0;
-    int m = 0;
-    if (running >= 0) set_slot(items, m++, running), used |= 1u << running;
-    for (int j = 0; j < k; ++j) {
-      const int free_slot = __ffs(~used) - 1;
-      set_slot(items, m++, free_slot), used |= 1u << free_slot;
+  C stage[slots];
+  auto fetch = [&](index_t j) {
+#pragma unroll
+    for (int s = 0; s < slots; ++s) {
+      const int e = tid + s * tree_threads;
+      if (e < dd) stage[s] = src(j, e);
     }
-    {
-      C stage[tree_batch][per];
+  };
+  auto put = [&](C* X) {
 #pragma unroll
-      for (int j = 0; j < tree_batch; ++j)
-        if (j < k)
-#pragma unroll
-          for (int s = 0; s < per; ++s) {
-            const int e = tid + s * tree_threads;
-            if (e < dd) stage[j][s] = src(first + j, e);
-          }
-      __syncthreads();  // the slots are free: earlier reads of them are done
-#pragma unroll
-      for (int j = 0; j < tree_batch; ++j)
-        if (j < k) {
-          C* X = base + slot_at(items, m - k + j) * msz;
-#pragma unroll
-          for (int s = 0; s < per; ++s) {
-            const int e = tid + s * tree_threads;
-            if (e < dd) X[e / d * ld + e % d] = stage[j][s];
-          }
-        }
+    for (int s = 0; s < slots; ++s) {
+      const int e = tid + s * tree_threads;
+      if (e < dd) X[e / d * ld + e % d] = stage[s];
     }
-    first += k;
-    while (m > 1) {  // pairwise rounds; an odd last item moves up unchanged
-      __syncthreads();  // the round's inputs are complete
-      const int pairs = m / 2;
-      unsigned long long outs = 0, next = 0;
-      unsigned busy = 0;
-      for (int i = 0; i < m; ++i) busy |= 1u << slot_at(items, i);
-      for (int q = 0; q < pairs; ++q) {
-        const int free_slot = __ffs(~busy) - 1;
-        busy |= 1u << free_slot;
-        set_slot(outs, q, free_slot), set_slot(next, q, free_slot);
-      }
-      if (m % 2) set_slot(next, pairs, slot_at(items, m - 1));
-      tree_round<RT>(base, msz, items, outs, pairs, d, ld, ltr);
-      items = next;
-      m = pairs + m % 2;
-    }
-    running = slot_at(items, 0);
+  };
+  fetch(0);
+  put(cur);
+  if (count > 1) fetch(1);
+  for (index_t j = 1; j < count; ++j) {
+    __syncthreads();  // cur is complete; the last product has finished reading nxt
+    put(nxt);         // factor j
+    if (j + 1 < count) fetch(j + 1);  // in flight during the product
+    __syncthreads();
+    if (ltr) tree_mul<RT>(cur, nxt, tmp, d, ld);  // the earlier factor on the left
+    else tree_mul<RT>(nxt, cur, tmp, d, ld);
+    C* f = cur;
+    cur = tmp, tmp = f;
   }
   __syncthreads();
-  return base + running * msz;
 }
 
 /// The chain's total product for every chain: see chain_tree. Tasks (chain, leaf) over the
 /// grid (grid-stride); dynamic shared memory chain_tree_smem<C>(d).
 template <int RT, class T, class C>
-__global__ void __launch_bounds__(tree_threads, sizeof(C) <= 4 ? 2 : 1) chain_tree_kernel(const chain_tree<T, C> p) {
+__global__ void __launch_bounds__(tree_threads) chain_tree_kernel(const chain_tree<T, C> p) {
   extern __shared__ __align__(16) unsigned char tree_smem[];
   __shared__ int last;
   C* const base = reinterpret_cast<C*>(tree_smem);
   const int d = p.d, dd = d * d, ld = d + 1, tid = static_cast<int>(threadIdx.x);
-  const index_t leaves = p.s.width[0];
+  const index_t msz = static_cast<index_t>(d) * ld, leaves = p.s.width[0];
   for (index_t task = blockIdx.x; task < p.B * leaves; task += gridDim.x) {
+    C *cur = base, *nxt = base + msz, *tmp = base + 2 * msz;
     const index_t b = task / leaves;
     index_t node = task % leaves;
     const index_t first = node * p.s.group, cnt = min(p.s.group, p.n - first);
     const T* Mc = p.M + b * p.Mb + first * p.Ms;
     const index_t Ms = p.Ms;
-    const C* cur = tree_group<RT, C>([=](index_t j, int e) { return to_c<C>(Mc[j * Ms + e]); }, cnt, base, d, p.ltr);
+    tree_group<RT, C>([=](index_t j, int e) { return to_c<C>(Mc[j * Ms + e]); }, cnt, cur, nxt, tmp, d, p.ltr);
     C* const part = p.part + b * p.s.slots * dd;
     for (int level = 0;; ++level) {
       if (level == p.s.levels) {  // the root
@@ -471,7 +406,7 @@ __global__ void __launch_bounds__(tree_threads, sizeof(C) <= 4 ? 2 : 1) chain_tr
       if (!last) break;  // a sibling still runs: it will carry the node
       const C* kid = part + (p.s.slot0[level] + parent * p.s.fan) * dd;
       // L2 reads (__ldcg): the siblings' partials were written by other SMs during this launch.
-      cur = tree_group<RT, C>([=](index_t j, int e) { return __ldcg(kid + j * dd + e); }, kids, base, d, p.ltr);
+      tree_group<RT, C>([=](index_t j, int e) { return __ldcg(kid + j * dd + e); }, kids, cur, nxt, tmp, d, p.ltr);
       node = parent;
     }
     __syncthreads();  // shared memory and `last` are reused by the next task
