@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Regenerates docs/benchmarks/<gpu>.json, docs/benchmarks.md and its plot from the JSON that
-the benchmark programs write (bench_scan --json, bench_recurrence --json).
+the benchmark programs write (bench_scan, bench_recurrence, bench_matrix with --json);
+bench_matrix rows also show their TFLOP/s.
 
     python3 benchmarks/report.py [--commit HASH] RESULT.json [RESULT.json ...]
 
@@ -86,6 +87,12 @@ def plot(gpu, rows, png):
     return True
 
 
+# Programs whose JSON 'extra' field is worth a column: its header and how to print it.
+EXTRA_COLUMNS = {
+    "bench_matrix": ("TFLOP/s", lambda v: f"{v / 1000:.2f}"),  # 'extra' is GFLOP/s
+}
+
+
 def render():
     lines = [
         "# Benchmarks",
@@ -113,13 +120,17 @@ def render():
                 "",
                 f"commit `{run['commit']}`, {run['date']}, copy bandwidth {run['copy_gbs']:.0f} GB/s",
                 "",
-                "| case | dtype | layout | dir | shape | median µs | GB/s | % of copy |",
-                "| --- | --- | --- | --- | --- | ---: | ---: | ---: |",
+            ]
+            extra = EXTRA_COLUMNS.get(name)
+            lines += [
+                "| case | dtype | layout | dir | shape | median µs | GB/s | % of copy |" + (f" {extra[0]} |" if extra else ""),
+                "| --- | --- | --- | --- | --- | ---: | ---: | ---: |" + (" ---: |" if extra else ""),
             ]
             for r in run["results"]:
                 lines.append(
                     f"| {r['case']} | {r['dtype']} | {r['layout']} | {r['direction']} | {r['shape']} | "
-                    f"{r['median_us']:.1f} | {r['gbs']:.0f} | {r['pct_copy']:.1f}% |")
+                    f"{r['median_us']:.1f} | {r['gbs']:.0f} | {r['pct_copy']:.1f}% |"
+                    + (f" {extra[1](r.get('extra', 0))} |" if extra else ""))
             lines.append("")
             if name == "bench_recurrence":
                 png = os.path.join(RESULTS, slug(gpu) + "-recurrence.png")
