@@ -93,7 +93,9 @@ void cublas_case(bool tf32, double copy) {
   BENCH_CHECK(cudaMalloc(&C, size_t(n) * n * sizeof(float)));
   cublasHandle_t h;
   if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) std::printf("cublasCreate failed\n"), std::exit(1);
-  cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
+  // Pedantic: true fp32 with no tensor-core or reduced-precision shortcut, as chain_math::exact.
+  if (cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH) != CUBLAS_STATUS_SUCCESS)
+    std::printf("cublasSetMathMode failed\n"), std::exit(1);
   const float one = 1.0f, zero = 0.0f;
   const double us = bench::median_us([&](int) {
     if (cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, A, n, Bm, n, &zero, C, n) != CUBLAS_STATUS_SUCCESS)

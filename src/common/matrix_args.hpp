@@ -70,12 +70,16 @@ struct matrix_forward_plan {
   block_tensor W, b, x;
 };
 
+/// The shape both plans start from: (batch, length, n) copied and checked.
+template <class Args, class Plan>
+status plan_matrix_shape(const Args& g, Plan& p, std::size_t elem_bytes) {
+  p.batch = g.batch, p.length = g.length, p.n = g.n;
+  return check_block_shape(g.batch, g.length, g.n, max_matrix_state, elem_bytes);
+}
+
 template <class T>
 status plan_matrix_forward(const matrix_forward_args<T>& g, matrix_forward_plan& p) {
-  p.batch = g.batch, p.length = g.length, p.n = g.n;
-  if (status st = check_block_shape(g.batch, g.length, g.n, max_matrix_state, sizeof(T));
-      st != status::success)
-    return st;
+  if (status st = plan_matrix_shape(g, p, sizeof(T)); st != status::success) return st;
   const index_t N = g.n, B = g.batch, L = g.length;
   if (status st = resolve_strides(g.W_strides, B, L, N * N, p.W); st != status::success) return st;
   if (status st = resolve_strides(g.b_strides, B, L, N, p.b); st != status::success) return st;
@@ -97,10 +101,7 @@ struct matrix_backward_plan {
 
 template <class T>
 status plan_matrix_backward(const matrix_backward_args<T>& g, matrix_backward_plan& p) {
-  p.batch = g.batch, p.length = g.length, p.n = g.n;
-  if (status st = check_block_shape(g.batch, g.length, g.n, max_matrix_state, sizeof(T));
-      st != status::success)
-    return st;
+  if (status st = plan_matrix_shape(g, p, sizeof(T)); st != status::success) return st;
   const index_t N = g.n, B = g.batch, L = g.length;
   const struct {
     const batch_strides& given;

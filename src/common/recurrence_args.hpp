@@ -65,8 +65,24 @@ status plan_forward(const gated_forward_args<T>& g, forward_plan& p) {
   return status::success;
 }
 
-struct backward_plan {
+/// The six tensors of a backward pass as sequences: the gated and the log-space arguments
+/// name their strides alike. x is laid out like b when it is recomputed.
+struct backward_layouts {
   sequence_layout a, x, b, dx, da, db;
+};
+
+/// x_given: false when x is recomputed, into storage laid out like b.
+template <class Args>
+void resolve_backward_layouts(const recurrence_shape& s, const Args& g, bool x_given, backward_layouts& p) {
+  p.a = as_sequences(s, strides_for(s, g.a_strides));
+  p.x = as_sequences(s, strides_for(s, x_given ? g.x_strides : g.b_strides));
+  p.b = as_sequences(s, strides_for(s, g.b_strides));
+  p.dx = as_sequences(s, strides_for(s, g.dx_strides));
+  p.da = as_sequences(s, strides_for(s, g.da_strides));
+  p.db = as_sequences(s, strides_for(s, g.db_strides));
+}
+
+struct backward_plan : backward_layouts {
   index_t sequences = 0;
 };
 
@@ -75,16 +91,10 @@ status plan_backward(const gated_backward_args<T>& g, backward_plan& p) {
   const recurrence_shape& s = g.shape;
   if (status st = check_shape(s, sizeof(T), p.sequences); st != status::success) return st;
   const index_t seqs = p.sequences;
-  p.a = as_sequences(s, strides_for(s, g.a_strides));
-  p.x = as_sequences(s, strides_for(s, g.x_strides));
-  p.b = as_sequences(s, strides_for(s, g.b_strides));
-  p.dx = as_sequences(s, strides_for(s, g.dx_strides));
-  p.da = as_sequences(s, strides_for(s, g.da_strides));
-  p.db = as_sequences(s, strides_for(s, g.db_strides));
+  resolve_backward_layouts(s, g, g.x != nullptr, p);
   tensor_ref a{g.a, p.a, sizeof(T)}, dx{g.dx, p.dx, sizeof(T)}, da{g.da, p.da, sizeof(T)}, db{g.db, p.db, sizeof(T)};
   // x, or b to recompute it: whichever is used must be present.
-  tensor_ref x{g.x ? g.x : g.b, g.x ? p.x : p.b, sizeof(T)};
-  if (!g.x) p.x = p.b;  // x is recomputed into workspace laid out like b
+  tensor_ref x{g.x ? g.x : g.b, p.x, sizeof(T)};
   tensor_ref x0 = dense(g.x0, g.x0 ? seqs : 0, sizeof(T));
   tensor_ref dxf = dense(g.dx_final, g.dx_final ? seqs : 0, sizeof(T));
   const T* dx0_used = g.x0 ? g.dx0 : nullptr;  // without x0, dx0 is neither written nor checked
@@ -145,8 +155,7 @@ status plan_log_forward(const log_forward_args<T>& g, forward_plan& p) {
   return status::success;
 }
 
-struct log_backward_plan {
-  sequence_layout a, b, x, dx, da, db;  // x is laid out like b when it is recomputed
+struct log_backward_plan : backward_layouts {
   index_t sequences = 0;
   bool signed_values = false;  // some sign array is given: x may be negative
 };
@@ -160,12 +169,7 @@ status plan_log_backward(const log_backward_args<T>& g, log_backward_plan& p) {
   const recurrence_shape& s = g.shape;
   if (status st = check_shape(s, sizeof(T), p.sequences); st != status::success) return st;
   const index_t seqs = p.sequences;
-  p.a = as_sequences(s, strides_for(s, g.a_strides));
-  p.b = as_sequences(s, strides_for(s, g.b_strides));
-  p.x = as_sequences(s, strides_for(s, g.x_strides));
-  p.dx = as_sequences(s, strides_for(s, g.dx_strides));
-  p.da = as_sequences(s, strides_for(s, g.da_strides));
-  p.db = as_sequences(s, strides_for(s, g.db_strides));
+  resolve_backward_layouts(s, g, g.log_x != nullptr, p);
   auto signs = [](const void* ptr, const sequence_layout& l) {
     return tensor_ref{ptr, ptr ? l : sequence_layout::contiguous(0), 1};
   };
@@ -186,7 +190,6 @@ status plan_log_backward(const log_backward_args<T>& g, log_backward_plan& p) {
   if (g.log_x && p.signed_values && !g.x_negative && lx.span_bytes > 0) return status::null_pointer;
   if (g.x0_negative && !g.log_x0) return status::null_pointer;
   if (g.log_x0 && !g.dlog_x0 && seqs > 0) return status::null_pointer;
-  if (!g.log_x) p.x = p.b;  // recomputed into temporary storage laid out like b
   // Outputs: dlog_a or dlog_b may be dlog_x exactly, dlog_x0 may be dlog_x_final exactly.
   if (status st = check_disjoint(da, db); st != status::success) return st;
   for (const tensor_ref* out : {&da, &db}) {

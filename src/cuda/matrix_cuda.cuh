@@ -128,7 +128,7 @@ inline index_t chain_chunk(index_t n) {
 /// The total of chains with d ≤ tree_max_d takes the single-launch tree (chain_tree_kernel):
 /// a few such matrices fit one block's shared memory, and launch latency, not arithmetic,
 /// bounds the level-by-level GEMM tree there. Not above 32: at d = 64 the tree measured
-/// 155 µs against the GEMM tree's 104 µs (H100, n = 1000; docs/performance.md).
+/// 155 µs at 10dc35d against the GEMM tree's 104–113 µs (H100, n = 1000; docs/performance.md).
 inline constexpr index_t tree_max_d = 32;
 
 /// The tree's shape (a function of B, n and d only, so the workspace size is). Leaves of at
@@ -177,13 +177,9 @@ std::size_t chain_workspace(index_t B, index_t n, index_t d, bool prefixes) {
 /// counters); `ws` holds chain_workspace bytes.
 template <int RT, class T, class C>
 status launch_tree(const chain_tree<T, C>& t, cudaStream_t stream) {
-  const std::size_t smem = chain_tree_smem<C>(t.d);
-  auto kernel = chain_tree_kernel<RT, T, C>;
-  if (smem > 48 * 1024)
-    if (status st = report(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-        st != status::success)
-      return st;
-  kernel<<<grid_for(t.B * t.s.width[0]), tree_threads, smem, stream>>>(t);
+  // Three d×(d+1) matrices: at most 25 KB (d = 32, double), so no opt-in above 48 KB.
+  static_assert(3 * tree_max_d * (tree_max_d + 1) * sizeof(double) <= 48 * 1024, "the tree fits default shared memory");
+  chain_tree_kernel<RT, T, C><<<grid_for(t.B * t.s.width[0]), tree_threads, chain_tree_smem<C>(t.d), stream>>>(t);
   return check_launch();
 }
 

@@ -522,11 +522,11 @@ template <class T>
 void chain_tree_shapes() {
   struct shape { index_t B, n, d; };
   int i = 0;
-  // d = 32 and 16 fill the tree's micro-tiles; n = 3, 9 and 517 leave odd items in the pairwise
-  // rounds; B·n = 40000 gives leaves of 40 factors (a batch of 8, then batches of 7 after the
-  // running product).
+  // On CUDA: d = 32 and 16 fill the tree's 2×2 and 1×1 micro-tiles; n = 1000, 200 and 70 give
+  // 125, 13 and 9 leaves, so partial last nodes of the 8-ary levels; B·n = 40000 gives leaves
+  // of 40 factors; n = 3 is one leaf and no level.
   for (shape s : {shape{1, 1000, 64}, shape{3, 517, 17}, shape{2, 33, 48}, shape{40, 1000, 2}, shape{5, 129, 33},
-                  shape{1, 4097, 9}, shape{2, 1000, 32}, shape{3, 9, 16}, shape{1, 3, 32}})
+                  shape{1, 4097, 9}, shape{2, 1000, 32}, shape{3, 200, 16}, shape{1, 70, 32}, shape{1, 3, 32}})
     for (chain_order ord : {chain_order::left_to_right, chain_order::right_to_left}) {
       ++i;
       chain_opts o;

@@ -126,16 +126,10 @@ class tensor {
     for (index_t b = 0; b < g_.B; ++b)
       for (index_t t = 0; t < g_.T; ++t)
         for (index_t k = 0; k < g_.K; ++k) covered[static_cast<std::size_t>(mis_ + g_.off(b, t) + k)] = 1;
-    index_t n = 0;
-    for (std::size_t i = 0; i < got_.size(); ++i)
-      if (!covered[i] && std::memcmp(&got_[i], &image_[i], sizeof(T)) != 0) ++n;
-    return n;
+    return static_cast<index_t>(parscan_test::stray_changes(got_, image_, covered));
   }
   /// The whole payload is bit-identical to what it held before the call.
-  bool unchanged() const {
-    return got_.size() == image_.size() &&
-           (got_.empty() || std::memcmp(got_.data(), image_.data(), got_.size() * sizeof(T)) == 0);
-  }
+  bool unchanged() const { return parscan_test::bit_identical(got_, image_); }
   bool guards_intact() const { return buf_->guards_intact(); }
 
  private:

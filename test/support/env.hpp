@@ -229,6 +229,22 @@ class guarded_buffer {
   unsigned char poison_;
 };
 
+/// Elements of `now` that are not `covered` and whose bytes differ from `before`: writes that
+/// landed outside a tensor's addressed elements.
+template <class T>
+std::size_t stray_changes(const std::vector<T>& now, const std::vector<T>& before, const std::vector<char>& covered) {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < now.size(); ++i)
+    if (!covered[i] && std::memcmp(&now[i], &before[i], sizeof(T)) != 0) ++n;
+  return n;
+}
+
+/// Two payloads are bit-identical.
+template <class T>
+bool bit_identical(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
 /// "[3, 17, 18, ...]": the first few of a list of positions, for failure messages.
 inline std::string first_positions(const std::vector<std::size_t>& v, std::size_t max = 8) {
   std::ostringstream s;

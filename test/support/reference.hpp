@@ -121,9 +121,9 @@ result<V> scan(kind k, const batch<V>& in, Op op, bool reverse, const std::optio
 // Comparisons.
 
 /// max|actual - expected| / max(max|expected|, floor) over all elements and over fields
-/// 0..fields-1 of two equally shaped batches, where project(v, k) is field k of v. Fields are
-/// measured together (normwise), so one entry of a matrix that cancelled to near zero is judged
-/// on the scale of the whole matrix. With floor = 0 this is the plain relative error (the
+/// 0..fields-1 of two equally shaped batches, where project(v, k) is field k of v. The scale is
+/// the largest expected field over the whole batch (every element, every field), so one entry
+/// of a matrix that cancelled to near zero is judged on the scale of the data. With floor = 0 this is the plain relative error (the
 /// absolute error when every expected value is 0); a floor gives the scale of the data for sets
 /// of a few values that may each have cancelled to near zero (carries, reductions).
 template <class V, class P>

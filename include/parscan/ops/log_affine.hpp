@@ -47,8 +47,10 @@ struct signed_log {
 ///
 /// Branch-free, so a warp whose lanes mix signs runs one exp and one log1p per lane instead of
 /// both paths, and exp(lo - hi) as exp2: lo - hi ≤ 0, so the rounding of (lo - hi)·log2(e)
-/// moves e by at most |lo - hi|·2^-24 relatively, which changes log1p(±e) by at most
-/// e^-|lo-hi|·|lo-hi|·2^-24 < 2^-25 (one exp2 is one MUFU.EX2 on a GPU; expf is ~12 instructions).
+/// moves e by at most |lo - hi|·2^-24 relatively (plus exp2's own rounding), which changes
+/// log1p(+e) by at most e·|lo-hi|·2^-24 < 2^-25 and log1p(-e) by e·|lo-hi|·2^-24 / (1 - e):
+/// about 2^-24 as lo → hi, the cancelling case being the worst (one exp2 is one MUFU.EX2 on a
+/// GPU; expf is ~12 instructions).
 template <class T>
 PARSCAN_HD PARSCAN_INLINE signed_log<T> signed_log_add(signed_log<T> u, signed_log<T> v) {
   const T inf = cuda::std::numeric_limits<T>::infinity();

@@ -104,7 +104,8 @@ __global__ void mat_copy_kernel(mat_list<const TA> a, mat_list<TO> o, index_t co
 enum class mma_kind { tf32, bf16 };
 
 inline constexpr int mma_tile = 64, mma_k = 32, mma_threads = 128;
-inline constexpr int mma_lda = mma_k + 4, mma_ldb = mma_tile + 8;  // paddings: conflict-free fragment reads
+// Paddings: the tf32 fragment reads are conflict-free; the bf16 ones (pairs of k) are 2-way.
+inline constexpr int mma_lda = mma_k + 4, mma_ldb = mma_tile + 8;
 
 __device__ __forceinline__ std::uint32_t to_tf32(float x) {
   std::uint32_t r;

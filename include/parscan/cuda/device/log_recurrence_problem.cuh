@@ -116,6 +116,7 @@ struct log_recurrence_forward_problem {
   // each, and both runs of signs (V bytes each) in a third 16-byte slot. All or nothing: a
   // run with any tensor misaligned or strided is read directly.
   static_assert(run == 4 || run == 8, "sign runs are one 4- or 8-byte cp.async");
+  static_assert(sizeof(T) * run == 16, "stage_steps copies 16-byte runs only");
   static constexpr int staged_tensors = 3;
   __device__ PARSCAN_INLINE bool stage_run(const cursor& c, index_t pos, unsigned char* slot, int tensor_stride) const {
     const int n = count(pos), dir = reverse ? -1 : 1;
@@ -262,6 +263,7 @@ struct log_recurrence_backward_problem {
   // reads its one gate directly). log|b| and its signs, read only when storing, are prefetched
   // into L2 here. All or nothing per run, as the forward.
   static_assert(run == 4 || run == 8, "sign runs are one 4- or 8-byte cp.async");
+  static_assert(sizeof(T) * run == 16, "stage_steps copies 16-byte runs only");
   static constexpr int staged_tensors = 4;
   __device__ PARSCAN_INLINE bool stage_run(const cursor& c, index_t p, unsigned char* slot, int tensor_stride) const {
     const int n = count(p), d = dir();

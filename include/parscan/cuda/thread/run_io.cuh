@@ -2,6 +2,10 @@
 // one strided sequence. When the steps are adjacent in memory and the run is aligned, it is
 // one vector access (16 bytes for the common types); otherwise V scalar accesses, which stay
 // correct for any stride, direction and alignment.
+//
+// Each reader writes out its own loop that puts a run's steps in processing order: a shared
+// helper taking the word by reference turned the vector loads into byte loads (91
+// ld.global.v4 became 1456 ld.global.u8; docs/performance.md). Check the PTX after changes.
 #pragma once
 
 #include <cstdint>
@@ -19,22 +23,6 @@ template <> struct vector_word<16> { using type = uint4; };
 template <class T, int V>
 constexpr bool vectorizable = (sizeof(T) * V == 4 || sizeof(T) * V == 8 || sizeof(T) * V == 16);
 
-/// The V steps packed in one vector word w (lowest address first), in processing order: dir < 0
-/// reverses them. Two loops, not a computed index, so everything stays in registers.
-template <int V, class T, class W>
-__device__ PARSCAN_INLINE void unpack_steps(const W& w, int dir, T (&out)[V]) {
-  static_assert(sizeof(W) == sizeof(T) * V, "one word holds the run");
-  T tmp[V];
-  memcpy(tmp, &w, sizeof(W));
-  if (dir > 0) {
-#pragma unroll
-    for (int v = 0; v < V; ++v) out[v] = tmp[v];
-  } else {
-#pragma unroll
-    for (int v = 0; v < V; ++v) out[v] = tmp[V - 1 - v];
-  }
-}
-
 /// out[v] = seq[(t0 + v·dir)·stride] for v < count (count ≤ V; the rest are left alone).
 /// dir is +1 or -1: the run's steps in processing order.
 template <int V, class T>
@@ -44,7 +32,16 @@ __device__ PARSCAN_INLINE void read_steps(const T* seq, index_t stride, index_t 
       const T* lo = seq + (dir > 0 ? t0 : t0 - (V - 1));
       if ((reinterpret_cast<std::uintptr_t>(lo) % (sizeof(T) * V)) == 0) {
         using W = typename vector_word<sizeof(T) * V>::type;
-        unpack_steps(*reinterpret_cast<const W*>(lo), dir, out);
+        const W w = *reinterpret_cast<const W*>(lo);
+        T tmp[V];
+        memcpy(tmp, &w, sizeof(W));
+        if (dir > 0) {  // two loops, not a computed index, so tmp stays in registers
+#pragma unroll
+          for (int v = 0; v < V; ++v) out[v] = tmp[v];
+        } else {
+#pragma unroll
+          for (int v = 0; v < V; ++v) out[v] = tmp[V - 1 - v];
+        }
         return;
       }
     }
@@ -104,7 +101,16 @@ __device__ PARSCAN_INLINE bool stage_steps(void* dst, const T* seq, index_t stri
 template <int V, class T>
 __device__ PARSCAN_INLINE void read_staged(const void* src, int dir, T (&out)[V]) {
   static_assert(sizeof(T) * V == 16, "staged runs are 16 bytes");
-  unpack_steps(*static_cast<const uint4*>(src), dir, out);
+  const uint4 w = *static_cast<const uint4*>(src);
+  T tmp[V];
+  memcpy(tmp, &w, 16);
+  if (dir > 0) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) out[v] = tmp[v];
+  } else {
+#pragma unroll
+    for (int v = 0; v < V; ++v) out[v] = tmp[V - 1 - v];
+  }
 }
 
 /// Starts an asynchronous copy of Bytes (4, 8 or 16) bytes, both ends aligned to Bytes, into
@@ -121,10 +127,20 @@ __device__ PARSCAN_INLINE void stage_bytes(void* dst, const void* src) {
 template <int V, class T>
 __device__ PARSCAN_INLINE void read_staged_bytes(const void* src, int dir, T (&out)[V]) {
   using W = typename vector_word<sizeof(T) * V>::type;
-  unpack_steps(*static_cast<const W*>(src), dir, out);
+  const W w = *static_cast<const W*>(src);
+  T tmp[V];
+  memcpy(tmp, &w, sizeof(W));
+  if (dir > 0) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) out[v] = tmp[v];
+  } else {
+#pragma unroll
+    for (int v = 0; v < V; ++v) out[v] = tmp[V - 1 - v];
+  }
 }
 
-/// Brings the 16-byte line of global memory at p into L2 (a read that follows soon, not staged).
+/// Brings the cache line of global memory that holds p into L2 (a read that follows soon, not
+/// staged).
 __device__ PARSCAN_INLINE void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 
 __device__ PARSCAN_INLINE void async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
