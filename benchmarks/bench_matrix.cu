@@ -5,8 +5,8 @@
 // caller's workspace. Reported: GB/s and % of the copy bandwidth measured in the same run, for
 // the bytes that must move (each tensor once), and achieved GFLOP/s for the arithmetic that
 // must be done (2d³ per chain product, 2N² per recurrence step forward, 4N² backward).
-// The first two rows are the arithmetic reference: a cuBLAS SGEMM of 8192³, in true fp32 and
-// with TF32 tensor cores.
+// The first two rows are the arithmetic reference (where the toolkit has cuBLAS): a cuBLAS
+// SGEMM of 8192³, in true fp32 and with TF32 tensor cores.
 //   usage: bench_matrix [--json out.json] [--quick]
 #include <cmath>
 #include <cstdint>
@@ -14,7 +14,9 @@
 #include <type_traits>
 #include <vector>
 
+#if PARSCAN_BENCH_CUBLAS
 #include <cublas_v2.h>
+#endif
 
 #include <parscan/parscan.hpp>
 
@@ -82,6 +84,7 @@ struct result {
 };
 std::vector<result> results;
 
+#if PARSCAN_BENCH_CUBLAS
 // ---------------------------------------------------------------------------------------
 // The arithmetic reference: a large cuBLAS SGEMM, in true fp32 and with TF32 tensor cores.
 
@@ -108,6 +111,7 @@ void cublas_case(bool tf32, double copy) {
                       100 * gbs / copy, flops / us / 1e3},
                      flops / us / 1e3, 0.0, 0.0});
 }
+#endif
 
 // ---------------------------------------------------------------------------------------
 // Chains.
@@ -256,8 +260,10 @@ int main(int argc, char** argv) {
   using parscan::chain_math;
   using parscan::chain_output;
 
+#if PARSCAN_BENCH_CUBLAS
   cublas_case(false, copy);
   cublas_case(true, copy);
+#endif
   for (index_t d : {32, 64, 128, 256}) {
     const size_t bytes = size_t(1000) * d * d * sizeof(float);
     const int rot = bench::rotation_for(bytes);
