@@ -23,7 +23,6 @@ template <int V>
 __device__ PARSCAN_INLINE bool sign_run_stageable(const std::uint8_t* signs, index_t lo) {
   return signs == nullptr || reinterpret_cast<std::uintptr_t>(signs + lo) % V == 0;
 }
-__device__ PARSCAN_INLINE bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 /// Signs of a staged run: V bytes at slot (first sign tensor) and slot + 8 (second), so both
 /// fit one 16-byte tensor slot of staging_ring (V is 4 for float, 8 for bfloat16).

@@ -67,7 +67,7 @@ struct recurrence_forward_problem {
     const index_t t = step(pos);
     if (n != run || la.step_stride != 1 || lb.step_stride != 1) return false;
     const index_t lo = reverse ? t - (run - 1) : t;
-    if (reinterpret_cast<std::uintptr_t>(c.a + lo) % 16 != 0 || reinterpret_cast<std::uintptr_t>(c.b + lo) % 16 != 0)
+    if (!aligned16(c.a + lo) || !aligned16(c.b + lo))
       return false;
     return stage_steps<run>(slot, c.a, 1, t, dir, n) && stage_steps<run>(slot + tensor_stride, c.b, 1, t, dir, n);
   }
@@ -173,7 +173,7 @@ struct recurrence_backward_problem {
     const index_t t = step(p);
     if (n != run || la.step_stride != 1 || ldx.step_stride != 1) return false;
     const index_t lo = d < 0 ? t - (run - 1) : t;
-    if (reinterpret_cast<std::uintptr_t>(c.a + lo) % 16 != 0 || reinterpret_cast<std::uintptr_t>(c.dx + lo) % 16 != 0)
+    if (!aligned16(c.a + lo) || !aligned16(c.dx + lo))
       return false;
     return stage_steps<run>(slot, c.a, 1, t, d, n) && stage_steps<run>(slot + tensor_stride, c.dx, 1, t, d, n);
   }

@@ -20,6 +20,9 @@ template <> struct vector_word<4> { using type = unsigned; };
 template <> struct vector_word<8> { using type = uint2; };
 template <> struct vector_word<16> { using type = uint4; };
 
+/// Whether p may start a 16-byte vector access or cp.async.
+__device__ PARSCAN_INLINE bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
 template <class T, int V>
 constexpr bool vectorizable = (sizeof(T) * V == 4 || sizeof(T) * V == 8 || sizeof(T) * V == 16);
 
