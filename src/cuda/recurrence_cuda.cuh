@@ -5,6 +5,7 @@
 
 #include <parscan/cuda/device/dispatch_scan.cuh>
 #include <parscan/cuda/device/generic_problem.cuh>
+#include <parscan/cuda/device/recurrence_lane_packs.cuh>
 #include <parscan/cuda/device/recurrence_problems.cuh>
 #include <parscan/ops/affine.hpp>
 #include <parscan/recurrence.hpp>
@@ -24,6 +25,48 @@ recurrence_forward_problem<T> make_forward(const gated_forward_args<T>& g, const
           is_lane_major(p.a) && is_lane_major(p.b) && is_lane_major(p.x)};
 }
 
+// Lane packs (recurrence_lane_packs.cuh): K channels per lane when every tensor's layout keeps
+// K-channel groups whole and the pointers are aligned to them; otherwise one channel per lane,
+// exactly as without packs. The workspace sizes look at the layouts only, an upper bound
+// whatever the pointers turn out to be.
+template <class T>
+bool uses_lane_packs(const recurrence_forward_problem<T>& f) {
+  constexpr int K = channels_per_lane<T>;
+  return K > 1 && f.lane_major && f.length > 0 && lane_packs_fit<K>(f.la, f.a) && lane_packs_fit<K>(f.lb, f.b) &&
+         lane_packs_fit<K>(f.lx, f.x);
+}
+template <class T>
+bool uses_lane_packs(const recurrence_backward_problem<T>& b) {
+  constexpr int K = channels_per_lane<T>;
+  return K > 1 && b.lane_major && b.length > 0 && lane_packs_fit<K>(b.la, b.a) && lane_packs_fit<K>(b.lx, b.x) &&
+         lane_packs_fit<K>(b.ldx, b.dx) && lane_packs_fit<K>(b.lda, b.da) && lane_packs_fit<K>(b.ldb, b.db);
+}
+
+/// Runs a forward or backward Problem, in lane packs when they fit.
+template <template <class, int> class Lanes, class T, class Problem>
+status run_recurrence(const Problem& P, index_t sequences, const cuda_backend& be) {
+  constexpr int K = channels_per_lane<T>;
+  if constexpr (K > 1) {
+    if (uses_lane_packs(P))
+      return dispatch_lane_tiles(Lanes<T, K>(P), lanewise_op<affine_op<T>, K>{}, sequences / K, be);
+  }
+  return dispatch_scan(P, affine_op<T>{}, sequences, be);
+}
+
+/// Workspace bytes of Problem, and of its lane packs if the layouts let them be used.
+template <template <class, int> class Lanes, class T, class Problem>
+std::size_t recurrence_scan_bytes(index_t sequences, index_t length, bool packs_fit) {
+  std::size_t bytes = scan_workspace_bytes<Problem>(sequences, length);
+  constexpr int K = channels_per_lane<T>;
+  if constexpr (K > 1) {
+    if (packs_fit) {
+      const std::size_t packed = lane_tile_workspace_bytes<Lanes<T, K>>(sequences / K, length);
+      if (packed > bytes) bytes = packed;
+    }
+  }
+  return bytes;
+}
+
 // Bytes of the recomputed x (laid out like b) when backward is not given x.
 template <class T>
 std::size_t recompute_bytes(const gated_backward_args<T>& g, const detail::backward_plan& p) {
@@ -39,7 +82,11 @@ template <class T>
 std::size_t gated_recurrence_workspace_size(const gated_forward_args<T>& g) {
   detail::forward_plan p;
   if (detail::plan_forward(g, p) != status::success) return 0;
-  return cuda_detail::scan_workspace_bytes<cuda_detail::recurrence_forward_problem<T>>(p.sequences, g.shape.length);
+  using namespace cuda_detail;
+  constexpr int K = channels_per_lane<T>;
+  const bool fit = lane_packs_fit<K>(p.a) && lane_packs_fit<K>(p.b) && lane_packs_fit<K>(p.x);
+  using forward_problem = recurrence_forward_problem<T>;
+  return recurrence_scan_bytes<recurrence_forward_lanes, T, forward_problem>(p.sequences, g.shape.length, fit);
 }
 
 template <class T>
@@ -47,15 +94,28 @@ std::size_t gated_recurrence_workspace_size(const gated_backward_args<T>& g) {
   detail::backward_plan p;
   if (detail::plan_backward(g, p) != status::success) return 0;
   // The recompute (forward) and the backward scan run one after the other and share the rest.
-  return cuda_detail::recompute_bytes(g, p) +
-         cuda_detail::scan_workspace_bytes<cuda_detail::recurrence_backward_problem<T>>(p.sequences, g.shape.length);
+  // The recomputed x is laid out like b.
+  using namespace cuda_detail;
+  constexpr int K = channels_per_lane<T>;
+  const bool forward_fit = lane_packs_fit<K>(p.a) && lane_packs_fit<K>(p.b);
+  const bool backward_fit = lane_packs_fit<K>(p.a) && lane_packs_fit<K>(p.x) && lane_packs_fit<K>(p.dx) &&
+                            lane_packs_fit<K>(p.da) && lane_packs_fit<K>(p.db);
+  const index_t S = p.sequences, L = g.shape.length;
+  using forward_problem = recurrence_forward_problem<T>;
+  using backward_problem = recurrence_backward_problem<T>;
+  const std::size_t forward =
+      g.x ? 0 : recurrence_scan_bytes<recurrence_forward_lanes, T, forward_problem>(S, L, forward_fit);
+  const std::size_t backward =
+      recurrence_scan_bytes<recurrence_backward_lanes, T, backward_problem>(S, L, backward_fit);
+  return recompute_bytes(g, p) + (forward > backward ? forward : backward);
 }
 
 template <class T>
 status gated_recurrence_forward(const cuda_backend& be, const gated_forward_args<T>& g) {
   detail::forward_plan p;
   if (status st = detail::plan_forward(g, p); st != status::success) return st;
-  return cuda_detail::dispatch_scan(cuda_detail::make_forward(g, p), affine_op<T>{}, p.sequences, be);
+  return cuda_detail::run_recurrence<cuda_detail::recurrence_forward_lanes, T>(cuda_detail::make_forward(g, p),
+                                                                              p.sequences, be);
 }
 
 template <class T>
@@ -86,7 +146,9 @@ status gated_recurrence_backward(const cuda_backend& be, const gated_backward_ar
     f.reverse = g.reverse;
     f.gate = g.gate;
     const auto fp = cuda_detail::make_forward(f, detail::forward_plan{p.a, p.b, p.b, p.sequences});
-    if (status st = cuda_detail::dispatch_scan(fp, affine_op<T>{}, p.sequences, rest); st != status::success) return st;
+    if (status st = cuda_detail::run_recurrence<cuda_detail::recurrence_forward_lanes, T>(fp, p.sequences, rest);
+        st != status::success)
+      return st;
     x = x_tmp;
   }
   using cuda_detail::is_lane_major;
@@ -100,7 +162,7 @@ status gated_recurrence_backward(const cuda_backend& be, const gated_backward_ar
   bp.log_gate = g.gate == gate_form::log;
   bp.lane_major = is_lane_major(p.a) && is_lane_major(p.x) && is_lane_major(p.dx) && is_lane_major(p.da) &&
                   is_lane_major(p.db);
-  return cuda_detail::dispatch_scan(bp, affine_op<T>{}, p.sequences, rest);
+  return cuda_detail::run_recurrence<cuda_detail::recurrence_backward_lanes, T>(bp, p.sequences, rest);
 }
 
 bool cuda_available();

@@ -160,6 +160,63 @@ void backward_misaligned_in_place() {
 }
 
 // ---------------------------------------------------------------------------------------
+// Channel-last lane packs (CUDA: a lane owns two adjacent channels of a 2-byte type when D is
+// even and the pointers are 4-byte aligned, one channel otherwise). The shapes have even and
+// odd D, below and above one warp's 64 channels, batches whose groups straddle a warp, and
+// tiles enough for look-back windows (and, on the GPU, super-windows); misalign = 1 puts every
+// base pointer one element off (one channel per lane). Host: the same cases, as references.
+
+inline std::vector<shape3> lane_pack_shapes() {
+  std::vector<shape3> v = {{1, 64, 300}, {3, 64, 129}, {2, 65, 257},  {1, 256, 1000}, {4, 2, 77},
+                           {3, 34, 513}, {2, 96, 4097}, {5, 33, 64}, {1, 64, 1}};
+#if PARSCAN_TEST_ON_DEVICE
+  v.push_back({1, 64, 140001});  // past a super-window of 1024 tiles, forward and backward
+  v.push_back({4, 1024, 2049});
+#endif
+  return v;
+}
+
+template <class T>
+void forward_lane_packs() {
+  const std::vector<family> fams = families<T>();
+  int i = 0;
+  for (const shape3& s : lane_pack_shapes())
+    for (index_t misalign : {0, 1})
+      for (bool x0 : {false, true})
+        for (bool rev : {false, true}) {
+          ++i;
+          if (huge(s) && misalign != 0) continue;  // the GPU's long shapes: aligned only
+          fwd_opts o;
+          o.B = s.B, o.D = s.D, o.T = s.T, o.layout = lay::cl, o.misalign = misalign;
+          o.x0 = x0, o.reverse = rev, o.xfinal = (i % 3) != 2, o.in_place = (i % 5) == 4;
+          o.fam = fams[static_cast<std::size_t>(i) % fams.size()];
+          o.log = (i % 4) == 1 && o.fam != family::signed_;
+          run_forward<T>(o);
+        }
+}
+
+template <class T>
+void backward_lane_packs() {
+  const std::vector<family> fams = families<T>();
+  int i = 0;
+  for (const shape3& s : lane_pack_shapes())
+    for (index_t misalign : {0, 1})
+      for (bool x0 : {false, true})
+        for (bool rev : {false, true}) {
+          ++i;
+          if (huge(s) && misalign != 0) continue;
+          bwd_opts o;
+          o.B = s.B, o.D = s.D, o.T = s.T, o.layout = lay::cl, o.misalign = misalign;
+          o.x0 = x0, o.reverse = rev, o.dxfinal = (i % 3) != 1;
+          o.x_given = (i % 4) < 2, o.b_given = (i % 4) == 1;  // x null: the recompute takes lane packs too
+          o.in_place = (i % 6) == 5 ? 1 : (i % 6) == 2 ? 2 : 0;
+          o.fam = fams[static_cast<std::size_t>(i) % fams.size()];
+          o.log = (i % 5) == 2 && o.fam != family::signed_;
+          run_backward<T>(o);
+        }
+}
+
+// ---------------------------------------------------------------------------------------
 // Chunks, determinism.
 
 template <class T>
@@ -645,6 +702,10 @@ REC_FOR_EACH_DTYPE("forward: misaligned pointers and x == b", "[forward]", forwa
 REC_FOR_EACH_DTYPE("backward: shapes x dense layouts", "[backward]", backward_sweep)
 REC_FOR_EACH_DTYPE("backward: every option x every layout", "[backward]", backward_options)
 REC_FOR_EACH_DTYPE("backward: misaligned pointers, db == dx, da == dx", "[backward]", backward_misaligned_in_place)
+REC_FOR_EACH_DTYPE("forward: channel-last lane packs, even and odd D, misaligned", "[forward][lane_packs]",
+                   forward_lane_packs)
+REC_FOR_EACH_DTYPE("backward: channel-last lane packs, even and odd D, misaligned", "[backward][lane_packs]",
+                   backward_lane_packs)
 REC_FOR_EACH_DTYPE("chunked forward and backward equal one call", "[chunked]", chunked)
 REC_FOR_EACH_DTYPE("same call twice is bitwise identical", "[determinism]", determinism)
 REC_FOR_EACH_DTYPE("NaN and Inf propagate per channel as IEEE", "[nonfinite]", non_finite)

@@ -193,10 +193,10 @@ struct recurrence_backward_problem {
   }
 
   // da[t] = db[t]·x[prev]* (x0, or 0, before the first step), times a[t]* for a log gate.
-  __device__ PARSCAN_INLINE C gate_gradient(const cursor& c, index_t p, const C& grad, const T& x_prev,
+  __device__ PARSCAN_INLINE C gate_gradient(index_t s, index_t p, const C& grad, const T& x_prev,
                                             const T& gate_raw) const {
     const bool first_step = p == length - 1;
-    const C x_before = !first_step ? static_cast<C>(x_prev) : (x0 ? static_cast<C>(x0[c.s]) : C(0));
+    const C x_before = !first_step ? static_cast<C>(x_prev) : (x0 ? static_cast<C>(x0[s]) : C(0));
     const C grad_gate = grad * detail::conj_if_complex(x_before);
     return log_gate ? grad_gate * detail::conj_if_complex(detail::load_gate<C>(gate_raw, true)) : grad_gate;
   }
@@ -209,7 +209,7 @@ struct recurrence_backward_problem {
     const T gate_raw = log_gate ? c.a[t * la.step_stride] : T{};
     const C grad = static_cast<C>(c.dx[t * ldx.step_stride]) + v.b;
     c.db[t * ldb.step_stride] = static_cast<T>(grad);
-    c.da[t * lda.step_stride] = static_cast<T>(gate_gradient(c, p, grad, x_prev, gate_raw));
+    c.da[t * lda.step_stride] = static_cast<T>(gate_gradient(c.s, p, grad, x_prev, gate_raw));
   }
 
   __device__ PARSCAN_INLINE void store_run(const cursor& c, index_t p, const acc_type (&items)[run]) const {
@@ -226,7 +226,7 @@ struct recurrence_backward_problem {
       if (v >= n) break;
       const C grad = static_cast<C>(rdx[v]) + items[v].b;
       rdb[v] = static_cast<T>(grad);
-      rda[v] = static_cast<T>(gate_gradient(c, p + v, grad, rx[v], ra[v]));
+      rda[v] = static_cast<T>(gate_gradient(c.s, p + v, grad, rx[v], ra[v]));
     }
     write_steps(c.db, ldb.step_stride, t, d, n, rdb);
     write_steps(c.da, lda.step_stride, t, d, n, rda);

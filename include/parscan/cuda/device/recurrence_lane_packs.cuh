@@ -1,0 +1,223 @@
+// parscan/cuda/device/recurrence_lane_packs.cuh — lane tiles whose lanes own K adjacent
+// channels each, for the gated recurrence on lane-major (channel-last) layouts.
+//
+// A lane tile gives each lane one sequence, so a warp load of a 2-byte type reads only 64
+// bytes (the bf16 channel-last forward and backward ran at 12% of copy on an H100). Here a
+// lane owns K adjacent sequences and reads their step t with one K·sizeof(T)-byte access: a
+// warp load covers 32·K adjacent channels. The accumulator is K affine pairs side by side and
+// the operator acts on each of them on its own, so the tile scan and the look-back
+// (lane_tile_scan.cuh, tile_state.cuh) run unchanged over sequences/K "sequences".
+//
+// Only for layouts whose K-channel groups are whole and aligned (lane_packs_fit); the caller
+// falls back to one channel per lane otherwise.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "../../layout.hpp"
+#include "../runtime.cuh"
+#include "dispatch_scan.cuh"
+#include "recurrence_problems.cuh"
+
+namespace parscan::cuda_detail {
+
+/// Channels a lane owns: enough for a 4-byte access with the 2-byte types. (Wider types keep
+/// one channel: the f32 forward already reached 50–55% of copy with 4-byte lane loads.)
+template <class T>
+constexpr int channels_per_lane = sizeof(T) < 4 ? static_cast<int>(4 / sizeof(T)) : 1;
+
+/// Whether K adjacent sequences of layout l, starting at a multiple of K, sit in K adjacent
+/// elements whose first one is K·sizeof(T)-aligned whenever the base pointer is.
+template <int K>
+inline bool lane_packs_fit(const sequence_layout& l) {
+  return is_lane_major(l) && l.count % K == 0 && l.step_stride % K == 0 && (l.groups == 1 || l.group_stride % K == 0);
+}
+template <int K, class T>
+inline bool lane_packs_fit(const sequence_layout& l, const T* base) {
+  return lane_packs_fit<K>(l) && reinterpret_cast<std::uintptr_t>(base) % (K * sizeof(T)) == 0;
+}
+
+/// The accumulators of the K sequences a lane owns, aligned for one vector access where the
+/// size allows (the look-back reads and writes them in the tile state).
+template <class Acc, int K>
+constexpr std::size_t lane_pack_alignment =
+    (sizeof(Acc) * K == 8 || sizeof(Acc) * K == 16) ? sizeof(Acc) * K : alignof(Acc);
+template <class Acc, int K>
+struct alignas(lane_pack_alignment<Acc, K>) lane_pack {
+  Acc v[K];
+};
+
+/// Op applied to each sequence of a lane_pack on its own.
+template <class Op, int K>
+struct lanewise_op {
+  Op op;
+  template <class Acc>
+  __device__ PARSCAN_INLINE lane_pack<Acc, K> operator()(const lane_pack<Acc, K>& earlier,
+                                                          const lane_pack<Acc, K>& later) const {
+    lane_pack<Acc, K> r;
+#pragma unroll
+    for (int j = 0; j < K; ++j) r.v[j] = op(earlier.v[j], later.v[j]);
+    return r;
+  }
+};
+
+/// out[j] = p[j] for the K channels at p, in one aligned vector access. Copied out of a local
+/// word (as run_io.cuh does) so the load stays one ld.global, not K·sizeof(T) byte loads.
+template <int K, class T>
+__device__ PARSCAN_INLINE void read_channels(const T* p, T (&out)[K]) {
+  using W = typename vector_word<sizeof(T) * K>::type;
+  const W w = *reinterpret_cast<const W*>(p);
+  T tmp[K];
+  memcpy(tmp, &w, sizeof(W));
+#pragma unroll
+  for (int j = 0; j < K; ++j) out[j] = tmp[j];
+}
+
+/// p[j] = in[j] for the K channels at p, in one aligned vector access.
+template <int K, class T>
+__device__ PARSCAN_INLINE void write_channels(T* p, const T (&in)[K]) {
+  using W = typename vector_word<sizeof(T) * K>::type;
+  T tmp[K];
+#pragma unroll
+  for (int j = 0; j < K; ++j) tmp[j] = in[j];
+  W w;
+  memcpy(&w, tmp, sizeof(W));
+  *reinterpret_cast<W*>(p) = w;
+}
+
+/// The forward Problem (recurrence_problems.cuh) over packs of K channels: pack q is
+/// sequences K·q … K·q+K-1. Lane tiles only.
+template <class T, int K>
+struct recurrence_forward_lanes {
+  using base_type = recurrence_forward_problem<T>;
+  using C = typename base_type::C;
+  using acc_type = lane_pack<affine<C>, K>;
+  using cursor = typename base_type::cursor;
+  base_type base;
+  index_t length;
+  static constexpr bool exclusive = false;
+  // 12 steps: 128 registers, two 256-thread blocks per SM (bf16, sm_90). 16 steps, as many
+  // accumulator bytes as the one-channel forward's 32, took 150 registers and one block.
+  static constexpr int lane_steps = 12;
+
+  explicit recurrence_forward_lanes(const base_type& b) : base(b), length(b.length) {}
+
+  __device__ PARSCAN_INLINE cursor at(index_t q) const { return base.at(q * K); }
+  __device__ PARSCAN_INLINE acc_type load_at(const cursor& c, index_t pos) const {
+    const index_t t = base.step(pos);
+    T ra[K], rb[K];
+    read_channels(c.a + t * base.la.step_stride, ra);
+    read_channels(c.b + t * base.lb.step_stride, rb);
+    acc_type r;
+#pragma unroll
+    for (int j = 0; j < K; ++j) r.v[j] = affine<C>(detail::load_gate<C>(ra[j], base.log_gate), static_cast<C>(rb[j]));
+    return r;
+  }
+  __device__ PARSCAN_INLINE void store_at(const cursor& c, index_t pos, const acc_type& v) const {
+    T rx[K];
+#pragma unroll
+    for (int j = 0; j < K; ++j) rx[j] = static_cast<T>(v.v[j].b);
+    write_channels(c.x + base.step(pos) * base.lx.step_stride, rx);
+  }
+  __device__ PARSCAN_INLINE maybe<acc_type> initial(index_t q) const {
+    acc_type r;
+#pragma unroll
+    for (int j = 0; j < K; ++j) r.v[j] = base.initial(q * K + j).value;  // always present
+    return {r, true};
+  }
+  __device__ PARSCAN_INLINE void finish(index_t q, const acc_type& total) const {
+#pragma unroll
+    for (int j = 0; j < K; ++j) base.finish(q * K + j, total.v[j]);
+  }
+};
+
+/// The backward Problem over packs of K channels, as recurrence_forward_lanes does the forward.
+template <class T, int K>
+struct recurrence_backward_lanes {
+  using base_type = recurrence_backward_problem<T>;
+  using C = typename base_type::C;
+  using acc_type = lane_pack<affine<C>, K>;
+  using cursor = typename base_type::cursor;
+  base_type base;
+  index_t length;
+  static constexpr bool exclusive = true;
+  // As many accumulator bytes per thread as the one-channel backward's 16 steps (more
+  // registers cost the one-channel backward 9 points of copy; recurrence_problems.cuh).
+  static constexpr int lane_steps = base_type::lane_steps / K;
+
+  explicit recurrence_backward_lanes(const base_type& b) : base(b), length(b.length) {}
+
+  __device__ PARSCAN_INLINE cursor at(index_t q) const { return base.at(q * K); }
+  __device__ PARSCAN_INLINE acc_type load_at(const cursor& c, index_t p) const {
+    const index_t t = base.step(p);
+    T ra[K], rdx[K];
+    read_channels(c.a + t * base.la.step_stride, ra);
+    read_channels(c.dx + t * base.ldx.step_stride, rdx);
+    acc_type r;
+#pragma unroll
+    for (int j = 0; j < K; ++j) r.v[j] = base.element(ra[j], rdx[j]);
+    return r;
+  }
+  // v.v[j].b is y[next] of channel j: see recurrence_backward_problem::store_at.
+  __device__ PARSCAN_INLINE void store_at(const cursor& c, index_t p, const acc_type& v) const {
+    const index_t t = base.step(p);
+    const bool first_step = p == length - 1;
+    T rx[K], ra[K], rdx[K], rdb[K], rda[K];
+#pragma unroll
+    for (int j = 0; j < K; ++j) rx[j] = ra[j] = T{};
+    if (!first_step) read_channels(c.x + (t + base.dir()) * base.lx.step_stride, rx);
+    if (base.log_gate) read_channels(c.a + t * base.la.step_stride, ra);
+    read_channels(c.dx + t * base.ldx.step_stride, rdx);  // read again: db or da may be written over dx
+#pragma unroll
+    for (int j = 0; j < K; ++j) {
+      const C grad = static_cast<C>(rdx[j]) + v.v[j].b;
+      rdb[j] = static_cast<T>(grad);
+      rda[j] = static_cast<T>(base.gate_gradient(c.s + j, p, grad, rx[j], ra[j]));
+    }
+    write_channels(c.db + t * base.ldb.step_stride, rdb);
+    write_channels(c.da + t * base.lda.step_stride, rda);
+  }
+  __device__ PARSCAN_INLINE maybe<acc_type> initial(index_t q) const {
+    acc_type r;
+#pragma unroll
+    for (int j = 0; j < K; ++j) r.v[j] = base.initial(q * K + j).value;  // always present
+    return {r, true};
+  }
+  __device__ PARSCAN_INLINE void finish(index_t q, const acc_type& total) const {
+#pragma unroll
+    for (int j = 0; j < K; ++j) base.finish(q * K + j, total.v[j]);
+  }
+};
+
+/// The lane-tile part of a tile shape (launch_lane_tiles reads nothing else).
+template <class Problem, int LaneWarps = 8, int LaneSteps = default_lane_steps<Problem>>
+struct lane_tile_shape {
+  static constexpr int lane_warps = LaneWarps;
+  static constexpr int lane_steps = LaneSteps;
+  static constexpr index_t lane_tile = static_cast<index_t>(lane_warps) * lane_steps;
+};
+
+/// Workspace bytes of the lane tiles of `sequences` × `length` steps of Problem.
+template <class Problem, class shape = lane_tile_shape<Problem>>
+std::size_t lane_tile_workspace_bytes(index_t sequences, index_t length) {
+  if (sequences <= 0 || length <= 0) return 0;
+  const index_t groups = (sequences + warp_threads - 1) / warp_threads;
+  const index_t tiles = groups * ((length + shape::lane_tile - 1) / shape::lane_tile);
+  return tile_state<typename Problem::acc_type, warp_threads>::bytes(tiles) + 256;
+}
+
+/// Runs a Problem that has only the lane-tile interface (the lane packs above) over
+/// `sequences` of its sequences.
+template <class Problem, class Op>
+status dispatch_lane_tiles(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
+  if (sequences == 0) return status::success;
+  if (P.length == 0) {
+    const index_t blocks = (sequences + 255) / 256;
+    return launch(empty_sequences_kernel<Problem>, blocks < 65535 ? blocks : 65535, 256, 0, be, P, sequences);
+  }
+  return launch_lane_tiles<lane_tile_shape<Problem>>(P, op, sequences, be);
+}
+
+}  // namespace parscan::cuda_detail
