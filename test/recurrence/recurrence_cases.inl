@@ -169,10 +169,10 @@ void backward_misaligned_in_place() {
 inline std::vector<shape3> lane_pack_shapes() {
   std::vector<shape3> v = {{1, 64, 300}, {3, 64, 129}, {2, 65, 257},  {1, 256, 1000}, {4, 2, 77},
                            {3, 34, 513}, {2, 96, 4097}, {5, 33, 64}, {1, 64, 1}};
-#if PARSCAN_TEST_ON_DEVICE
-  v.push_back({1, 64, 140001});  // past a super-window of 1024 tiles, forward and backward
-  v.push_back({4, 1024, 2049});
-#endif
+  if (parscan_test::long_shapes_wanted()) {
+    v.push_back({1, 64, 140001});  // past a super-window of 1024 tiles, forward and backward
+    v.push_back({4, 1024, 2049});
+  }
   return v;
 }
 
@@ -702,9 +702,9 @@ REC_FOR_EACH_DTYPE("forward: misaligned pointers and x == b", "[forward]", forwa
 REC_FOR_EACH_DTYPE("backward: shapes x dense layouts", "[backward]", backward_sweep)
 REC_FOR_EACH_DTYPE("backward: every option x every layout", "[backward]", backward_options)
 REC_FOR_EACH_DTYPE("backward: misaligned pointers, db == dx, da == dx", "[backward]", backward_misaligned_in_place)
-REC_FOR_EACH_DTYPE("forward: channel-last lane packs, even and odd D, misaligned", "[forward][lane_packs]",
+REC_FOR_EACH_DTYPE("forward: channel-last lane packs with even and odd D and misaligned pointers", "[forward][lane_packs]",
                    forward_lane_packs)
-REC_FOR_EACH_DTYPE("backward: channel-last lane packs, even and odd D, misaligned", "[backward][lane_packs]",
+REC_FOR_EACH_DTYPE("backward: channel-last lane packs with even and odd D and misaligned pointers", "[backward][lane_packs]",
                    backward_lane_packs)
 REC_FOR_EACH_DTYPE("chunked forward and backward equal one call", "[chunked]", chunked)
 REC_FOR_EACH_DTYPE("same call twice is bitwise identical", "[determinism]", determinism)

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <sstream>
@@ -52,6 +53,10 @@ using test_backend = parscan::host_backend;
 #endif
 
 inline constexpr bool on_device = PARSCAN_TEST_ON_DEVICE != 0;
+
+/// Whether to leave out the long shapes that only the GPU runs (PARSCAN_TEST_SMALL set: the
+/// compute-sanitizer runs, which slow every kernel down a hundredfold).
+inline bool long_shapes_wanted() { return on_device && std::getenv("PARSCAN_TEST_SMALL") == nullptr; }
 
 /// The backend every test runs on: default stream, no workspace, no allocator.
 inline test_backend backend() { return test_backend{}; }
