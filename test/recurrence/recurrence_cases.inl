@@ -96,6 +96,41 @@ void forward_misaligned_in_place() {
       }
 }
 
+/// Lengths whose T·sizeof(T) is not a multiple of 16 (and one that is, in s3): sequences start
+/// off 16-byte boundaries, where the CUDA kernels cannot read whole aligned vectors. Base
+/// pointers aligned or one element past; b one element past a and x (the tensors disagree);
+/// both directions, with and without x0 and x_final.
+inline std::vector<shape3> odd_length_shapes() {
+  std::vector<shape3> v = {{2, 3, 1},    {1, 5, 3},    {3, 3, 5},      {1, 2, 7},     {2, 7, 1001},
+                           {1, 5, 4097}, {3, 1, 4099}, {1, 3, 100003}, {8, 640, 101}, {2, 3, 1000}};
+  // Enough sequences for the (staged) warp loop with whole tiles, and long chained ones.
+  if (parscan_test::long_shapes_wanted())
+    for (const shape3& s : {shape3{8, 1024, 1001}, shape3{4, 2048, 4097}, shape3{1, 2, 1000003}}) v.push_back(s);
+  return v;
+}
+
+template <class T>
+void forward_odd_lengths() {
+  const std::vector<family> fams = families<T>();
+  int i = 0;
+  for (const shape3& s : odd_length_shapes())
+    for (lay l : {lay::tc, lay::s3})
+      for (int variant = 0; variant < 3; ++variant)  // base aligned; one element past; b apart
+        for (bool rev : {false, true}) {
+          ++i;
+          if (huge(s) && l == lay::s3) continue;
+          fwd_opts o;
+          o.B = s.B, o.D = s.D, o.T = s.T, o.layout = l, o.reverse = rev;
+          o.misalign = variant == 1 ? 1 : 0;
+          o.b_misalign = variant == 2 ? 1 : -1;
+          o.x0 = (i % 2) == 0, o.xfinal = (i % 4) != 3;
+          o.fam = fams[static_cast<std::size_t>(i / 2) % fams.size()];
+          o.log = (i % 3) == 1 && o.fam != family::signed_;
+          o.in_place = variant == 1 && (i % 4) == 1;
+          run_forward<T>(o);
+        }
+}
+
 // ---------------------------------------------------------------------------------------
 // Backward.
 
@@ -157,6 +192,30 @@ void backward_misaligned_in_place() {
         o.log = (i % 5) == 1;
         run_backward<T>(o);
       }
+}
+
+/// The backward over the shapes of forward_odd_lengths: base pointers aligned or one element
+/// past, dx one element past the rest (no pads), x given or recomputed, db == dx.
+template <class T>
+void backward_odd_lengths() {
+  const std::vector<family> fams = families<T>();
+  int i = 0;
+  for (const shape3& s : odd_length_shapes())
+    for (lay l : {lay::tc, lay::s3})
+      for (int variant = 0; variant < 3; ++variant)  // base aligned; one element past; dx apart
+        for (bool rev : {false, true}) {
+          ++i;
+          if (huge(s) && l == lay::s3) continue;
+          bwd_opts o;
+          o.B = s.B, o.D = s.D, o.T = s.T, o.layout = l, o.reverse = rev;
+          o.misalign = variant == 1 ? 1 : 0;
+          o.dx_misalign = variant == 2 ? 1 : -1;
+          o.x0 = (i % 2) == 1, o.dxfinal = (i % 3) != 0, o.x_given = (i % 4) < 2;
+          o.fam = fams[static_cast<std::size_t>(i / 2) % fams.size()];
+          o.log = (i % 5) == 2 && o.fam != family::signed_;
+          o.in_place = variant == 1 && (i % 3) == 1 ? 1 : 0;
+          run_backward<T>(o);
+        }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -699,9 +758,13 @@ std::vector<R> fd_gradient(std::vector<R>& p, double h, const std::function<doub
 REC_FOR_EACH_DTYPE("forward: shapes x dense layouts", "[forward]", forward_sweep)
 REC_FOR_EACH_DTYPE("forward: every option x every layout", "[forward]", forward_options)
 REC_FOR_EACH_DTYPE("forward: misaligned pointers and x == b", "[forward]", forward_misaligned_in_place)
+REC_FOR_EACH_DTYPE("forward: lengths off 16-byte multiples and sequences off alignment", "[forward][odd_t]",
+                   forward_odd_lengths)
 REC_FOR_EACH_DTYPE("backward: shapes x dense layouts", "[backward]", backward_sweep)
 REC_FOR_EACH_DTYPE("backward: every option x every layout", "[backward]", backward_options)
 REC_FOR_EACH_DTYPE("backward: misaligned pointers, db == dx, da == dx", "[backward]", backward_misaligned_in_place)
+REC_FOR_EACH_DTYPE("backward: lengths off 16-byte multiples and sequences off alignment", "[backward][odd_t]",
+                   backward_odd_lengths)
 REC_FOR_EACH_DTYPE("forward: channel-last lane packs with even and odd D and misaligned pointers", "[forward][lane_packs]",
                    forward_lane_packs)
 REC_FOR_EACH_DTYPE("backward: channel-last lane packs with even and odd D and misaligned pointers", "[backward][lane_packs]",

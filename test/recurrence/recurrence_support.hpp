@@ -67,17 +67,24 @@ inline geometry make_geometry(arrangement a, index_t B, index_t D, index_t T) {
 inline geometry dense_geometry(index_t n) { return geometry{1, n, 1, {n, 1, 1}}; }
 
 /// How a case lays out its tensors: the two dense layouts, or recurrence_layout::strided
-/// with a different padded or permuted arrangement for each tensor.
-enum class lay { tc, cl, s1, s2 };
+/// with a different padded or permuted arrangement for each tensor (s1, s2), or pad_tc for
+/// all (s3: time stride 1, sequences starting at every alignment whatever T).
+enum class lay { tc, cl, s1, s2, s3 };
 inline const char* name(lay l) {
-  return l == lay::tc ? "time_contiguous" : l == lay::cl ? "channel_last" : l == lay::s1 ? "strided1" : "strided2";
+  return l == lay::tc   ? "time_contiguous"
+         : l == lay::cl ? "channel_last"
+         : l == lay::s1 ? "strided1"
+         : l == lay::s2 ? "strided2"
+                        : "strided_time_contiguous";
 }
 inline recurrence_layout api_layout(lay l) {
   return l == lay::tc ? recurrence_layout::time_contiguous
          : l == lay::cl ? recurrence_layout::channel_last
                         : recurrence_layout::strided;
 }
-inline arrangement dense_arrangement(lay l) { return l == lay::cl ? arrangement::cl : arrangement::tc; }
+inline arrangement dense_arrangement(lay l) {
+  return l == lay::cl ? arrangement::cl : l == lay::s3 ? arrangement::pad_tc : arrangement::tc;
+}
 
 struct fwd_arr { arrangement a, b, x; };
 inline fwd_arr fwd_arrangements(lay l, bool x_is_b) {
@@ -283,12 +290,13 @@ struct fwd_opts {
   bool x0 = false, xfinal = true, reverse = false, log = false;
   family fam = family::unit;
   index_t misalign = 0;
-  bool in_place = false;  // x == b
+  index_t b_misalign = -1;  // b's own misalignment when ≥ 0 (x follows b when in place)
+  bool in_place = false;    // x == b
   std::string str() const {
     std::ostringstream s;
     s << "B=" << B << " D=" << D << " T=" << T << " layout=" << name(layout) << " x0=" << x0 << " x_final=" << xfinal
       << " reverse=" << reverse << " gate=" << (log ? "log" : "linear") << " family=" << name(fam)
-      << " misalign=" << misalign << " in_place=" << in_place;
+      << " misalign=" << misalign << " b_misalign=" << b_misalign << " in_place=" << in_place;
     return s.str();
   }
 };
@@ -346,7 +354,7 @@ fwd_out<T> forward_call(const fwd_opts& o, const fwd_inputs<T>& in, bool checks 
   const fwd_arr arr = fwd_arrangements(o.layout, o.in_place);
   const index_t C = o.B * o.D;
   tensor<T> ta(make_geometry(arr.a, o.B, o.D, o.T), o.misalign, &in.a);
-  tensor<T> tb(make_geometry(arr.b, o.B, o.D, o.T), o.misalign, &in.b);
+  tensor<T> tb(make_geometry(arr.b, o.B, o.D, o.T), o.b_misalign >= 0 ? o.b_misalign : o.misalign, &in.b);
   tensor<T> tx_own;
   if (!o.in_place) tx_own = tensor<T>(make_geometry(arr.x, o.B, o.D, o.T), o.misalign, nullptr);
   tensor<T>& tx = o.in_place ? tb : tx_own;
@@ -420,6 +428,7 @@ struct bwd_opts {
   bool x0 = false, dxfinal = false, x_given = true, b_given = false, reverse = false, log = false;
   family fam = family::unit;
   index_t misalign = 0;
+  index_t dx_misalign = -1;     // dx's own misalignment when ≥ 0 (and da or db's when in place)
   int in_place = 0;             // 1: db == dx; 2: da == dx
   bool dx0_without_x0 = false;  // pass a dx0 buffer although x0 is null: must stay untouched
   std::string str() const {
@@ -427,7 +436,7 @@ struct bwd_opts {
     s << "B=" << B << " D=" << D << " T=" << T << " layout=" << name(layout) << " x0=" << x0 << " dx_final=" << dxfinal
       << " x=" << (x_given ? "given" : "null") << " b=" << ((!x_given || b_given) ? "given" : "null")
       << " reverse=" << reverse << " gate=" << (log ? "log" : "linear") << " family=" << name(fam)
-      << " misalign=" << misalign << " in_place=" << (in_place == 1 ? "db==dx" : in_place == 2 ? "da==dx" : "no")
+      << " misalign=" << misalign << " dx_misalign=" << dx_misalign << " in_place=" << (in_place == 1 ? "db==dx" : in_place == 2 ? "da==dx" : "no")
       << " dx0_without_x0=" << dx0_without_x0;
     return s.str();
   }
@@ -504,7 +513,7 @@ bwd_out<T> backward_call(const bwd_opts& o, const bwd_inputs<T>& in, bool checks
   if (o.x_given) tx = tensor<T>(geo(arr.x), o.misalign, &in.x);
   if (!o.x_given || o.b_given) tb = tensor<T>(geo(arr.b), o.misalign, &in.b);
   if (o.x0) tx0 = tensor<T>::dense(C, o.misalign, &in.x0);
-  tensor<T> tdx(geo(arr.dx), o.misalign, &in.dx);
+  tensor<T> tdx(geo(arr.dx), o.dx_misalign >= 0 ? o.dx_misalign : o.misalign, &in.dx);
   if (o.dxfinal) tdxf = tensor<T>::dense(C, o.misalign, &in.dxf);
   if (o.in_place != 2) tda_own = tensor<T>(geo(arr.da), o.misalign, nullptr);
   if (o.in_place != 1) tdb_own = tensor<T>(geo(arr.db), o.misalign, nullptr);
