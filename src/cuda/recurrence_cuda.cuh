@@ -5,6 +5,7 @@
 
 #include <parscan/cuda/device/dispatch_scan.cuh>
 #include <parscan/cuda/device/generic_problem.cuh>
+#include <parscan/cuda/device/recurrence_head_pads.cuh>
 #include <parscan/cuda/device/recurrence_lane_packs.cuh>
 #include <parscan/cuda/device/recurrence_problems.cuh>
 #include <parscan/ops/affine.hpp>
@@ -42,7 +43,8 @@ bool uses_lane_packs(const recurrence_backward_problem<T>& b) {
          lane_packs_fit<K>(b.ldx, b.dx) && lane_packs_fit<K>(b.lda, b.da) && lane_packs_fit<K>(b.ldb, b.db);
 }
 
-/// Runs a forward or backward Problem, in lane packs when they fit.
+/// Runs a forward or backward Problem: in lane packs when they fit, else one channel per lane
+/// (with head pads where sequences start off 16-byte boundaries).
 template <template <class, int> class Lanes, class T, class Problem>
 status run_recurrence(const Problem& P, index_t sequences, const cuda_backend& be) {
   constexpr int K = channels_per_lane<T>;
@@ -50,13 +52,13 @@ status run_recurrence(const Problem& P, index_t sequences, const cuda_backend& b
     if (uses_lane_packs(P))
       return dispatch_lane_tiles(Lanes<T, K>(P), lanewise_op<affine_op<T>, K>{}, sequences / K, be);
   }
-  return dispatch_scan(P, affine_op<T>{}, sequences, be);
+  return dispatch_recurrence(P, affine_op<T>{}, sequences, be);
 }
 
 /// Workspace bytes of Problem, and of its lane packs if the layouts let them be used.
 template <template <class, int> class Lanes, class T, class Problem>
 std::size_t recurrence_scan_bytes(index_t sequences, index_t length, bool packs_fit) {
-  std::size_t bytes = scan_workspace_bytes<Problem>(sequences, length);
+  std::size_t bytes = recurrence_workspace_bytes<Problem>(sequences, length);
   constexpr int K = channels_per_lane<T>;
   if constexpr (K > 1) {
     if (packs_fit) {

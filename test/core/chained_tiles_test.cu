@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <parscan/cuda/device/dispatch_scan.cuh>
+#include <parscan/cuda/device/recurrence_head_pads.cuh>
 #include <parscan/cuda/device/recurrence_problems.cuh>
 
 #include "support/env.hpp"
@@ -27,8 +28,9 @@ using tiny_shape =
     cd::tile_shape_of<cd::recurrence_forward_problem<float>, 4, 4, WarpTiles ? 4 : 1, 8, 2, Stages, 32, WarpTiles>;
 
 template <class Shape>
-void check_chained(const std::string& what, index_t sequences, index_t length, bool reverse) {
-  INFO(what << ": " << sequences << " sequences of " << length << " steps, reverse=" << reverse);
+void check_chained(const std::string& what, index_t sequences, index_t length, bool reverse, bool head_pads = false) {
+  INFO(what << ": " << sequences << " sequences of " << length << " steps, reverse=" << reverse
+            << ", head pads=" << head_pads);
   PARSCAN_TEST_RNG(r, "chained tiles " + what + (reverse ? " reverse" : ""));
   REQUIRE(Shape::chained_tile == 128);
   REQUIRE((length + Shape::chained_tile - 1) / Shape::chained_tile > 2 * cd::lookback_hyper);
@@ -42,9 +44,14 @@ void check_chained(const std::string& what, index_t sequences, index_t length, b
   const auto l = parscan::sequence_layout::time_contiguous(sequences, length);
   cd::recurrence_forward_problem<float> P{da.data(), db.data(), dx.data(), dx0.data(), dxf.data(), l, l, l,
                                          length, reverse, false, false};
+  // With head pads (the length is odd: sequences 1 and 2 start off 16-byte boundaries), the
+  // virtual steps must leave the look-back's aggregates as they are.
+  if (head_pads) REQUIRE(cd::head_pads_help(P));
   auto run = [&] {
-    REQUIRE(cd::dispatch_scan<Shape>(P, parscan::affine_op<float>{}, sequences, parscan::cuda_backend{}) ==
-            parscan::status::success);
+    const parscan::affine_op<float> op{};
+    const parscan::cuda_backend be{};
+    REQUIRE((head_pads ? cd::dispatch_scan<Shape>(cd::head_padded<decltype(P)>(P), op, sequences, be)
+                       : cd::dispatch_scan<Shape>(P, op, sequences, be)) == parscan::status::success);
     PARSCAN_TEST_SYNC();
   };
   run();
@@ -86,5 +93,8 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: sequences spanning several look-back
     check_chained<tiny_shape<false, 0>>("block tiles, register prefetch", 2, length, reverse);
     check_chained<tiny_shape<true, 2>>("warp tiles, staged 2 deep", 3, length, reverse);
     check_chained<tiny_shape<true, 3>>("warp tiles, staged 3 deep", 2, length, reverse);
+    check_chained<tiny_shape<false, 2>>("block tiles, staged 2 deep", 3, length, reverse, true);
+    check_chained<tiny_shape<true, 2>>("warp tiles, staged 2 deep", 3, length, reverse, true);
+    check_chained<tiny_shape<false, 0>>("block tiles, register prefetch", 3, length, reverse, true);
   }
 }
