@@ -289,8 +289,6 @@ int main(int argc, char** argv) {
     f32({"bwd f32 channel-last T=" + std::to_string(T), 8, 1536, T, cl, true});
     bf16({"bwd bf16 channel-last T=" + std::to_string(T), 8, 1536, T, cl, true});
   }
-  // Odd T: every sequence but the first starts off a 16-byte boundary (head pads).
-  if (!quick) f32({"bwd f32 T=100003", 8, 1536, 100003, tc, true});
   f32({"fwd f32 x0+x_final T=16384", 8, 1536, 16384, tc, false, true});
   for (index_t T : {index_t(4096), index_t(16384)}) c64({"fwd c64 T=" + std::to_string(T), 8, 1536, T, tc});
   for (bool bwd : {false, true}) {
@@ -298,6 +296,9 @@ int main(int argc, char** argv) {
     rows.push_back(run_log_case<float>("log " + dir + " f32 T=4096", 8, 1536, 4096, bwd, copy, max_err_log));
     rows.push_back(run_log_case<parscan::bfloat16>("log " + dir + " bf16 T=4096", 8, 1536, 4096, bwd, copy, max_err_16));
   }
+  // Odd T: every sequence but the first starts off a 16-byte boundary (head pads). Last: its
+  // 17 ms calls, timed before the x0 + x_final row, left that row 10 points lower on an H100.
+  if (!quick) f32({"bwd f32 T=100003", 8, 1536, 100003, tc, true});
 
   bench::print_table(rows, copy);
   bench::write_json(bench::json_arg(argc, argv), "bench_recurrence", rows, copy);
