@@ -38,11 +38,11 @@ step build bash -c "cmake --build '$build' -j $(nproc) --target parscan_gpu_test
 gpu_tests=$build/test/parscan_gpu_tests
 # The whole suite, in parallel shards (its float64 host references are CPU-bound; the GPU is
 # shared). Each shard's log goes into one file; the failures are printed.
-shards=${PARSCAN_GPU_TEST_SHARDS:-12}
+shards=${PARSCAN_GPU_TEST_SHARDS:-16}
 run_shards() {
   local pids=() rc=0 i
   for ((i = 0; i < shards; i++)); do
-    timeout "${PARSCAN_GPU_TEST_TIMEOUT:-240}" "$gpu_tests" --shard-count "$shards" --shard-index "$i" "$@" \
+    timeout "${PARSCAN_GPU_TEST_TIMEOUT:-420}" "$gpu_tests" --shard-count "$shards" --shard-index "$i" "$@" \
       > "/tmp/gpu_shard_$i.txt" 2>&1 & pids+=($!)
   done
   for i in "${!pids[@]}"; do wait "${pids[$i]}" || { rc=1; echo "shard $i failed (exit $?)"; }; done
