@@ -71,6 +71,32 @@ inline double copy_bandwidth_gbs(size_t bytes = size_t(1) << 30) {
   return 2.0 * bytes / us / 1e3;
 }
 
+/// Median microseconds of a device-to-device copy that moves `moved` bytes (half read, half
+/// written), rotating over enough buffers that each copy starts cold in L2, as the cases do: the
+/// floor for a case that moves as many bytes, launch and ramp-up included.
+inline double copy_us(size_t moved) {
+  const size_t half = std::max<size_t>(moved / 2, 256);
+  int v = 0;
+  BENCH_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrL2CacheSize, 0));
+  const size_t l2 = static_cast<size_t>(v);
+  const int rot = static_cast<int>(std::min<size_t>(16, 4 * l2 / (2 * half) + 1));
+  std::vector<void*> src(static_cast<size_t>(rot)), dst(static_cast<size_t>(rot));
+  for (int r = 0; r < rot; ++r) {
+    BENCH_CHECK(cudaMalloc(&src[static_cast<size_t>(r)], half));
+    BENCH_CHECK(cudaMalloc(&dst[static_cast<size_t>(r)], half));
+    BENCH_CHECK(cudaMemset(src[static_cast<size_t>(r)], 0x5a, half));
+  }
+  const double us = median_us([&](int i) {
+    const size_t k = static_cast<size_t>(i % rot);
+    BENCH_CHECK(cudaMemcpyAsync(dst[k], src[k], half, cudaMemcpyDeviceToDevice));
+  });
+  for (int r = 0; r < rot; ++r) {
+    BENCH_CHECK(cudaFree(src[static_cast<size_t>(r)]));
+    BENCH_CHECK(cudaFree(dst[static_cast<size_t>(r)]));
+  }
+  return us;
+}
+
 inline std::string gpu_name() {
   cudaDeviceProp p{};
   BENCH_CHECK(cudaGetDeviceProperties(&p, 0));

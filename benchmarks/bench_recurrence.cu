@@ -270,6 +270,12 @@ int main(int argc, char** argv) {
   std::vector<index_t> pow2 = {128, 1024, 4096, 16384, 65536};
   if (quick) pow2 = {128, 1024, 4096};
   for (index_t T : pow2) f32({"fwd f32 T=" + std::to_string(T), 8, 1536, T, tc});
+  {  // The floor for the T = 128 row: a copy of as many bytes (read a, b; write x), as cold.
+    const size_t moved = size_t(3) * 8 * 1536 * 128 * sizeof(float);
+    const double us = bench::copy_us(moved);
+    rows.push_back({"copy, fwd f32 T=128's bytes", "f32", "-", "copy", "18.9 MB", us, moved / us / 1e3,
+                    100 * (moved / us / 1e3) / copy});
+  }
   for (index_t T : {index_t(1000), index_t(10000), index_t(50000), index_t(100003), index_t(8192), index_t(32768),
                     index_t(131072)}) {
     if (quick && T > 10000) continue;
