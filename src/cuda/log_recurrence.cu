@@ -13,10 +13,13 @@ namespace {
 template <class T>
 cuda_detail::log_recurrence_forward_problem<T> make_problem(const log_forward_args<T>& g, const detail::forward_plan& p) {
   using cuda_detail::is_lane_major;
+  detail::log_forward_forms<T> f;
+  detail::pick_forward_forms(g, f);  // validated by the caller
   cuda_detail::log_recurrence_forward_problem<T> P{};
-  P.log_a = g.log_a, P.a_negative = g.a_negative, P.log_b = g.log_b, P.b_negative = g.b_negative;
-  P.log_x = g.log_x, P.x_negative = g.x_negative;
-  P.log_x0 = g.log_x0, P.x0_negative = g.x0_negative;
+  P.log_a = f.a, P.a_negative = g.a_negative, P.log_b = f.b, P.b_negative = g.b_negative;
+  P.a_value = f.a_value, P.b_value = f.b_value;
+  P.log_x = g.log_x, P.x_negative = g.x_negative, P.x = g.x;
+  P.log_x0 = f.x0, P.x0_negative = g.x0_negative, P.x0_value = f.x0_value;
   P.log_x_final = g.log_x_final, P.x_final_negative = g.x_final_negative;
   P.la = p.a, P.lb = p.b, P.lx = p.x;
   P.length = g.shape.length;
@@ -77,8 +80,9 @@ status log_recurrence_backward(const cuda_backend& be, const log_backward_args<T
     log_forward_args<T> f{};
     f.shape = g.shape;
     f.log_a = g.log_a, f.a_negative = g.a_negative, f.log_b = g.log_b, f.b_negative = g.b_negative;
+    f.a = g.a, f.b = g.b;  // whichever form was given
     f.log_x = lx_tmp, f.x_negative = sx_tmp;
-    f.log_x0 = g.log_x0, f.x0_negative = g.x0_negative;
+    f.log_x0 = g.log_x0, f.x0_negative = g.x0_negative, f.x0 = g.x0;
     f.reverse = g.reverse;
     const auto fp = make_problem(f, detail::forward_plan{p.a, p.b, p.b, p.sequences});
     if (status st = cuda_detail::dispatch_scan(fp, log_affine_op<float>{}, p.sequences, rest); st != status::success)
@@ -86,13 +90,16 @@ status log_recurrence_backward(const cuda_backend& be, const log_backward_args<T
     log_x = lx_tmp, x_negative = sx_tmp;
   }
   using cuda_detail::is_lane_major;
+  detail::log_backward_forms<T> f;
+  detail::pick_backward_forms(g, f);  // validated above
   cuda_detail::log_recurrence_backward_problem<T> bp{};
-  bp.log_a = g.log_a, bp.a_negative = g.a_negative, bp.log_b = g.log_b, bp.b_negative = g.b_negative;
+  bp.log_a = f.a, bp.a_negative = g.a_negative, bp.log_b = f.b, bp.b_negative = g.b_negative;
   bp.log_x = log_x, bp.x_negative = x_negative;
-  bp.log_x0 = g.log_x0, bp.x0_negative = g.x0_negative;
-  bp.dlog_x = g.dlog_x, bp.dlog_x_final = g.dlog_x_final;
-  bp.dlog_a = g.dlog_a, bp.dlog_b = g.dlog_b;
-  bp.dlog_x0 = g.log_x0 ? g.dlog_x0 : nullptr;  // an output only when x0 is given
+  bp.log_x0 = f.x0, bp.x0_negative = g.x0_negative;
+  bp.dlog_x = f.dx, bp.dlog_x_final = g.dlog_x_final;
+  bp.dlog_a = f.da, bp.dlog_b = f.db;
+  bp.dlog_x0 = f.dx0;  // an output only when x0 is given (null otherwise)
+  bp.a_value = f.a_value, bp.b_value = f.b_value, bp.x0_value = f.x0_value, bp.dx_value = f.dx_value;
   bp.la = p.a, bp.lb = p.b, bp.lx = p.x, bp.ldx = p.dx, bp.lda = p.da, bp.ldb = p.db;
   bp.length = g.shape.length;
   bp.forward_reverse = g.reverse;

@@ -41,17 +41,40 @@ __device__ PARSCAN_INLINE void read_staged_signs(const unsigned char* slot, cons
   }
 }
 
+/// A run of n loaded input elements in log form: log-form magnitudes pass through (their sign
+/// bytes already in neg), value-form ones become log|v| with the sign bit of v (as
+/// detail::log_form_of). The flag is one per tensor and launch: a uniform branch per run.
+template <int V, class T>
+__device__ PARSCAN_INLINE void to_log_form(bool value_form, int n, const T (&raw)[V], std::uint8_t (&neg)[V],
+                                           float (&log_mag)[V]) {
+  if (value_form) {
+#pragma unroll
+    for (int v = 0; v < V; ++v)
+      if (v < n) {
+        const signed_log<float> l = detail::log_form_of(static_cast<float>(raw[v]));
+        log_mag[v] = l.log_mag, neg[v] = l.neg ? 1 : 0;
+      }
+  } else {
+#pragma unroll
+    for (int v = 0; v < V; ++v)
+      if (v < n) log_mag[v] = static_cast<float>(raw[v]);
+  }
+}
+
+/// The forward. Each input pointer holds its log magnitudes, or, with its *_value flag, the
+/// values themselves (converted on load; their sign arrays are then null). The output is log_x
+/// (+ x_negative) and/or x, the value (-1)^neg·exp(log|x|), each null when not wanted.
 template <class T>
 struct log_recurrence_forward_problem {
   using acc_type = log_affine<float>;
   using sign = std::uint8_t;
-  const T* log_a;
-  const sign* a_negative;  // null: all positive
-  const T* log_b;
+  const T* log_a;           // log|a|, or a with a_value
+  const sign* a_negative;  // null: all positive (or a in value form)
+  const T* log_b;           // log|b|, or b with b_value
   const sign* b_negative;
-  T* log_x;
+  T* log_x;                // null: not written
   sign* x_negative;        // null: not written (x is positive)
-  const T* log_x0;
+  const T* log_x0;          // log|x0|, or x0 with x0_value; null: no x0
   const sign* x0_negative;
   T* log_x_final;
   sign* x_final_negative;
@@ -60,6 +83,8 @@ struct log_recurrence_forward_problem {
   bool reverse;
   bool lane_major;
   bool exclusive = false;
+  bool a_value = false, b_value = false, x0_value = false;  // inputs in value form
+  T* x = nullptr;  // x itself (laid out as log_x); null: not written
 
   struct cursor {
     const T* log_a;
@@ -68,11 +93,12 @@ struct log_recurrence_forward_problem {
     const sign* b_negative;
     T* log_x;
     sign* x_negative;
+    T* x;
   };
   __device__ PARSCAN_INLINE cursor at(index_t s) const {
     const index_t oa = la.sequence_offset(s), ob = lb.sequence_offset(s), ox = lx.sequence_offset(s);
     return {log_a + oa, a_negative ? a_negative + oa : nullptr, log_b + ob, b_negative ? b_negative + ob : nullptr,
-            log_x + ox, x_negative ? x_negative + ox : nullptr};
+            log_x ? log_x + ox : nullptr, x_negative ? x_negative + ox : nullptr, x ? x + ox : nullptr};
   }
   static constexpr int run = run_length<T>;
   __device__ PARSCAN_INLINE index_t step(index_t pos) const { return reverse ? length - 1 - pos : pos; }
@@ -87,29 +113,42 @@ struct log_recurrence_forward_problem {
     read_steps(c.log_b, lb.step_stride, t, dir, n, rb);
     if (c.a_negative) read_steps(c.a_negative, la.step_stride, t, dir, n, na);
     if (c.b_negative) read_steps(c.b_negative, lb.step_stride, t, dir, n, nb);
+    float fa[run], fb[run];
+    to_log_form(a_value, n, ra, na, fa);
+    to_log_form(b_value, n, rb, nb, fb);
 #pragma unroll
-    for (int v = 0; v < run; ++v)
-      items[v] = v < n ? acc_type(static_cast<float>(ra[v]), na[v] != 0, static_cast<float>(rb[v]), nb[v] != 0)
-                       : acc_type{};
+    for (int v = 0; v < run; ++v) items[v] = v < n ? acc_type(fa[v], na[v] != 0, fb[v], nb[v] != 0) : acc_type{};
   }
   __device__ PARSCAN_INLINE void store_run(const cursor& c, index_t pos, const acc_type (&items)[run]) const {
-    T rx[run];
-    sign nx[run];
-#pragma unroll
-    for (int v = 0; v < run; ++v) rx[v] = static_cast<T>(items[v].log_b), nx[v] = items[v].neg_b ? 1 : 0;
     const int n = count(pos), dir = reverse ? -1 : 1;
-    write_steps(c.log_x, lx.step_stride, step(pos), dir, n, rx);
-    if (c.x_negative) write_steps(c.x_negative, lx.step_stride, step(pos), dir, n, nx);
+    if (c.log_x) {
+      T rx[run];
+      sign nx[run];
+#pragma unroll
+      for (int v = 0; v < run; ++v) rx[v] = static_cast<T>(items[v].log_b), nx[v] = items[v].neg_b ? 1 : 0;
+      write_steps(c.log_x, lx.step_stride, step(pos), dir, n, rx);
+      if (c.x_negative) write_steps(c.x_negative, lx.step_stride, step(pos), dir, n, nx);
+    }
+    if (c.x) {
+      T vx[run];
+#pragma unroll
+      for (int v = 0; v < run; ++v) vx[v] = static_cast<T>(detail::value_of(items[v].log_b, items[v].neg_b));
+      write_steps(c.x, lx.step_stride, step(pos), dir, n, vx);
+    }
   }
   __device__ PARSCAN_INLINE acc_type load_at(const cursor& c, index_t pos) const {
     const index_t ia = step(pos) * la.step_stride, ib = step(pos) * lb.step_stride;
-    return acc_type(static_cast<float>(c.log_a[ia]), c.a_negative && c.a_negative[ia] != 0,
-                    static_cast<float>(c.log_b[ib]), c.b_negative && c.b_negative[ib] != 0);
+    const signed_log<float> a =
+        detail::input_log_form(static_cast<float>(c.log_a[ia]), c.a_negative && c.a_negative[ia] != 0, a_value);
+    const signed_log<float> b =
+        detail::input_log_form(static_cast<float>(c.log_b[ib]), c.b_negative && c.b_negative[ib] != 0, b_value);
+    return acc_type(a.log_mag, a.neg, b.log_mag, b.neg);
   }
   __device__ PARSCAN_INLINE void store_at(const cursor& c, index_t pos, const acc_type& v) const {
     const index_t ix = step(pos) * lx.step_stride;
-    c.log_x[ix] = static_cast<T>(v.log_b);
+    if (c.log_x) c.log_x[ix] = static_cast<T>(v.log_b);
     if (c.x_negative) c.x_negative[ix] = v.neg_b ? 1 : 0;
+    if (c.x) c.x[ix] = static_cast<T>(detail::value_of(v.log_b, v.neg_b));
   }
   // Staging through shared memory (the staged kernels): log|a| and log|b| of a run, 16 bytes
   // each, and both runs of signs (V bytes each) in a third 16-byte slot. All or nothing: a
@@ -141,16 +180,20 @@ struct log_recurrence_forward_problem {
     read_staged(slot + tensor_stride, dir, rb);
     read_staged_signs(slot + 2 * tensor_stride, c.a_negative, dir, na);
     read_staged_signs(slot + 2 * tensor_stride + 8, c.b_negative, dir, nb);
+    float fa[run], fb[run];
+    to_log_form(a_value, run, ra, na, fa);
+    to_log_form(b_value, run, rb, nb, fb);
 #pragma unroll
-    for (int v = 0; v < run; ++v)
-      items[v] = acc_type(static_cast<float>(ra[v]), na[v] != 0, static_cast<float>(rb[v]), nb[v] != 0);
+    for (int v = 0; v < run; ++v) items[v] = acc_type(fa[v], na[v] != 0, fb[v], nb[v] != 0);
   }
 
   __device__ PARSCAN_INLINE maybe<acc_type> initial(index_t s) const {
     const float neg_inf = -cuda::std::numeric_limits<float>::infinity();
-    return {acc_type(neg_inf, false, log_x0 ? static_cast<float>(log_x0[s]) : neg_inf,
-                     x0_negative != nullptr && x0_negative[s] != 0),
-            true};
+    const signed_log<float> x0 =
+        log_x0 ? detail::input_log_form(static_cast<float>(log_x0[s]), x0_negative != nullptr && x0_negative[s] != 0,
+                                        x0_value)
+               : signed_log<float>{neg_inf, false};
+    return {acc_type(neg_inf, false, x0.log_mag, x0.neg), true};
   }
   __device__ PARSCAN_INLINE void finish(index_t s, const acc_type& total) const {
     if (log_x_final) log_x_final[s] = static_cast<T>(total.log_b);
@@ -164,6 +207,9 @@ struct log_recurrence_forward_problem {
 /// is added to G before the division. The carry is zero (a = 0, b = 0). Storing db[t] forms
 /// dlog_b[t] = db·b, dlog_a[t] = db·a·x[prev] and, on the forward's first step, dlog_x0 = db·a·x0,
 /// each as exp(sum of logs) with the product of the signs (detail/log_recurrence_math.hpp).
+/// Value forms: a, b and x0 may hold the values (flags as the forward's); their gradients are
+/// then with respect to the values (da = db·x[prev], db, dx0 = db·a), written through the same
+/// output pointers. The upstream gradient may be dL/dx (dx_value): g[t] is then dx[t] itself.
 template <class T>
 struct log_recurrence_backward_problem {
   using acc_type = log_affine<float>;
@@ -186,6 +232,8 @@ struct log_recurrence_backward_problem {
   bool forward_reverse;
   bool lane_major;
   bool exclusive = false;
+  bool a_value = false, b_value = false, x0_value = false;  // inputs (and so their gradients) in value form
+  bool dx_value = false;                                    // dlog_x holds dL/dx
 
   struct cursor {
     const T* log_a;
@@ -220,11 +268,21 @@ struct log_recurrence_backward_problem {
   __device__ PARSCAN_INLINE int count(index_t pos) const { return steps_in_run<run>(length, pos); }
 
   // The element of backward position p from its raw inputs: upstream G, stored x, next gate.
+  // la_next / sa_next are in log form already. A value-form upstream dL/dx is g[t] itself
+  // (G_final/x added on the forward's last step in log form).
   __device__ PARSCAN_INLINE acc_type element(index_t p, index_t s, const T& G, const T& lx_t, sign sx_t,
                                              float la_next, sign sa_next) const {
-    float upstream = static_cast<float>(G);
-    if (p == 0 && dlog_x_final) upstream += static_cast<float>(dlog_x_final[s]);
-    const signed_log<float> grad = detail::log_quotient(detail::log_form_of(upstream), static_cast<float>(lx_t), sx_t != 0);
+    signed_log<float> grad;
+    if (dx_value) {
+      grad = detail::log_form_of(static_cast<float>(G));
+      if (p == 0 && dlog_x_final)
+        grad = signed_log_add(grad, detail::log_quotient(detail::log_form_of(static_cast<float>(dlog_x_final[s])),
+                                                         static_cast<float>(lx_t), sx_t != 0));
+    } else {
+      float upstream = static_cast<float>(G);
+      if (p == 0 && dlog_x_final) upstream += static_cast<float>(dlog_x_final[s]);
+      grad = detail::log_quotient(detail::log_form_of(upstream), static_cast<float>(lx_t), sx_t != 0);
+    }
     return p == 0 ? acc_type(0.0f, false, grad.log_mag, grad.neg)
                   : acc_type(la_next, sa_next != 0, grad.log_mag, grad.neg);
   }
@@ -250,9 +308,11 @@ struct log_recurrence_backward_problem {
           if (c.a_negative) na[v] = c.a_negative[k];
         }
     }
+    float fa[run];
+    to_log_form(a_value, n, ra, na, fa);
 #pragma unroll
     for (int v = 0; v < run; ++v)
-      items[v] = v < n ? element(p + v, c.s, rdx[v], rx[v], nx[v], static_cast<float>(ra[v]), na[v]) : acc_type{};
+      items[v] = v < n ? element(p + v, c.s, rdx[v], rx[v], nx[v], fa[v], na[v]) : acc_type{};
   }
 
   // Staging through shared memory (the staged kernels): dlog_x, log|x| and log|a| of the run's
@@ -277,7 +337,7 @@ struct log_recurrence_backward_problem {
     stage_steps<run>(slot + 2 * tensor_stride, c.log_a, 1, t, d, n);
     stage_signs<run>(slot + 3 * tensor_stride, c.x_negative, lo);
     stage_signs<run>(slot + 3 * tensor_stride + 8, c.a_negative, lo);
-    if (lb.step_stride == 1) {
+    if (lb.step_stride == 1 && !b_value) {  // a value-form b is not read
       prefetch_l2(c.log_b + lo);
       if (c.b_negative) prefetch_l2(c.b_negative + lo);
     }
@@ -294,8 +354,9 @@ struct log_recurrence_backward_problem {
     sign lane0_na = 0;
     if (lane_id() == 0 && p > 0 && n > 0) {  // issued first: the only load not staged
       const index_t k = (t - d) * la.step_stride;
-      lane0_a = static_cast<float>(c.log_a[k]);
-      if (c.a_negative) lane0_na = c.a_negative[k];
+      const signed_log<float> a0 =
+          detail::input_log_form(static_cast<float>(c.log_a[k]), c.a_negative && c.a_negative[k] != 0, a_value);
+      lane0_a = a0.log_mag, lane0_na = a0.neg ? 1 : 0;
     }
     if (staged) {
       read_staged(slot, d, rdx);
@@ -310,41 +371,60 @@ struct log_recurrence_backward_problem {
       read_steps(c.log_a, la.step_stride, t, d, n, ra);
       if (c.a_negative) read_steps(c.a_negative, la.step_stride, t, d, n, na);
     }
+    float fa[run] = {};  // ra in log form (the unread tail stays 0: shuffled, never used)
+    to_log_form(a_value, n, ra, na, fa);
     // The successor of this run's first step is the previous lane's last step.
-    float prev_a = __shfl_up_sync(0xffffffffu, static_cast<float>(ra[run - 1]), 1);
+    float prev_a = __shfl_up_sync(0xffffffffu, fa[run - 1], 1);
     sign prev_na = static_cast<sign>(__shfl_up_sync(0xffffffffu, static_cast<unsigned>(na[run - 1]), 1));
     if (lane_id() == 0) prev_a = lane0_a, prev_na = lane0_na;
     items[0] = n > 0 ? element(p, c.s, rdx[0], rx[0], nx[0], prev_a, prev_na) : acc_type{};
 #pragma unroll
     for (int v = 1; v < run; ++v)
-      items[v] = v < n ? element(p + v, c.s, rdx[v], rx[v], nx[v], static_cast<float>(ra[v - 1]), na[v - 1])
-                       : acc_type{};
+      items[v] = v < n ? element(p + v, c.s, rdx[v], rx[v], nx[v], fa[v - 1], na[v - 1]) : acc_type{};
   }
 
   __device__ PARSCAN_INLINE acc_type load_at(const cursor& c, index_t p) const {
     const index_t t = step(p), ix = t * lx.step_stride;
     const index_t ia = p == 0 ? 0 : (t - dir()) * la.step_stride;
+    signed_log<float> a_next{0.0f, false};
+    if (p > 0)
+      a_next = detail::input_log_form(static_cast<float>(c.log_a[ia]), c.a_negative && c.a_negative[ia] != 0, a_value);
     return element(p, c.s, c.dlog_x[t * ldx.step_stride], c.log_x[ix], c.x_negative ? c.x_negative[ix] : sign(0),
-                   p == 0 ? 0.0f : static_cast<float>(c.log_a[ia]), p > 0 && c.a_negative ? c.a_negative[ia] : sign(0));
+                   a_next.log_mag, a_next.neg ? 1 : 0);
+  }
+
+  // x0 in log form (zero without x0).
+  __device__ PARSCAN_INLINE signed_log<float> x0_log_form(index_t s) const {
+    if (!log_x0) return {-cuda::std::numeric_limits<float>::infinity(), false};
+    return detail::input_log_form(static_cast<float>(log_x0[s]), x0_negative != nullptr && x0_negative[s] != 0,
+                                  x0_value);
   }
 
   // Writes the gradients of the step at backward position p from db = v; x_prev is the stored
   // x at the step's forward predecessor (unused on the forward's first step, which uses x0).
-  __device__ PARSCAN_INLINE void gradients(index_t p, index_t s, const acc_type& v, const T& la_t, sign sa_t,
+  // a (la_t, sa_t) is in log form; b (lb_t, sb_t) is read only in log form (a value-form b's
+  // gradient is db itself). A value-form input's factor is left out of its gradient.
+  __device__ PARSCAN_INLINE void gradients(index_t p, index_t s, const acc_type& v, float la_t, sign sa_t,
                                            const T& lb_t, sign sb_t, const T& lx_prev, sign sx_prev, T& da,
                                            T& db) const {
     const bool first_step = p == length - 1;
-    float l_before = static_cast<float>(lx_prev);
-    bool n_before = sx_prev != 0;
-    if (first_step) {
-      l_before = log_x0 ? static_cast<float>(log_x0[s]) : -cuda::std::numeric_limits<float>::infinity();
-      n_before = x0_negative != nullptr && x0_negative[s] != 0;
-    }
-    const float a_l = static_cast<float>(la_t);
-    db = static_cast<T>(detail::log_product(v.log_b, static_cast<float>(lb_t), 0.0f, v.neg_b != (sb_t != 0)));
-    const float grad_a = detail::log_product(v.log_b, a_l, l_before, v.neg_b != ((sa_t != 0) != n_before));
+    signed_log<float> before{static_cast<float>(lx_prev), sx_prev != 0};
+    if (first_step) before = x0_log_form(s);
+    const float b_l = b_value ? 0.0f : static_cast<float>(lb_t);
+    const bool b_n = !b_value && sb_t != 0;
+    db = static_cast<T>(detail::log_product(v.log_b, b_l, 0.0f, v.neg_b != b_n));
+    const float a_l = a_value ? 0.0f : la_t;
+    const bool a_n = !a_value && sa_t != 0;
+    const float grad_a = detail::log_product(v.log_b, a_l, before.log_mag, v.neg_b != (a_n != before.neg));
     da = static_cast<T>(grad_a);
-    if (first_step && dlog_x0) dlog_x0[s] = static_cast<T>(grad_a);  // db·a·x0: the same product
+    if (first_step && dlog_x0) {
+      if (!a_value && !x0_value) {
+        dlog_x0[s] = static_cast<T>(grad_a);  // db·a·x0: the same product
+      } else {  // db·a·x0, or db·a for a value-form x0
+        const signed_log<float> x0f = x0_value ? signed_log<float>{0.0f, false} : before;
+        dlog_x0[s] = static_cast<T>(detail::log_product(v.log_b, la_t, x0f.log_mag, v.neg_b != ((sa_t != 0) != x0f.neg)));
+      }
+    }
   }
 
   __device__ PARSCAN_INLINE void store_at(const cursor& c, index_t p, const acc_type& v) const {
@@ -352,9 +432,10 @@ struct log_recurrence_backward_problem {
     const bool first_step = p == length - 1;
     const index_t ip = first_step ? 0 : (t + dir()) * lx.step_stride;
     T da, db;
-    gradients(p, c.s, v, c.log_a[ia], c.a_negative ? c.a_negative[ia] : sign(0), c.log_b[ib],
-              c.b_negative ? c.b_negative[ib] : sign(0), first_step ? T{} : c.log_x[ip],
-              !first_step && c.x_negative ? c.x_negative[ip] : sign(0), da, db);
+    const signed_log<float> a =
+        detail::input_log_form(static_cast<float>(c.log_a[ia]), c.a_negative && c.a_negative[ia] != 0, a_value);
+    gradients(p, c.s, v, a.log_mag, a.neg ? 1 : 0, b_value ? T{} : c.log_b[ib], c.b_negative ? c.b_negative[ib] : sign(0),
+              first_step ? T{} : c.log_x[ip], !first_step && c.x_negative ? c.x_negative[ip] : sign(0), da, db);
     c.dlog_b[t * ldb.step_stride] = db;  // dlog_x[t] was read when loading: in place is safe
     c.dlog_a[t * lda.step_stride] = da;
   }
@@ -365,18 +446,20 @@ struct log_recurrence_backward_problem {
     const index_t with_pred = length - 1 - p;  // steps of this run whose predecessor is in x
     const int with_x = with_pred >= run ? run : static_cast<int>(with_pred < 0 ? 0 : with_pred);
     const int nx_read = with_x < n ? with_x : n;
-    T rx[run] = {}, ra[run], rb[run], rda[run], rdb[run];
+    T rx[run] = {}, ra[run], rb[run] = {}, rda[run], rdb[run];
     sign sx[run] = {}, sa[run] = {}, sb[run] = {};
     read_steps(c.log_x, lx.step_stride, t + d, d, nx_read, rx);
     if (c.x_negative) read_steps(c.x_negative, lx.step_stride, t + d, d, nx_read, sx);
     read_steps(c.log_a, la.step_stride, t, d, n, ra);
     if (c.a_negative) read_steps(c.a_negative, la.step_stride, t, d, n, sa);
-    read_steps(c.log_b, lb.step_stride, t, d, n, rb);
+    if (!b_value) read_steps(c.log_b, lb.step_stride, t, d, n, rb);  // a value-form b's gradient needs no b
     if (c.b_negative) read_steps(c.b_negative, lb.step_stride, t, d, n, sb);
+    float fa[run];
+    to_log_form(a_value, n, ra, sa, fa);
 #pragma unroll
     for (int v = 0; v < run; ++v) {
       if (v >= n) break;
-      gradients(p + v, c.s, items[v], ra[v], sa[v], rb[v], sb[v], rx[v], sx[v], rda[v], rdb[v]);
+      gradients(p + v, c.s, items[v], fa[v], sa[v], rb[v], sb[v], rx[v], sx[v], rda[v], rdb[v]);
     }
     write_steps(c.dlog_b, ldb.step_stride, t, d, n, rdb);
     write_steps(c.dlog_a, lda.step_stride, t, d, n, rda);
@@ -387,8 +470,18 @@ struct log_recurrence_backward_problem {
     return {acc_type(neg_inf, false, neg_inf, false), true};  // nothing after the last step
   }
   __device__ PARSCAN_INLINE void finish(index_t s, const acc_type&) const {
-    // No steps: x_final is x0 and the gradient passes straight through.
-    if (length == 0 && dlog_x0) dlog_x0[s] = dlog_x_final ? dlog_x_final[s] : T(0.0f);
+    // No steps: x_final is x0 and the gradient passes straight through (dL/dx0 = G_final/x0
+    // for a value-form x0).
+    if (length == 0 && dlog_x0) {
+      const T grad_final = dlog_x_final ? dlog_x_final[s] : T(0.0f);
+      if (x0_value) {
+        const signed_log<float> x0 = x0_log_form(s);
+        const signed_log<float> q = detail::log_quotient(detail::log_form_of(static_cast<float>(grad_final)), x0.log_mag, x0.neg);
+        dlog_x0[s] = static_cast<T>(detail::value_of(q.log_mag, q.neg));
+      } else {
+        dlog_x0[s] = grad_final;
+      }
+    }
   }
 };
 
