@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda/std/limits>
 
@@ -41,30 +42,12 @@ __device__ PARSCAN_INLINE void read_staged_signs(const unsigned char* slot, cons
   }
 }
 
-/// A run of n loaded input elements in log form: log-form magnitudes pass through (their sign
-/// bytes already in neg), value-form ones become log|v| with the sign bit of v (as
-/// detail::log_form_of). The flag is one per tensor and launch: a uniform branch per run.
-template <int V, class T>
-__device__ PARSCAN_INLINE void to_log_form(bool value_form, int n, const T (&raw)[V], std::uint8_t (&neg)[V],
-                                           float (&log_mag)[V]) {
-  if (value_form) {
-#pragma unroll
-    for (int v = 0; v < V; ++v)
-      if (v < n) {
-        const signed_log<float> l = detail::log_form_of(static_cast<float>(raw[v]));
-        log_mag[v] = l.log_mag, neg[v] = l.neg ? 1 : 0;
-      }
-  } else {
-#pragma unroll
-    for (int v = 0; v < V; ++v)
-      if (v < n) log_mag[v] = static_cast<float>(raw[v]);
-  }
-}
-
 /// The forward. Each input pointer holds its log magnitudes, or, with its *_value flag, the
 /// values themselves (converted on load; their sign arrays are then null). The output is log_x
 /// (+ x_negative) and/or x, the value (-1)^neg·exp(log|x|), each null when not wanted.
-template <class T>
+/// Values = false is the log form only (the flags and x are ignored, log_x is written): value
+/// forms get their own instantiation, so the log-form kernels carry none of their code.
+template <class T, bool Values = false>
 struct log_recurrence_forward_problem {
   using acc_type = log_affine<float>;
   using sign = std::uint8_t;
@@ -83,25 +66,45 @@ struct log_recurrence_forward_problem {
   bool reverse;
   bool lane_major;
   bool exclusive = false;
-  bool a_value = false, b_value = false, x0_value = false;  // inputs in value form
-  T* x = nullptr;  // x itself (laid out as log_x); null: not written
+  bool a_value = false, b_value = false, x0_value = false;  // inputs in value form (Values only)
+  T* x = nullptr;  // x itself (laid out as log_x); null: not written (Values only)
+  __device__ PARSCAN_INLINE bool a_val() const { return Values && a_value; }
+  __device__ PARSCAN_INLINE bool b_val() const { return Values && b_value; }
+  __device__ PARSCAN_INLINE bool x0_val() const { return Values && x0_value; }
 
-  struct cursor {
+  struct value_output {
+    T* x;
+  };
+  struct no_value_output {
+    static constexpr T* x = nullptr;
+  };
+  // The log-form cursor is the one it always was; value forms add x.
+  struct cursor : std::conditional_t<Values, value_output, no_value_output> {
     const T* log_a;
     const sign* a_negative;
     const T* log_b;
     const sign* b_negative;
     T* log_x;
     sign* x_negative;
-    T* x;
   };
   __device__ PARSCAN_INLINE cursor at(index_t s) const {
     const index_t oa = la.sequence_offset(s), ob = lb.sequence_offset(s), ox = lx.sequence_offset(s);
-    return {log_a + oa, a_negative ? a_negative + oa : nullptr, log_b + ob, b_negative ? b_negative + ob : nullptr,
-            log_x ? log_x + ox : nullptr, x_negative ? x_negative + ox : nullptr, x ? x + ox : nullptr};
+    cursor c;
+    c.log_a = log_a + oa, c.a_negative = a_negative ? a_negative + oa : nullptr;
+    c.log_b = log_b + ob, c.b_negative = b_negative ? b_negative + ob : nullptr;
+    c.log_x = !Values || log_x ? log_x + ox : nullptr, c.x_negative = x_negative ? x_negative + ox : nullptr;
+    if constexpr (Values) c.x = x ? x + ox : nullptr;
+    return c;
   }
   static constexpr int run = run_length<T>;
   __device__ PARSCAN_INLINE index_t step(index_t pos) const { return reverse ? length - 1 - pos : pos; }
+  // The element of one step from its stored a and b, for value forms (the log-form paths below
+  // keep their own expressions, so the log-form kernels compile as they did before value forms).
+  __device__ PARSCAN_INLINE acc_type element(const T& a, sign na, const T& b, sign nb) const {
+    const signed_log<float> la = detail::input_log_form(static_cast<float>(a), na != 0, a_val());
+    const signed_log<float> lb = detail::input_log_form(static_cast<float>(b), nb != 0, b_val());
+    return acc_type(la.log_mag, la.neg, lb.log_mag, lb.neg);
+  }
   __device__ PARSCAN_INLINE int count(index_t pos) const { return steps_in_run<run>(length, pos); }
 
   __device__ PARSCAN_INLINE void load_run(const cursor& c, index_t pos, acc_type (&items)[run]) const {
@@ -113,23 +116,27 @@ struct log_recurrence_forward_problem {
     read_steps(c.log_b, lb.step_stride, t, dir, n, rb);
     if (c.a_negative) read_steps(c.a_negative, la.step_stride, t, dir, n, na);
     if (c.b_negative) read_steps(c.b_negative, lb.step_stride, t, dir, n, nb);
-    float fa[run], fb[run];
-    to_log_form(a_value, n, ra, na, fa);
-    to_log_form(b_value, n, rb, nb, fb);
+    if constexpr (Values) {
 #pragma unroll
-    for (int v = 0; v < run; ++v) items[v] = v < n ? acc_type(fa[v], na[v] != 0, fb[v], nb[v] != 0) : acc_type{};
+      for (int v = 0; v < run; ++v) items[v] = v < n ? element(ra[v], na[v], rb[v], nb[v]) : acc_type{};
+    } else {
+#pragma unroll
+      for (int v = 0; v < run; ++v)
+        items[v] = v < n ? acc_type(static_cast<float>(ra[v]), na[v] != 0, static_cast<float>(rb[v]), nb[v] != 0)
+                         : acc_type{};
+    }
   }
   __device__ PARSCAN_INLINE void store_run(const cursor& c, index_t pos, const acc_type (&items)[run]) const {
-    const int n = count(pos), dir = reverse ? -1 : 1;
-    if (c.log_x) {
-      T rx[run];
-      sign nx[run];
+    T rx[run];
+    sign nx[run];
 #pragma unroll
-      for (int v = 0; v < run; ++v) rx[v] = static_cast<T>(items[v].log_b), nx[v] = items[v].neg_b ? 1 : 0;
+    for (int v = 0; v < run; ++v) rx[v] = static_cast<T>(items[v].log_b), nx[v] = items[v].neg_b ? 1 : 0;
+    const int n = count(pos), dir = reverse ? -1 : 1;
+    if (!Values || c.log_x) {
       write_steps(c.log_x, lx.step_stride, step(pos), dir, n, rx);
       if (c.x_negative) write_steps(c.x_negative, lx.step_stride, step(pos), dir, n, nx);
     }
-    if (c.x) {
+    if (Values && c.x) {
       T vx[run];
 #pragma unroll
       for (int v = 0; v < run; ++v) vx[v] = static_cast<T>(detail::value_of(items[v].log_b, items[v].neg_b));
@@ -138,17 +145,17 @@ struct log_recurrence_forward_problem {
   }
   __device__ PARSCAN_INLINE acc_type load_at(const cursor& c, index_t pos) const {
     const index_t ia = step(pos) * la.step_stride, ib = step(pos) * lb.step_stride;
-    const signed_log<float> a =
-        detail::input_log_form(static_cast<float>(c.log_a[ia]), c.a_negative && c.a_negative[ia] != 0, a_value);
-    const signed_log<float> b =
-        detail::input_log_form(static_cast<float>(c.log_b[ib]), c.b_negative && c.b_negative[ib] != 0, b_value);
-    return acc_type(a.log_mag, a.neg, b.log_mag, b.neg);
+    if constexpr (Values)
+      return element(c.log_a[ia], c.a_negative && c.a_negative[ia] != 0, c.log_b[ib],
+                     c.b_negative && c.b_negative[ib] != 0);
+    return acc_type(static_cast<float>(c.log_a[ia]), c.a_negative && c.a_negative[ia] != 0,
+                    static_cast<float>(c.log_b[ib]), c.b_negative && c.b_negative[ib] != 0);
   }
   __device__ PARSCAN_INLINE void store_at(const cursor& c, index_t pos, const acc_type& v) const {
     const index_t ix = step(pos) * lx.step_stride;
-    if (c.log_x) c.log_x[ix] = static_cast<T>(v.log_b);
+    if (!Values || c.log_x) c.log_x[ix] = static_cast<T>(v.log_b);
     if (c.x_negative) c.x_negative[ix] = v.neg_b ? 1 : 0;
-    if (c.x) c.x[ix] = static_cast<T>(detail::value_of(v.log_b, v.neg_b));
+    if (Values && c.x) c.x[ix] = static_cast<T>(detail::value_of(v.log_b, v.neg_b));
   }
   // Staging through shared memory (the staged kernels): log|a| and log|b| of a run, 16 bytes
   // each, and both runs of signs (V bytes each) in a third 16-byte slot. All or nothing: a
@@ -180,20 +187,26 @@ struct log_recurrence_forward_problem {
     read_staged(slot + tensor_stride, dir, rb);
     read_staged_signs(slot + 2 * tensor_stride, c.a_negative, dir, na);
     read_staged_signs(slot + 2 * tensor_stride + 8, c.b_negative, dir, nb);
-    float fa[run], fb[run];
-    to_log_form(a_value, run, ra, na, fa);
-    to_log_form(b_value, run, rb, nb, fb);
+    if constexpr (Values) {
 #pragma unroll
-    for (int v = 0; v < run; ++v) items[v] = acc_type(fa[v], na[v] != 0, fb[v], nb[v] != 0);
+      for (int v = 0; v < run; ++v) items[v] = element(ra[v], na[v], rb[v], nb[v]);
+    } else {
+#pragma unroll
+      for (int v = 0; v < run; ++v)
+        items[v] = acc_type(static_cast<float>(ra[v]), na[v] != 0, static_cast<float>(rb[v]), nb[v] != 0);
+    }
   }
 
   __device__ PARSCAN_INLINE maybe<acc_type> initial(index_t s) const {
     const float neg_inf = -cuda::std::numeric_limits<float>::infinity();
-    const signed_log<float> x0 =
-        log_x0 ? detail::input_log_form(static_cast<float>(log_x0[s]), x0_negative != nullptr && x0_negative[s] != 0,
-                                        x0_value)
-               : signed_log<float>{neg_inf, false};
-    return {acc_type(neg_inf, false, x0.log_mag, x0.neg), true};
+    if (x0_val()) {
+      const signed_log<float> x0 =
+          log_x0 ? detail::log_form_of(static_cast<float>(log_x0[s])) : signed_log<float>{neg_inf, false};
+      return {acc_type(neg_inf, false, x0.log_mag, x0.neg), true};
+    }
+    return {acc_type(neg_inf, false, log_x0 ? static_cast<float>(log_x0[s]) : neg_inf,
+                     x0_negative != nullptr && x0_negative[s] != 0),
+            true};
   }
   __device__ PARSCAN_INLINE void finish(index_t s, const acc_type& total) const {
     if (log_x_final) log_x_final[s] = static_cast<T>(total.log_b);
@@ -210,7 +223,8 @@ struct log_recurrence_forward_problem {
 /// Value forms: a, b and x0 may hold the values (flags as the forward's); their gradients are
 /// then with respect to the values (da = db·x[prev], db, dx0 = db·a), written through the same
 /// output pointers. The upstream gradient may be dL/dx (dx_value): g[t] is then dx[t] itself.
-template <class T>
+/// Values = false is the log form only, as for the forward.
+template <class T, bool Values = false>
 struct log_recurrence_backward_problem {
   using acc_type = log_affine<float>;
   using sign = std::uint8_t;
@@ -234,6 +248,10 @@ struct log_recurrence_backward_problem {
   bool exclusive = false;
   bool a_value = false, b_value = false, x0_value = false;  // inputs (and so their gradients) in value form
   bool dx_value = false;                                    // dlog_x holds dL/dx
+  __device__ PARSCAN_INLINE bool a_val() const { return Values && a_value; }
+  __device__ PARSCAN_INLINE bool b_val() const { return Values && b_value; }
+  __device__ PARSCAN_INLINE bool x0_val() const { return Values && x0_value; }
+  __device__ PARSCAN_INLINE bool dx_val() const { return Values && dx_value; }
 
   struct cursor {
     const T* log_a;
@@ -268,12 +286,12 @@ struct log_recurrence_backward_problem {
   __device__ PARSCAN_INLINE int count(index_t pos) const { return steps_in_run<run>(length, pos); }
 
   // The element of backward position p from its raw inputs: upstream G, stored x, next gate.
-  // la_next / sa_next are in log form already. A value-form upstream dL/dx is g[t] itself
-  // (G_final/x added on the forward's last step in log form).
+  // la_next / sa_next as stored (converted here for a value-form a). A value-form upstream dL/dx
+  // is g[t] itself (G_final/x added on the forward's last step in log form).
   __device__ PARSCAN_INLINE acc_type element(index_t p, index_t s, const T& G, const T& lx_t, sign sx_t,
                                              float la_next, sign sa_next) const {
     signed_log<float> grad;
-    if (dx_value) {
+    if (dx_val()) {
       grad = detail::log_form_of(static_cast<float>(G));
       if (p == 0 && dlog_x_final)
         grad = signed_log_add(grad, detail::log_quotient(detail::log_form_of(static_cast<float>(dlog_x_final[s])),
@@ -283,8 +301,9 @@ struct log_recurrence_backward_problem {
       if (p == 0 && dlog_x_final) upstream += static_cast<float>(dlog_x_final[s]);
       grad = detail::log_quotient(detail::log_form_of(upstream), static_cast<float>(lx_t), sx_t != 0);
     }
+    const signed_log<float> a_next = detail::input_log_form(la_next, sa_next != 0, a_val());
     return p == 0 ? acc_type(0.0f, false, grad.log_mag, grad.neg)
-                  : acc_type(la_next, sa_next != 0, grad.log_mag, grad.neg);
+                  : acc_type(a_next.log_mag, a_next.neg, grad.log_mag, grad.neg);
   }
 
   __device__ PARSCAN_INLINE void load_run(const cursor& c, index_t p, acc_type (&items)[run]) const {
@@ -308,11 +327,9 @@ struct log_recurrence_backward_problem {
           if (c.a_negative) na[v] = c.a_negative[k];
         }
     }
-    float fa[run];
-    to_log_form(a_value, n, ra, na, fa);
 #pragma unroll
     for (int v = 0; v < run; ++v)
-      items[v] = v < n ? element(p + v, c.s, rdx[v], rx[v], nx[v], fa[v], na[v]) : acc_type{};
+      items[v] = v < n ? element(p + v, c.s, rdx[v], rx[v], nx[v], static_cast<float>(ra[v]), na[v]) : acc_type{};
   }
 
   // Staging through shared memory (the staged kernels): dlog_x, log|x| and log|a| of the run's
@@ -337,7 +354,7 @@ struct log_recurrence_backward_problem {
     stage_steps<run>(slot + 2 * tensor_stride, c.log_a, 1, t, d, n);
     stage_signs<run>(slot + 3 * tensor_stride, c.x_negative, lo);
     stage_signs<run>(slot + 3 * tensor_stride + 8, c.a_negative, lo);
-    if (lb.step_stride == 1 && !b_value) {  // a value-form b is not read
+    if (lb.step_stride == 1) {
       prefetch_l2(c.log_b + lo);
       if (c.b_negative) prefetch_l2(c.b_negative + lo);
     }
@@ -354,9 +371,8 @@ struct log_recurrence_backward_problem {
     sign lane0_na = 0;
     if (lane_id() == 0 && p > 0 && n > 0) {  // issued first: the only load not staged
       const index_t k = (t - d) * la.step_stride;
-      const signed_log<float> a0 =
-          detail::input_log_form(static_cast<float>(c.log_a[k]), c.a_negative && c.a_negative[k] != 0, a_value);
-      lane0_a = a0.log_mag, lane0_na = a0.neg ? 1 : 0;
+      lane0_a = static_cast<float>(c.log_a[k]);
+      if (c.a_negative) lane0_na = c.a_negative[k];
     }
     if (staged) {
       read_staged(slot, d, rdx);
@@ -371,58 +387,60 @@ struct log_recurrence_backward_problem {
       read_steps(c.log_a, la.step_stride, t, d, n, ra);
       if (c.a_negative) read_steps(c.a_negative, la.step_stride, t, d, n, na);
     }
-    float fa[run] = {};  // ra in log form (the unread tail stays 0: shuffled, never used)
-    to_log_form(a_value, n, ra, na, fa);
     // The successor of this run's first step is the previous lane's last step.
-    float prev_a = __shfl_up_sync(0xffffffffu, fa[run - 1], 1);
+    float prev_a = __shfl_up_sync(0xffffffffu, static_cast<float>(ra[run - 1]), 1);
     sign prev_na = static_cast<sign>(__shfl_up_sync(0xffffffffu, static_cast<unsigned>(na[run - 1]), 1));
     if (lane_id() == 0) prev_a = lane0_a, prev_na = lane0_na;
     items[0] = n > 0 ? element(p, c.s, rdx[0], rx[0], nx[0], prev_a, prev_na) : acc_type{};
 #pragma unroll
     for (int v = 1; v < run; ++v)
-      items[v] = v < n ? element(p + v, c.s, rdx[v], rx[v], nx[v], fa[v - 1], na[v - 1]) : acc_type{};
+      items[v] = v < n ? element(p + v, c.s, rdx[v], rx[v], nx[v], static_cast<float>(ra[v - 1]), na[v - 1])
+                       : acc_type{};
   }
 
   __device__ PARSCAN_INLINE acc_type load_at(const cursor& c, index_t p) const {
     const index_t t = step(p), ix = t * lx.step_stride;
     const index_t ia = p == 0 ? 0 : (t - dir()) * la.step_stride;
-    signed_log<float> a_next{0.0f, false};
-    if (p > 0)
-      a_next = detail::input_log_form(static_cast<float>(c.log_a[ia]), c.a_negative && c.a_negative[ia] != 0, a_value);
     return element(p, c.s, c.dlog_x[t * ldx.step_stride], c.log_x[ix], c.x_negative ? c.x_negative[ix] : sign(0),
-                   a_next.log_mag, a_next.neg ? 1 : 0);
+                   p == 0 ? 0.0f : static_cast<float>(c.log_a[ia]), p > 0 && c.a_negative ? c.a_negative[ia] : sign(0));
   }
 
   // x0 in log form (zero without x0).
   __device__ PARSCAN_INLINE signed_log<float> x0_log_form(index_t s) const {
-    if (!log_x0) return {-cuda::std::numeric_limits<float>::infinity(), false};
-    return detail::input_log_form(static_cast<float>(log_x0[s]), x0_negative != nullptr && x0_negative[s] != 0,
-                                  x0_value);
+    const float neg_inf = -cuda::std::numeric_limits<float>::infinity();
+    if (x0_val()) return log_x0 ? detail::log_form_of(static_cast<float>(log_x0[s])) : signed_log<float>{neg_inf, false};
+    return {log_x0 ? static_cast<float>(log_x0[s]) : neg_inf, x0_negative != nullptr && x0_negative[s] != 0};
   }
 
   // Writes the gradients of the step at backward position p from db = v; x_prev is the stored
   // x at the step's forward predecessor (unused on the forward's first step, which uses x0).
-  // a (la_t, sa_t) is in log form; b (lb_t, sb_t) is read only in log form (a value-form b's
-  // gradient is db itself). A value-form input's factor is left out of its gradient.
-  __device__ PARSCAN_INLINE void gradients(index_t p, index_t s, const acc_type& v, float la_t, sign sa_t,
+  // a and b as stored; b is unused for a value-form b (its gradient is db itself). A
+  // value-form input's own factor is left out of its gradient.
+  __device__ PARSCAN_INLINE void gradients(index_t p, index_t s, const acc_type& v, const T& la_t, sign sa_t,
                                            const T& lb_t, sign sb_t, const T& lx_prev, sign sx_prev, T& da,
                                            T& db) const {
     const bool first_step = p == length - 1;
-    signed_log<float> before{static_cast<float>(lx_prev), sx_prev != 0};
-    if (first_step) before = x0_log_form(s);
-    const float b_l = b_value ? 0.0f : static_cast<float>(lb_t);
-    const bool b_n = !b_value && sb_t != 0;
+    float l_before = static_cast<float>(lx_prev);
+    bool n_before = sx_prev != 0;
+    if (first_step) {
+      const signed_log<float> x0 = x0_log_form(s);
+      l_before = x0.log_mag, n_before = x0.neg;
+    }
+    const signed_log<float> a = detail::input_log_form(static_cast<float>(la_t), sa_t != 0, a_val());
+    const float b_l = b_val() ? 0.0f : static_cast<float>(lb_t);
+    const bool b_n = !b_val() && sb_t != 0;
     db = static_cast<T>(detail::log_product(v.log_b, b_l, 0.0f, v.neg_b != b_n));
-    const float a_l = a_value ? 0.0f : la_t;
-    const bool a_n = !a_value && sa_t != 0;
-    const float grad_a = detail::log_product(v.log_b, a_l, before.log_mag, v.neg_b != (a_n != before.neg));
+    const float a_l = a_val() ? 0.0f : a.log_mag;
+    const bool a_n = !a_val() && a.neg;
+    const float grad_a = detail::log_product(v.log_b, a_l, l_before, v.neg_b != (a_n != n_before));
     da = static_cast<T>(grad_a);
     if (first_step && dlog_x0) {
-      if (!a_value && !x0_value) {
+      if (!a_val() && !x0_val()) {
         dlog_x0[s] = static_cast<T>(grad_a);  // db·a·x0: the same product
       } else {  // db·a·x0, or db·a for a value-form x0
-        const signed_log<float> x0f = x0_value ? signed_log<float>{0.0f, false} : before;
-        dlog_x0[s] = static_cast<T>(detail::log_product(v.log_b, la_t, x0f.log_mag, v.neg_b != ((sa_t != 0) != x0f.neg)));
+        const float x0_l = x0_val() ? 0.0f : l_before;
+        const bool x0_n = !x0_val() && n_before;
+        dlog_x0[s] = static_cast<T>(detail::log_product(v.log_b, a.log_mag, x0_l, v.neg_b != (a.neg != x0_n)));
       }
     }
   }
@@ -432,10 +450,9 @@ struct log_recurrence_backward_problem {
     const bool first_step = p == length - 1;
     const index_t ip = first_step ? 0 : (t + dir()) * lx.step_stride;
     T da, db;
-    const signed_log<float> a =
-        detail::input_log_form(static_cast<float>(c.log_a[ia]), c.a_negative && c.a_negative[ia] != 0, a_value);
-    gradients(p, c.s, v, a.log_mag, a.neg ? 1 : 0, b_value ? T{} : c.log_b[ib], c.b_negative ? c.b_negative[ib] : sign(0),
-              first_step ? T{} : c.log_x[ip], !first_step && c.x_negative ? c.x_negative[ip] : sign(0), da, db);
+    gradients(p, c.s, v, c.log_a[ia], c.a_negative ? c.a_negative[ia] : sign(0), c.log_b[ib],
+              c.b_negative ? c.b_negative[ib] : sign(0), first_step ? T{} : c.log_x[ip],
+              !first_step && c.x_negative ? c.x_negative[ip] : sign(0), da, db);
     c.dlog_b[t * ldb.step_stride] = db;  // dlog_x[t] was read when loading: in place is safe
     c.dlog_a[t * lda.step_stride] = da;
   }
@@ -446,20 +463,18 @@ struct log_recurrence_backward_problem {
     const index_t with_pred = length - 1 - p;  // steps of this run whose predecessor is in x
     const int with_x = with_pred >= run ? run : static_cast<int>(with_pred < 0 ? 0 : with_pred);
     const int nx_read = with_x < n ? with_x : n;
-    T rx[run] = {}, ra[run], rb[run] = {}, rda[run], rdb[run];
+    T rx[run] = {}, ra[run], rb[run], rda[run], rdb[run];
     sign sx[run] = {}, sa[run] = {}, sb[run] = {};
     read_steps(c.log_x, lx.step_stride, t + d, d, nx_read, rx);
     if (c.x_negative) read_steps(c.x_negative, lx.step_stride, t + d, d, nx_read, sx);
     read_steps(c.log_a, la.step_stride, t, d, n, ra);
     if (c.a_negative) read_steps(c.a_negative, la.step_stride, t, d, n, sa);
-    if (!b_value) read_steps(c.log_b, lb.step_stride, t, d, n, rb);  // a value-form b's gradient needs no b
+    if (!Values || !b_value) read_steps(c.log_b, lb.step_stride, t, d, n, rb);  // not needed for a value-form b
     if (c.b_negative) read_steps(c.b_negative, lb.step_stride, t, d, n, sb);
-    float fa[run];
-    to_log_form(a_value, n, ra, sa, fa);
 #pragma unroll
     for (int v = 0; v < run; ++v) {
       if (v >= n) break;
-      gradients(p + v, c.s, items[v], fa[v], sa[v], rb[v], sb[v], rx[v], sx[v], rda[v], rdb[v]);
+      gradients(p + v, c.s, items[v], ra[v], sa[v], rb[v], sb[v], rx[v], sx[v], rda[v], rdb[v]);
     }
     write_steps(c.dlog_b, ldb.step_stride, t, d, n, rdb);
     write_steps(c.dlog_a, lda.step_stride, t, d, n, rda);
@@ -474,7 +489,7 @@ struct log_recurrence_backward_problem {
     // for a value-form x0).
     if (length == 0 && dlog_x0) {
       const T grad_final = dlog_x_final ? dlog_x_final[s] : T(0.0f);
-      if (x0_value) {
+      if (x0_val()) {
         const signed_log<float> x0 = x0_log_form(s);
         const signed_log<float> q = detail::log_quotient(detail::log_form_of(static_cast<float>(grad_final)), x0.log_mag, x0.neg);
         dlog_x0[s] = static_cast<T>(detail::value_of(q.log_mag, q.neg));
