@@ -5,8 +5,10 @@
 // (recurrence.hpp) returns Inf or 0; where both work, the linear one is faster and, for states
 // far from 1 in magnitude, more precise (docs/numerics.md).
 //
-// Forward and backward, in log form in and out. T = float, or bfloat16 storage of the log
-// magnitudes and gradients (arithmetic in float). Signs are bytes (0 = positive, nonzero =
+// Forward and backward. Each input, x0 and the output x may be given in log form (log|v| and a
+// sign array) or in value form (v itself, converted on load / written as sign·exp(log|x|), in
+// the same pass); x_final is always in log form. T = float, or bfloat16 storage of the log
+// magnitudes, values and gradients (arithmetic in float). Signs are bytes (0 = positive, nonzero =
 // negative) laid out like their magnitudes; a null sign array means "all positive". Zero is
 // log|v| = -inf: a zero gate resets the state exactly. The backward pass differentiates with
 // respect to the log magnitudes (signs are not differentiable) and carries the linear gradient
@@ -26,9 +28,22 @@ namespace parscan {
 
 /// x[t] = a[t]·x[t-1] + b[t] with x[-1] = x0 (or 0), for t = 0..T-1 (t = T-1..0 with reverse).
 /// Shapes and layouts as in recurrence.hpp; log_x0 / x0_negative and log_x_final /
-/// x_final_negative are dense (B, D). x_negative may be null only when a_negative, b_negative
-/// and x0_negative are all null (x is then positive). log_x may be exactly log_b or log_a, and
-/// x_negative exactly b_negative or a_negative (in place).
+/// x_final_negative are dense (B, D).
+///
+/// Forms. a is given as log_a (with a_negative, or null: a > 0) or as a itself, exactly one of
+/// them; so is b (log_b / b_negative, or b); x0 as log_x0 / x0_negative, or x0, or neither. A
+/// value v converts on load to log|v| with the sign bit of v: 0 is log -inf (a zero gate still
+/// resets exactly; -0 is a negative zero, as a log -inf with its sign set), NaN stays NaN. The
+/// output is log_x (with x_negative), or x = sign·exp(log|x|), or both; x overflows to ±inf
+/// where |x| exceeds T's range and underflows to 0 below it (docs/numerics.md), log_x does not.
+/// x_final is log form only (it chains chunks through log_x0). Both forms of one tensor, a sign
+/// array next to a value-form tensor (a_negative with a, x_negative with x but no log_x, ...)
+/// give status::unsupported; a missing required tensor gives status::null_pointer.
+///
+/// x_negative (with log_x) and x_final_negative (with log_x_final) may be null only when x
+/// cannot be negative: a_negative, b_negative and x0_negative all null and no input in value
+/// form. log_x and x may each be exactly one of the a or b inputs (either form), and x_negative
+/// exactly b_negative or a_negative (in place); log_x_final may be exactly the x0 input.
 template <class T>
 struct log_forward_args {
   recurrence_shape shape;
@@ -44,6 +59,11 @@ struct log_forward_args {
   std::uint8_t* x_final_negative = nullptr;
   bool reverse = false;
   recurrence_strides a_strides{}, b_strides{}, x_strides{};  // recurrence_layout::strided only
+  // Value form (instead of the log form above; the strides apply to either form).
+  const T* a = nullptr;   // a itself, instead of log_a / a_negative
+  const T* b = nullptr;   // b itself, instead of log_b / b_negative
+  const T* x0 = nullptr;  // x0 itself, instead of log_x0 / x0_negative
+  T* x = nullptr;         // x itself, instead of or besides log_x / x_negative
 };
 
 /// Backward of the forward above, with respect to the log magnitudes. Inputs are the upstream
@@ -62,16 +82,32 @@ struct log_forward_args {
 /// contributes nothing even where x = 0); where x[t] = 0 and G[t] ≠ 0 the true gradient is
 /// infinite and so is db. NaN propagates.
 ///
-/// log_b (and b_negative) is always needed, since dlog_b = db·b. log_x / x_negative is the
+/// b (log_b and b_negative, or b) is always needed: dlog_b = db·b, and its form sets the form of
+/// its gradient. log_x / x_negative is the
 /// forward output; if log_x is null, x is recomputed from a, b and x0 into temporary storage
 /// (x_negative is then ignored). x_negative may be null only when a_negative, b_negative and
 /// x0_negative are all null. dlog_b may be exactly dlog_x, or dlog_a may be exactly dlog_x (in
 /// place); dlog_x0 may be exactly dlog_x_final; no other output may overlap an input or another
 /// output. With T = 0, dlog_x0 (when x0 is given) receives dlog_x_final (or zero).
 ///
+/// Value forms. Each input given in value form (a, b, x0) has its gradient with respect to the
+/// value, written to the value-form output (da, db, dx0) instead of dlog_a, dlog_b, dlog_x0:
+///   da[t] = dL/da[t] = db[t]·x[t-1]      db_out[t] = dL/db[t] = db[t]      dx0 = db[0]·a[0]
+/// (with T = 0, dx0 = dlog_x_final/x0). The gradient's form follows its input's form: the output
+/// of the other form must be null (status::unsupported otherwise). The upstream gradient may be
+/// given as dx = dL/dx instead of dlog_x (exactly one); the step's term is then dx[t] itself,
+/// with no division by x (dlog_x_final, log form, is still divided by x on the last step). The
+/// backward takes x in log form only (log_x / x_negative, or nothing to recompute it).
+/// x_negative may be null only when x cannot be negative, as for the forward. Strides:
+/// a_strides for log_a or a, dx_strides for dlog_x or dx, da_strides for dlog_a or da, and so on.
+/// In place: the a or b gradient (either form) may be exactly the upstream gradient (either
+/// form), one of them; the x0 gradient may be exactly dlog_x_final.
+///
 /// Chunked use: backward over consecutive chunks, last chunk first, chains through
 /// dlog_x_final = the later chunk's dlog_x0 (the earlier chunk's log|x_final| is the later one's
-/// log|x0|, so dL/dlog|x_final| of the earlier chunk is dL/dlog|x0| of the later one). This is
+/// log|x0|, so dL/dlog|x_final| of the earlier chunk is dL/dlog|x0| of the later one): every
+/// chunk but the first takes x0 in log form; a, b, x, dx and the first chunk's x0 may be in
+/// either form. This is
 /// exact whenever the state at the cut is nonzero. A state of exactly zero at the cut carries
 /// dL/dlog|x| = dL/dx·x = 0 and loses dL/dx; when that zero comes from zero inputs (x0 = 0, or a
 /// zero gate followed by zero b) every gradient that dL/dx there would reach is multiplied by a
@@ -82,7 +118,7 @@ struct log_backward_args {
   recurrence_shape shape;
   const T* log_a = nullptr;                  // as given to forward
   const std::uint8_t* a_negative = nullptr;
-  const T* log_b = nullptr;                  // as given to forward (always needed)
+  const T* log_b = nullptr;                  // as given to forward (b in one form always needed)
   const std::uint8_t* b_negative = nullptr;
   const T* log_x = nullptr;                  // forward output, or null to recompute it
   const std::uint8_t* x_negative = nullptr;
@@ -95,6 +131,14 @@ struct log_backward_args {
   T* dlog_x0 = nullptr;                      // dL/dlog|x0|, dense (B, D); required, and written, only with x0
   bool reverse = false;                      // as given to forward
   recurrence_strides a_strides{}, b_strides{}, x_strides{}, dx_strides{}, da_strides{}, db_strides{};  // strided only
+  // Value form (instead of the log form above); each gradient's form follows its input's.
+  const T* a = nullptr;   // a itself, instead of log_a / a_negative; its gradient goes to da
+  const T* b = nullptr;   // b itself, instead of log_b / b_negative; its gradient goes to db
+  const T* x0 = nullptr;  // x0 itself, instead of log_x0 / x0_negative; its gradient goes to dx0
+  const T* dx = nullptr;  // dL/dx, instead of dlog_x
+  T* da = nullptr;        // dL/da = db·x[t-1]            (a given in value form)
+  T* db = nullptr;        // dL/db                          (b given in value form)
+  T* dx0 = nullptr;       // dL/dx0 = db[0]·a[0], dense (B, D) (x0 given in value form)
 };
 
 template <class T>

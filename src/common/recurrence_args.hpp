@@ -115,24 +115,62 @@ status plan_backward(const gated_backward_args<T>& g, backward_plan& p) {
   return status::success;
 }
 
-/// The log-space forward's checks: magnitudes and their sign bytes share layouts; outputs may
-/// replace their inputs exactly (log_x = log_a or log_b, x_negative = a_ or b_negative) and the
-/// state may be updated in place (x_final = x0); nothing else overlaps.
+/// One tensor of the log-space recurrence given in log form or in value form: at most one of
+/// the two pointers (both: status::unsupported), and a sign array only with the log form
+/// (status::unsupported). Neither is allowed here; the caller's tensor checks then refuse the
+/// null pointer where data is required. `chosen` is the pointer given, `value` its form.
+template <class P>
+status pick_form(P log_form, P value_form, const void* signs, P& chosen, bool& value) {
+  if (log_form && value_form) return status::unsupported;
+  if (value_form && signs) return status::unsupported;
+  chosen = value_form ? value_form : log_form;
+  value = value_form != nullptr;
+  return status::success;
+}
+
+/// The forms of a log-space forward's inputs (both backends read the pointers through these).
+template <class T>
+struct log_forward_forms {
+  const T *a = nullptr, *b = nullptr, *x0 = nullptr;
+  bool a_value = false, b_value = false, x0_value = false;
+  bool maybe_negative() const { return a_value || b_value || x0_value; }
+};
+
+template <class T>
+status pick_forward_forms(const log_forward_args<T>& g, log_forward_forms<T>& f) {
+  if (status st = pick_form(g.log_a, g.a, g.a_negative, f.a, f.a_value); st != status::success) return st;
+  if (status st = pick_form(g.log_b, g.b, g.b_negative, f.b, f.b_value); st != status::success) return st;
+  return pick_form(g.log_x0, g.x0, g.x0_negative, f.x0, f.x0_value);
+}
+
+inline tensor_ref sign_ref(const void* ptr, const sequence_layout& l) {
+  return tensor_ref{ptr, ptr ? l : sequence_layout::contiguous(0), 1};
+}
+
+/// The log-space forward's checks: each input in one form (log_a / a, log_b / b, log_x0 / x0 or
+/// none), magnitudes and their sign bytes share layouts, the output is log_x (+ x_negative)
+/// and/or x; outputs may replace their inputs exactly (log_x or x = the a or b input,
+/// x_negative = a_ or b_negative) and the state may be updated in place (log_x_final = the x0
+/// input); nothing else overlaps.
 template <class T>
 status plan_log_forward(const log_forward_args<T>& g, forward_plan& p) {
+  log_forward_forms<T> f;
+  if (status st = pick_forward_forms(g, f); st != status::success) return st;
+  if (g.x && !g.log_x && g.x_negative) return status::unsupported;  // a sign array next to value-form x only
   if (status st = plan_forward_layouts<T>(g, p); st != status::success) return st;
   const index_t seqs = p.sequences;
-  tensor_ref la{g.log_a, p.a, sizeof(T)}, lb{g.log_b, p.b, sizeof(T)}, lx{g.log_x, p.x, sizeof(T)};
-  auto signs = [](const void* ptr, const sequence_layout& l) {
-    return tensor_ref{ptr, ptr ? l : sequence_layout::contiguous(0), 1};
-  };
-  tensor_ref sa = signs(g.a_negative, p.a), sb = signs(g.b_negative, p.b), sx = signs(g.x_negative, p.x);
-  tensor_ref lx0 = dense(g.log_x0, g.log_x0 ? seqs : 0, sizeof(T)), sx0 = dense(g.x0_negative, g.x0_negative ? seqs : 0, 1);
+  const auto none = sequence_layout::contiguous(0);
+  tensor_ref la{f.a, p.a, sizeof(T)}, lb{f.b, p.b, sizeof(T)};
+  // x: log_x, or x, or both; with neither, log_x is the one reported missing.
+  tensor_ref lx{g.log_x, g.log_x || !g.x ? p.x : none, sizeof(T)}, vx{g.x, g.x ? p.x : none, sizeof(T)};
+  tensor_ref sa = sign_ref(g.a_negative, p.a), sb = sign_ref(g.b_negative, p.b), sx = sign_ref(g.x_negative, p.x);
+  tensor_ref lx0 = dense(f.x0, f.x0 ? seqs : 0, sizeof(T)), sx0 = dense(g.x0_negative, g.x0_negative ? seqs : 0, 1);
   tensor_ref lxf = dense(g.log_x_final, g.log_x_final ? seqs : 0, sizeof(T));
   tensor_ref sxf = dense(g.x_final_negative, g.x_final_negative ? seqs : 0, 1);
-  if (status st = check_tensors({&la, &lb, &sa, &sb, &lx0, &sx0}, {&lx, &sx, &lxf, &sxf}); st != status::success) return st;
-  const bool maybe_negative = g.a_negative || g.b_negative || g.x0_negative;
-  if (maybe_negative && !g.x_negative && lx.span_bytes > 0) return status::null_pointer;
+  if (status st = check_tensors({&la, &lb, &sa, &sb, &lx0, &sx0}, {&lx, &vx, &sx, &lxf, &sxf}); st != status::success)
+    return st;
+  const bool maybe_negative = g.a_negative || g.b_negative || g.x0_negative || f.maybe_negative();
+  if (maybe_negative && g.log_x && !g.x_negative && lx.span_bytes > 0) return status::null_pointer;
   if (maybe_negative && g.log_x_final && !g.x_final_negative && seqs > 0) return status::null_pointer;
   if (g.x0_negative && !g.log_x0) return status::null_pointer;
   // Outputs: exact replacement of an input, or no overlap at all.
@@ -145,52 +183,84 @@ status plan_log_forward(const log_forward_args<T>& g, forward_plan& p) {
     return status::success;
   };
   if (status st = clear_of_inputs(lx, &la, &lb); st != status::success) return st;
+  if (status st = clear_of_inputs(vx, &la, &lb); st != status::success) return st;
   if (status st = clear_of_inputs(sx, &sa, &sb); st != status::success) return st;
   if (status st = clear_of_inputs(lxf, &lx0, nullptr); st != status::success) return st;
   if (status st = clear_of_inputs(sxf, &sx0, nullptr); st != status::success) return st;
-  const tensor_ref* outputs[] = {&lx, &sx, &lxf, &sxf};
-  for (int i = 0; i < 4; ++i)
-    for (int j = i + 1; j < 4; ++j)
+  const tensor_ref* outputs[] = {&lx, &vx, &sx, &lxf, &sxf};
+  for (int i = 0; i < 5; ++i)
+    for (int j = i + 1; j < 5; ++j)
       if (status st = check_disjoint(*outputs[i], *outputs[j]); st != status::success) return st;
+  return status::success;
+}
+
+/// The forms of a log-space backward's tensors: the inputs' (as the forward's) and the
+/// upstream gradient's (dlog_x or dx); each input's gradient output is the one of its form.
+template <class T>
+struct log_backward_forms : log_forward_forms<T> {
+  const T* dx = nullptr;  // dlog_x or dx
+  bool dx_value = false;
+  T *da = nullptr, *db = nullptr, *dx0 = nullptr;  // dlog_a or da, and so on
+};
+
+/// The output of the input's form; the other form's pointer must be null.
+template <class T>
+status pick_gradient(T* log_form, T* value_form, bool value, T*& chosen) {
+  if (value ? log_form != nullptr : value_form != nullptr) return status::unsupported;
+  chosen = value ? value_form : log_form;
+  return status::success;
+}
+
+template <class T>
+status pick_backward_forms(const log_backward_args<T>& g, log_backward_forms<T>& f) {
+  if (status st = pick_form(g.log_a, g.a, g.a_negative, f.a, f.a_value); st != status::success) return st;
+  if (status st = pick_form(g.log_b, g.b, g.b_negative, f.b, f.b_value); st != status::success) return st;
+  if (status st = pick_form(g.log_x0, g.x0, g.x0_negative, f.x0, f.x0_value); st != status::success) return st;
+  if (status st = pick_form(g.dlog_x, g.dx, nullptr, f.dx, f.dx_value); st != status::success) return st;
+  if (status st = pick_gradient(g.dlog_a, g.da, f.a_value, f.da); st != status::success) return st;
+  if (status st = pick_gradient(g.dlog_b, g.db, f.b_value, f.db); st != status::success) return st;
+  // Without x0 its gradient is neither written nor checked, in either form.
+  if (f.x0)
+    if (status st = pick_gradient(g.dlog_x0, g.dx0, f.x0_value, f.dx0); st != status::success) return st;
   return status::success;
 }
 
 struct log_backward_plan : backward_layouts {
   index_t sequences = 0;
-  bool signed_values = false;  // some sign array is given: x may be negative
+  bool signed_values = false;  // some sign array or value-form input is given: x may be negative
 };
 
-/// The log-space backward's checks. Inputs: log_a/a_negative, log_b/b_negative, log_x/x_negative
-/// (or nothing, to recompute x), log_x0/x0_negative, dlog_x, dlog_x_final. Outputs: dlog_a,
-/// dlog_b, and dlog_x0 when x0 is given. dlog_a or dlog_b may replace dlog_x exactly (one of
-/// them), dlog_x0 may replace dlog_x_final exactly; nothing else overlaps.
+/// The log-space backward's checks. Inputs: the a, b and x0 inputs in either form (x0
+/// optional), log_x/x_negative (or nothing, to recompute x), dlog_x or dx, dlog_x_final.
+/// Outputs: the a and b gradients, and the x0 gradient when x0 is given, each in its input's
+/// form. The a or b gradient may replace the upstream gradient exactly (one of them), the x0
+/// gradient may replace dlog_x_final exactly; nothing else overlaps.
 template <class T>
 status plan_log_backward(const log_backward_args<T>& g, log_backward_plan& p) {
+  log_backward_forms<T> f;
+  if (status st = pick_backward_forms(g, f); st != status::success) return st;
   const recurrence_shape& s = g.shape;
   if (status st = check_shape(s, sizeof(T), p.sequences); st != status::success) return st;
   const index_t seqs = p.sequences;
   resolve_backward_layouts(s, g, g.log_x != nullptr, p);
-  auto signs = [](const void* ptr, const sequence_layout& l) {
-    return tensor_ref{ptr, ptr ? l : sequence_layout::contiguous(0), 1};
-  };
   auto opt_dense = [&](const void* ptr, std::size_t bytes) { return dense(ptr, ptr ? seqs : 0, bytes); };
   const std::uint8_t* x_neg = g.log_x ? g.x_negative : nullptr;  // ignored when x is recomputed
-  tensor_ref la{g.log_a, p.a, sizeof(T)}, lb{g.log_b, p.b, sizeof(T)};
+  tensor_ref la{f.a, p.a, sizeof(T)}, lb{f.b, p.b, sizeof(T)};
   tensor_ref lx{g.log_x, g.log_x ? p.x : sequence_layout::contiguous(0), sizeof(T)};
-  tensor_ref sa = signs(g.a_negative, p.a), sb = signs(g.b_negative, p.b), sx = signs(x_neg, p.x);
-  tensor_ref lx0 = opt_dense(g.log_x0, sizeof(T)), sx0 = opt_dense(g.x0_negative, 1);
-  tensor_ref dx{g.dlog_x, p.dx, sizeof(T)}, dxf = opt_dense(g.dlog_x_final, sizeof(T));
-  tensor_ref da{g.dlog_a, p.da, sizeof(T)}, db{g.dlog_b, p.db, sizeof(T)};
-  const T* dx0_used = g.log_x0 ? g.dlog_x0 : nullptr;  // without x0, dlog_x0 is neither written nor checked
-  tensor_ref dx0 = opt_dense(dx0_used, sizeof(T));
+  tensor_ref sa = sign_ref(g.a_negative, p.a), sb = sign_ref(g.b_negative, p.b), sx = sign_ref(x_neg, p.x);
+  tensor_ref lx0 = opt_dense(f.x0, sizeof(T)), sx0 = opt_dense(g.x0_negative, 1);
+  tensor_ref dx{f.dx, p.dx, sizeof(T)}, dxf = opt_dense(g.dlog_x_final, sizeof(T));
+  tensor_ref da{f.da, p.da, sizeof(T)}, db{f.db, p.db, sizeof(T)};
+  tensor_ref dx0 = opt_dense(f.dx0, sizeof(T));  // null without x0: neither written nor checked
   if (status st = check_tensors({&la, &lb, &lx, &sa, &sb, &sx, &lx0, &sx0, &dx, &dxf}, {&da, &db, &dx0});
       st != status::success)
     return st;
-  p.signed_values = g.a_negative || g.b_negative || g.x0_negative;
+  p.signed_values = g.a_negative || g.b_negative || g.x0_negative || f.maybe_negative();
   if (g.log_x && p.signed_values && !g.x_negative && lx.span_bytes > 0) return status::null_pointer;
   if (g.x0_negative && !g.log_x0) return status::null_pointer;
-  if (g.log_x0 && !g.dlog_x0 && seqs > 0) return status::null_pointer;
-  // Outputs: dlog_a or dlog_b may be dlog_x exactly, dlog_x0 may be dlog_x_final exactly.
+  if (f.x0 && !f.dx0 && seqs > 0) return status::null_pointer;
+  // Outputs: the a or b gradient may be the upstream gradient exactly, the x0 gradient
+  // dlog_x_final exactly.
   if (status st = check_disjoint(da, db); st != status::success) return st;
   for (const tensor_ref* out : {&da, &db}) {
     if (status st = check_aliasing(*out, dx); st != status::success) return st;

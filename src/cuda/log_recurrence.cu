@@ -10,19 +10,40 @@
 namespace parscan {
 namespace {
 
+// Value forms run their own instantiation of the Problems (Values = true, the forms chosen per
+// tensor at run time); calls in log form only run the log-form kernels, which carry none of
+// the value forms' code.
 template <class T>
-cuda_detail::log_recurrence_forward_problem<T> make_problem(const log_forward_args<T>& g, const detail::forward_plan& p) {
+bool has_value_forms(const log_forward_args<T>& g) {
+  return g.a || g.b || g.x0 || g.x;
+}
+template <class T>
+bool has_value_forms(const log_backward_args<T>& g) {
+  return g.a || g.b || g.x0 || g.dx;
+}
+
+template <bool Values, class T>
+cuda_detail::log_recurrence_forward_problem<T, Values> make_problem(const log_forward_args<T>& g,
+                                                                    const detail::forward_plan& p) {
   using cuda_detail::is_lane_major;
-  cuda_detail::log_recurrence_forward_problem<T> P{};
-  P.log_a = g.log_a, P.a_negative = g.a_negative, P.log_b = g.log_b, P.b_negative = g.b_negative;
-  P.log_x = g.log_x, P.x_negative = g.x_negative;
-  P.log_x0 = g.log_x0, P.x0_negative = g.x0_negative;
+  detail::log_forward_forms<T> f;
+  detail::pick_forward_forms(g, f);  // validated by the caller
+  cuda_detail::log_recurrence_forward_problem<T, Values> P{};
+  P.log_a = f.a, P.a_negative = g.a_negative, P.log_b = f.b, P.b_negative = g.b_negative;
+  P.a_value = f.a_value, P.b_value = f.b_value;
+  P.log_x = g.log_x, P.x_negative = g.x_negative, P.x = g.x;
+  P.log_x0 = f.x0, P.x0_negative = g.x0_negative, P.x0_value = f.x0_value;
   P.log_x_final = g.log_x_final, P.x_final_negative = g.x_final_negative;
   P.la = p.a, P.lb = p.b, P.lx = p.x;
   P.length = g.shape.length;
   P.reverse = g.reverse;
   P.lane_major = is_lane_major(p.a) && is_lane_major(p.b) && is_lane_major(p.x);
   return P;
+}
+
+template <bool Values, class T>
+status run_forward(const log_forward_args<T>& g, const detail::forward_plan& p, const cuda_backend& be) {
+  return cuda_detail::dispatch_scan(make_problem<Values>(g, p), log_affine_op<float>{}, p.sequences, be);
 }
 
 inline std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
@@ -47,9 +68,38 @@ std::size_t log_recurrence_workspace_size(const log_backward_args<T>& g) {
   if (detail::plan_log_backward(g, p) != status::success) return 0;
   std::size_t sign_offset;
   // The recompute (forward) and the backward scan run one after the other and share the rest.
-  return recompute_bytes(g, p, sign_offset) +
-         cuda_detail::scan_workspace_bytes<cuda_detail::log_recurrence_backward_problem<T>>(p.sequences, g.shape.length);
+  const std::size_t scan =
+      has_value_forms(g)
+          ? cuda_detail::scan_workspace_bytes<cuda_detail::log_recurrence_backward_problem<T, true>>(p.sequences, g.shape.length)
+          : cuda_detail::scan_workspace_bytes<cuda_detail::log_recurrence_backward_problem<T>>(p.sequences, g.shape.length);
+  return recompute_bytes(g, p, sign_offset) + scan;
 }
+
+namespace {
+
+template <bool Values, class T>
+status run_backward(const log_backward_args<T>& g, const detail::log_backward_plan& p, const T* log_x,
+                    const std::uint8_t* x_negative, const cuda_backend& be) {
+  using cuda_detail::is_lane_major;
+  detail::log_backward_forms<T> f;
+  detail::pick_backward_forms(g, f);  // validated by the caller
+  cuda_detail::log_recurrence_backward_problem<T, Values> bp{};
+  bp.log_a = f.a, bp.a_negative = g.a_negative, bp.log_b = f.b, bp.b_negative = g.b_negative;
+  bp.log_x = log_x, bp.x_negative = x_negative;
+  bp.log_x0 = f.x0, bp.x0_negative = g.x0_negative;
+  bp.dlog_x = f.dx, bp.dlog_x_final = g.dlog_x_final;
+  bp.dlog_a = f.da, bp.dlog_b = f.db;
+  bp.dlog_x0 = f.dx0;  // an output only when x0 is given (null otherwise)
+  bp.a_value = f.a_value, bp.b_value = f.b_value, bp.x0_value = f.x0_value, bp.dx_value = f.dx_value;
+  bp.la = p.a, bp.lb = p.b, bp.lx = p.x, bp.ldx = p.dx, bp.lda = p.da, bp.ldb = p.db;
+  bp.length = g.shape.length;
+  bp.forward_reverse = g.reverse;
+  bp.lane_major = is_lane_major(p.a) && is_lane_major(p.b) && is_lane_major(p.x) && is_lane_major(p.dx) &&
+                  is_lane_major(p.da) && is_lane_major(p.db);
+  return cuda_detail::dispatch_scan(bp, log_affine_op<float>{}, p.sequences, be);
+}
+
+}  // namespace
 
 template <class T>
 status log_recurrence_backward(const cuda_backend& be, const log_backward_args<T>& g) {
@@ -77,42 +127,34 @@ status log_recurrence_backward(const cuda_backend& be, const log_backward_args<T
     log_forward_args<T> f{};
     f.shape = g.shape;
     f.log_a = g.log_a, f.a_negative = g.a_negative, f.log_b = g.log_b, f.b_negative = g.b_negative;
+    f.a = g.a, f.b = g.b;  // whichever form was given
     f.log_x = lx_tmp, f.x_negative = sx_tmp;
-    f.log_x0 = g.log_x0, f.x0_negative = g.x0_negative;
+    f.log_x0 = g.log_x0, f.x0_negative = g.x0_negative, f.x0 = g.x0;
     f.reverse = g.reverse;
-    const auto fp = make_problem(f, detail::forward_plan{p.a, p.b, p.b, p.sequences});
-    if (status st = cuda_detail::dispatch_scan(fp, log_affine_op<float>{}, p.sequences, rest); st != status::success)
+    const detail::forward_plan fp{p.a, p.b, p.b, p.sequences};
+    if (status st = has_value_forms(f) ? run_forward<true>(f, fp, rest) : run_forward<false>(f, fp, rest);
+        st != status::success)
       return st;
     log_x = lx_tmp, x_negative = sx_tmp;
   }
-  using cuda_detail::is_lane_major;
-  cuda_detail::log_recurrence_backward_problem<T> bp{};
-  bp.log_a = g.log_a, bp.a_negative = g.a_negative, bp.log_b = g.log_b, bp.b_negative = g.b_negative;
-  bp.log_x = log_x, bp.x_negative = x_negative;
-  bp.log_x0 = g.log_x0, bp.x0_negative = g.x0_negative;
-  bp.dlog_x = g.dlog_x, bp.dlog_x_final = g.dlog_x_final;
-  bp.dlog_a = g.dlog_a, bp.dlog_b = g.dlog_b;
-  bp.dlog_x0 = g.log_x0 ? g.dlog_x0 : nullptr;  // an output only when x0 is given
-  bp.la = p.a, bp.lb = p.b, bp.lx = p.x, bp.ldx = p.dx, bp.lda = p.da, bp.ldb = p.db;
-  bp.length = g.shape.length;
-  bp.forward_reverse = g.reverse;
-  bp.lane_major = is_lane_major(p.a) && is_lane_major(p.b) && is_lane_major(p.x) && is_lane_major(p.dx) &&
-                  is_lane_major(p.da) && is_lane_major(p.db);
-  return cuda_detail::dispatch_scan(bp, log_affine_op<float>{}, p.sequences, rest);
+  return has_value_forms(g) ? run_backward<true>(g, p, log_x, x_negative, rest)
+                            : run_backward<false>(g, p, log_x, x_negative, rest);
 }
 
 template <class T>
 std::size_t log_recurrence_workspace_size(const log_forward_args<T>& g) {
   detail::forward_plan p;
   if (detail::plan_log_forward(g, p) != status::success) return 0;
-  return cuda_detail::scan_workspace_bytes<cuda_detail::log_recurrence_forward_problem<T>>(p.sequences, g.shape.length);
+  return has_value_forms(g)
+             ? cuda_detail::scan_workspace_bytes<cuda_detail::log_recurrence_forward_problem<T, true>>(p.sequences, g.shape.length)
+             : cuda_detail::scan_workspace_bytes<cuda_detail::log_recurrence_forward_problem<T>>(p.sequences, g.shape.length);
 }
 
 template <class T>
 status log_recurrence_forward(const cuda_backend& be, const log_forward_args<T>& g) {
   detail::forward_plan p;
   if (status st = detail::plan_log_forward(g, p); st != status::success) return st;
-  return cuda_detail::dispatch_scan(make_problem(g, p), log_affine_op<float>{}, p.sequences, be);
+  return has_value_forms(g) ? run_forward<true>(g, p, be) : run_forward<false>(g, p, be);
 }
 
 template status log_recurrence_forward<float>(const cuda_backend&, const log_forward_args<float>&);

@@ -17,22 +17,30 @@ template <class T>
 status log_recurrence_forward(const host_backend&, const log_forward_args<T>& g) {
   detail::forward_plan p;
   if (status st = detail::plan_log_forward(g, p); st != status::success) return st;
+  detail::log_forward_forms<T> f;
+  detail::pick_forward_forms(g, f);  // validated above
   const log_affine_op<float> op;
   const float neg_inf = -cuda::std::numeric_limits<float>::infinity();
   const index_t n = g.shape.length;
   for (index_t s = 0; s < p.sequences; ++s) {
     const index_t oa = p.a.sequence_offset(s), ob = p.b.sequence_offset(s), ox = p.x.sequence_offset(s);
     // The carry (a = 0, b = x0) makes the first step see x0; without x0 it is (0, 0).
-    log_affine<float> state(neg_inf, false, g.log_x0 ? static_cast<float>(g.log_x0[s]) : neg_inf,
-                            g.x0_negative != nullptr && g.x0_negative[s] != 0);
+    const signed_log<float> x0 =
+        f.x0 ? detail::input_log_form(static_cast<float>(f.x0[s]), g.x0_negative && g.x0_negative[s] != 0, f.x0_value)
+             : signed_log<float>{neg_inf, false};
+    log_affine<float> state(neg_inf, false, x0.log_mag, x0.neg);
     for (index_t i = 0; i < n; ++i) {
       const index_t t = g.reverse ? n - 1 - i : i;
       const index_t ia = oa + t * p.a.step_stride, ib = ob + t * p.b.step_stride, ix = ox + t * p.x.step_stride;
-      const log_affine<float> step(static_cast<float>(g.log_a[ia]), g.a_negative && g.a_negative[ia] != 0,
-                                   static_cast<float>(g.log_b[ib]), g.b_negative && g.b_negative[ib] != 0);
-      state = op(state, step);  // inputs are read before the outputs, which may replace them, are written
-      g.log_x[ix] = static_cast<T>(state.log_b);
+      const signed_log<float> a =
+          detail::input_log_form(static_cast<float>(f.a[ia]), g.a_negative && g.a_negative[ia] != 0, f.a_value);
+      const signed_log<float> b =
+          detail::input_log_form(static_cast<float>(f.b[ib]), g.b_negative && g.b_negative[ib] != 0, f.b_value);
+      state = op(state, log_affine<float>(a.log_mag, a.neg, b.log_mag, b.neg));
+      // Inputs are read before the outputs, which may replace them, are written.
+      if (g.log_x) g.log_x[ix] = static_cast<T>(state.log_b);
       if (g.x_negative) g.x_negative[ix] = state.neg_b ? 1 : 0;
+      if (g.x) g.x[ix] = static_cast<T>(detail::value_of(state.log_b, state.neg_b));
     }
     if (g.log_x_final) g.log_x_final[s] = static_cast<T>(state.log_b);
     if (g.x_final_negative) g.x_final_negative[s] = state.neg_b ? 1 : 0;
@@ -44,6 +52,8 @@ template <class T>
 status log_recurrence_backward(const host_backend&, const log_backward_args<T>& g) {
   detail::log_backward_plan p;
   if (status st = detail::plan_log_backward(g, p); st != status::success) return st;
+  detail::log_backward_forms<T> f;
+  detail::pick_backward_forms(g, f);  // validated above
   const log_affine_op<float> op;
   const float neg_inf = -cuda::std::numeric_limits<float>::infinity();
   const index_t n = g.shape.length;
@@ -55,17 +65,21 @@ status log_recurrence_backward(const host_backend&, const log_backward_args<T>& 
     const index_t odx = p.dx.sequence_offset(s), oda = p.da.sequence_offset(s), odb = p.db.sequence_offset(s);
     auto gate = [&](index_t t) {
       const index_t k = oa + t * p.a.step_stride;
-      return signed_log<float>{static_cast<float>(g.log_a[k]), g.a_negative && g.a_negative[k] != 0};
+      return detail::input_log_form(static_cast<float>(f.a[k]), g.a_negative && g.a_negative[k] != 0, f.a_value);
     };
     auto input = [&](index_t t) {
       const index_t k = ob + t * p.b.step_stride;
-      return signed_log<float>{static_cast<float>(g.log_b[k]), g.b_negative && g.b_negative[k] != 0};
+      return detail::input_log_form(static_cast<float>(f.b[k]), g.b_negative && g.b_negative[k] != 0, f.b_value);
     };
-    const signed_log<float> x0{g.log_x0 ? static_cast<float>(g.log_x0[s]) : neg_inf,
-                               g.x0_negative != nullptr && g.x0_negative[s] != 0};
+    const signed_log<float> x0 =
+        f.x0 ? detail::input_log_form(static_cast<float>(f.x0[s]), g.x0_negative && g.x0_negative[s] != 0, f.x0_value)
+             : signed_log<float>{neg_inf, false};
     const float grad_final = g.dlog_x_final ? static_cast<float>(g.dlog_x_final[s]) : 0.0f;
-    if (n == 0) {  // x_final is x0: the gradient passes straight through
-      if (g.log_x0) g.dlog_x0[s] = static_cast<T>(grad_final);
+    if (n == 0) {  // x_final is x0: the gradient passes straight through (divided by x0 for dx0)
+      if (f.x0) {
+        const signed_log<float> q = detail::log_quotient(detail::log_form_of(grad_final), x0.log_mag, x0.neg);
+        f.dx0[s] = static_cast<T>(f.x0_value ? detail::value_of(q.log_mag, q.neg) : grad_final);
+      }
       continue;
     }
     if (!g.log_x) {
@@ -84,26 +98,39 @@ status log_recurrence_backward(const host_backend&, const log_backward_args<T>& 
       return signed_log<float>{static_cast<float>(g.log_x[k]), g.x_negative && g.x_negative[k] != 0};
     };
     // db in log form, from zero after the last step. G_final is added to G on the last step
-    // before the division by x (as plain floats: a G that cancels G_final loses nothing).
+    // before the division by x (as plain floats: a G that cancels G_final loses nothing); a
+    // value-form upstream dL/dx needs no division, and G_final/x is added to it in log form.
     log_affine<float> db(neg_inf, false, neg_inf, false);
     signed_log<float> gate_after{0.0f, false};  // a at the step after (1 after the last step)
     for (index_t i = n - 1; i >= 0; --i) {
       const index_t t = step_at(i);
       const signed_log<float> x = x_at(i);
-      float upstream = static_cast<float>(g.dlog_x[odx + t * p.dx.step_stride]);
-      if (i == n - 1) upstream += grad_final;
-      const signed_log<float> grad = detail::log_quotient(detail::log_form_of(upstream), x.log_mag, x.neg);
+      const float upstream = static_cast<float>(f.dx[odx + t * p.dx.step_stride]);
+      signed_log<float> grad;
+      if (f.dx_value) {
+        grad = detail::log_form_of(upstream);
+        if (i == n - 1 && g.dlog_x_final)
+          grad = signed_log_add(grad, detail::log_quotient(detail::log_form_of(grad_final), x.log_mag, x.neg));
+      } else {
+        grad = detail::log_quotient(detail::log_form_of(i == n - 1 ? upstream + grad_final : upstream), x.log_mag, x.neg);
+      }
       db = op(db, log_affine<float>(gate_after.log_mag, gate_after.neg, grad.log_mag, grad.neg));
       const signed_log<float> a = gate(t), b = input(t), x_before = i > 0 ? x_at(i - 1) : x0;
-      // dlog_x[t] was read above: in place is safe.
-      g.dlog_b[odb + t * p.db.step_stride] = static_cast<T>(detail::log_product(db.log_b, b.log_mag, 0.0f, db.neg_b != b.neg));
-      g.dlog_a[oda + t * p.da.step_stride] =
-          static_cast<T>(detail::log_product(db.log_b, a.log_mag, x_before.log_mag, db.neg_b != (a.neg != x_before.neg)));
+      // The upstream gradient at t was read above: in place is safe. Value-form gradients
+      // drop the input's own factor: dL/db = db, dL/da = db·x_before.
+      const signed_log<float> b_factor = f.b_value ? signed_log<float>{0.0f, false} : b;
+      const signed_log<float> a_factor = f.a_value ? signed_log<float>{0.0f, false} : a;
+      f.db[odb + t * p.db.step_stride] =
+          static_cast<T>(detail::log_product(db.log_b, b_factor.log_mag, 0.0f, db.neg_b != b_factor.neg));
+      f.da[oda + t * p.da.step_stride] = static_cast<T>(detail::log_product(
+          db.log_b, a_factor.log_mag, x_before.log_mag, db.neg_b != (a_factor.neg != x_before.neg)));
       gate_after = a;
     }
-    if (g.log_x0)
-      g.dlog_x0[s] = static_cast<T>(
-          detail::log_product(db.log_b, gate_after.log_mag, x0.log_mag, db.neg_b != (gate_after.neg != x0.neg)));
+    if (f.x0) {  // dlog_x0 = db·a·x0, dx0 = db·a
+      const signed_log<float> x0_factor = f.x0_value ? signed_log<float>{0.0f, false} : x0;
+      f.dx0[s] = static_cast<T>(detail::log_product(db.log_b, gate_after.log_mag, x0_factor.log_mag,
+                                                    db.neg_b != (gate_after.neg != x0_factor.neg)));
+    }
   }
   return status::success;
 }

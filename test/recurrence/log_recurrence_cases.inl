@@ -969,3 +969,679 @@ TEST_CASE(PARSCAN_TEST_NAME("log recurrence backward equals finite differences o
   INFO("worst |fd - backward| = " << worst << ", largest gradient " << scale);
   CHECK(worst <= 1e-4 * scale);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Value forms (issue 5): a, b and x0 given as values instead of log|v| and signs, x written as a
+// value besides or instead of log|x|, and the backward's gradients with respect to the values
+// (da = db·x[t-1], db, dx0 = db·a[0]) with the upstream gradient as dL/dx. The reference is a
+// long-double loop of the value-form formulas over exactly the stored inputs.
+
+namespace log_form_test {
+
+using namespace log_bwd_test;
+
+struct form_opts {
+  index_t B = 2, D = 5, T = 33;
+  place layout = place::time_contiguous;
+  bfam f = bfam::signed_;
+  bool x0 = true, xf = true, reverse = false, x_given = true, in_place = false;
+  bool a_val = false, b_val = false, x0_val = false, dx_val = false;  // inputs in value form
+  bool out_log = true, out_val = false;                                // forward outputs
+};
+
+// An input's value, as stored in T (value form) or as its log form means it.
+template <class T>
+float stored_value(float log_mag, bool neg) {
+  return stored<T>(static_cast<float>(value(log_mag, neg)));
+}
+
+struct form_errors {
+  double forward = 0, backward = 0;
+};
+
+/// Forward then backward in o's forms; the worst errors of x (both output forms) and of the
+/// gradients, relative to each sequence's scale.
+template <class T>
+form_errors run_forms(const form_opts& o, parscan_test::rng& r) {
+  const index_t B = o.B, D = o.D, Tn = o.T;
+  const std::size_t seqs = static_cast<std::size_t>(B * D), n = static_cast<std::size_t>(Tn);
+  const bwd_inputs in = draw_bwd<T>(r, seqs, n, o.f);
+  const parscan::recurrence_shape shape{B, D, Tn, o.layout == place::strided ? parscan::recurrence_layout::strided
+                                                 : o.layout == place::channel_last ? parscan::recurrence_layout::channel_last
+                                                                                   : parscan::recurrence_layout::time_contiguous};
+  const placement pin = make_placement(shape, o.layout, false), pout = o.in_place ? pin : make_placement(shape, o.layout, true);
+  // Canonical inputs in the form each is given in, and their values for the reference.
+  std::vector<float> ca(seqs * n), cb(seqs * n), cx0(seqs);
+  std::vector<ld> A(seqs * n), Bv(seqs * n), X0(seqs);
+  for (std::size_t i = 0; i < seqs * n; ++i) {
+    ca[i] = o.a_val ? stored_value<T>(in.la[i], in.sa[i]) : in.la[i];
+    cb[i] = o.b_val ? stored_value<T>(in.lb[i], in.sb[i]) : in.lb[i];
+    A[i] = o.a_val ? static_cast<ld>(ca[i]) : value(in.la[i], in.sa[i]);
+    Bv[i] = o.b_val ? static_cast<ld>(cb[i]) : value(in.lb[i], in.sb[i]);
+  }
+  for (std::size_t s = 0; s < seqs; ++s) {
+    cx0[s] = o.x0_val ? stored_value<T>(in.lx0[s], in.sx0[s]) : in.lx0[s];
+    X0[s] = !o.x0 ? 0.0L : o.x0_val ? static_cast<ld>(cx0[s]) : value(in.lx0[s], in.sx0[s]);
+  }
+  guarded_buffer<T> ga(scatter(to_storage<T>(ca), pin, B, D, Tn, T(0.0f))), gb(scatter(to_storage<T>(cb), pin, B, D, Tn, T(0.0f)));
+  guarded_buffer<sign_t> sa(scatter(in.sa, pin, B, D, Tn, sign_t(0))), sb(scatter(in.sb, pin, B, D, Tn, sign_t(0)));
+  guarded_buffer<T> gx0(to_storage<T>(cx0)), Gf(to_storage<T>(in.Gf)), G(scatter(to_storage<T>(in.G), pin, B, D, Tn, T(0.0f)));
+  guarded_buffer<sign_t> sx0(in.sx0);
+  guarded_buffer<T> lx(pin.span), vx(pin.span), lxf(seqs);
+  guarded_buffer<sign_t> sx(pin.span), sxf(seqs);
+
+  parscan::log_forward_args<T> f{};
+  f.shape = shape;
+  f.a_strides = f.b_strides = f.x_strides = pin.st;
+  (o.a_val ? f.a : f.log_a) = ga.data();
+  if (!o.a_val) f.a_negative = sa.data();
+  (o.b_val ? f.b : f.log_b) = gb.data();
+  if (!o.b_val) f.b_negative = sb.data();
+  if (o.x0) {
+    (o.x0_val ? f.x0 : f.log_x0) = gx0.data();
+    if (!o.x0_val) f.x0_negative = sx0.data();
+  }
+  if (o.out_log) f.log_x = lx.data(), f.x_negative = sx.data();
+  if (o.out_val) f.x = vx.data();
+  if (o.xf) f.log_x_final = lxf.data(), f.x_final_negative = sxf.data();
+  f.reverse = o.reverse;
+  REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), f) == parscan::status::success);
+  PARSCAN_TEST_SYNC();
+  if (o.out_log) {
+    CHECK(written_exactly(lx, pin, B, D, Tn));
+    CHECK(written_exactly(sx, pin, B, D, Tn));
+  } else {
+    CHECK(lx.untouched());
+    CHECK(sx.untouched());
+  }
+  if (o.out_val) CHECK(written_exactly(vx, pin, B, D, Tn));
+  else CHECK(vx.untouched());
+  if (o.xf) CHECK((lxf.all_written() && sxf.all_written() && lxf.guards_intact() && sxf.guards_intact()));
+
+  form_errors e;
+  const std::vector<T> hlx = lx.download(), hvx = vx.download(), hxf = lxf.download();
+  const std::vector<sign_t> hsx = sx.download(), hsxf = sxf.download();
+  auto kc = [&](std::size_t s, index_t t) { return s * n + static_cast<std::size_t>(t); };
+  auto kp = [&](std::size_t s, index_t t) { return pin.at(static_cast<index_t>(s) / D, static_cast<index_t>(s) % D, t); };
+  for (std::size_t s = 0; s < seqs; ++s) {
+    ld state = X0[s], err = 0, scale = 0;
+    for (index_t i = 0; i < Tn; ++i) {
+      const index_t t = o.reverse ? Tn - 1 - i : i;
+      const ld carried = A[kc(s, t)] * state, fresh = Bv[kc(s, t)];
+      state = carried + fresh;
+      if (o.out_log) err = std::max(err, std::fabs(value(static_cast<float>(hlx[kp(s, t)]), hsx[kp(s, t)] != 0) - state));
+      if (o.out_val) err = std::max(err, std::fabs(static_cast<ld>(static_cast<float>(hvx[kp(s, t)])) - state));
+      scale = std::max({scale, std::fabs(state), std::fabs(carried), std::fabs(fresh)});
+    }
+    if (o.xf) err = std::max(err, std::fabs(value(static_cast<float>(hxf[s]), hsxf[s] != 0) - state));
+    if (!(err == err)) err = std::numeric_limits<ld>::infinity();
+    e.forward = std::max(e.forward, static_cast<double>(err / std::max(scale, 1e-30L)));
+  }
+
+  // The backward is given log|x| (a log-form forward over the same inputs where the forward
+  // above wrote only values), or recomputes it; the reference uses that x.
+  if (!o.out_log) {
+    parscan::log_forward_args<T> f2 = f;
+    f2.x = nullptr, f2.log_x = lx.data(), f2.x_negative = sx.data(), f2.log_x_final = nullptr, f2.x_final_negative = nullptr;
+    REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), f2) == parscan::status::success);
+    PARSCAN_TEST_SYNC();
+  }
+  const std::vector<T> hx = lx.download();
+  const std::vector<sign_t> hs = sx.download();
+  std::vector<ld> X(seqs * n);
+  for (std::size_t s = 0; s < seqs; ++s)
+    for (index_t t = 0; t < Tn; ++t) X[kc(s, t)] = value(static_cast<float>(hx[kp(s, t)]), hs[kp(s, t)] != 0);
+
+  guarded_buffer<T> da(pout.span), db_own(o.in_place ? 0 : pout.span), dx0(seqs);
+  guarded_buffer<T>& db = o.in_place ? G : db_own;
+  parscan::log_backward_args<T> g{};
+  g.shape = shape;
+  g.a_strides = g.b_strides = g.x_strides = g.dx_strides = pin.st;
+  g.da_strides = g.db_strides = pout.st;
+  g.log_a = f.log_a, g.a = f.a, g.a_negative = f.a_negative, g.log_b = f.log_b, g.b = f.b, g.b_negative = f.b_negative;
+  if (o.x_given) g.log_x = lx.data(), g.x_negative = sx.data();
+  g.log_x0 = f.log_x0, g.x0 = f.x0, g.x0_negative = f.x0_negative;
+  (o.dx_val ? g.dx : g.dlog_x) = G.data();
+  if (o.xf) g.dlog_x_final = Gf.data();
+  (o.a_val ? g.da : g.dlog_a) = da.data();
+  (o.b_val ? g.db : g.dlog_b) = db.data();
+  (o.x0_val ? g.dx0 : g.dlog_x0) = dx0.data();
+  g.reverse = o.reverse;
+  REQUIRE(parscan::log_recurrence_backward(parscan_test::backend(), g) == parscan::status::success);
+  PARSCAN_TEST_SYNC();
+  CHECK(written_exactly(da, pout, B, D, Tn));
+  if (o.in_place) CHECK(db.guards_intact());
+  else CHECK(written_exactly(db, pout, B, D, Tn));
+  if (o.x0) CHECK(dx0.all_written());
+  else CHECK(dx0.untouched());
+  CHECK(dx0.guards_intact());
+
+  const std::vector<T> hda = da.download(), hdb = db.download(), hdx0 = dx0.download();
+  for (std::size_t s = 0; s < seqs; ++s) {
+    const index_t b_ = static_cast<index_t>(s) / D, d_ = static_cast<index_t>(s) % D;
+    auto k = [&](index_t i) { return kc(s, o.reverse ? Tn - 1 - i : i); };
+    ld db_next = 0, a_next = 0, scale = 0, err = 0;
+    const ld gf = o.xf ? static_cast<ld>(in.Gf[s]) : 0.0L;
+    for (index_t i = Tn - 1; i >= 0; --i) {
+      const ld up = in.G[k(i)], x = X[k(i)];
+      ld g_t;
+      if (o.dx_val) g_t = up + (i == Tn - 1 && gf != 0 ? gf / x : 0.0L);
+      else g_t = (i == Tn - 1 ? up + gf : up) == 0 ? 0.0L : (i == Tn - 1 ? up + gf : up) / x;
+      const ld carried = a_next * db_next, dbv = g_t + carried;
+      const ld x_prev = i > 0 ? X[k(i - 1)] : X0[s];
+      const ld want_b = o.b_val ? dbv : dbv * Bv[k(i)];
+      const ld want_a = o.a_val ? dbv * x_prev : dbv * A[k(i)] * x_prev;
+      const index_t t = o.reverse ? Tn - 1 - i : i;
+      err = std::max({err, std::fabs(static_cast<ld>(static_cast<float>(hda[pout.at(b_, d_, t)])) - want_a),
+                      std::fabs(static_cast<ld>(static_cast<float>(hdb[pout.at(b_, d_, t)])) - want_b)});
+      const ld size = std::max(std::fabs(g_t), std::fabs(carried));
+      scale = std::max({scale, std::fabs(want_a), std::fabs(want_b),
+                        size * std::max(o.b_val ? 1.0L : std::fabs(Bv[k(i)]),
+                                        o.a_val ? std::fabs(x_prev) : std::fabs(A[k(i)] * x_prev))});
+      db_next = dbv, a_next = A[k(i)];
+    }
+    if (o.x0) {
+      const ld want = Tn > 0 ? (o.x0_val ? db_next * a_next : db_next * a_next * X0[s]) : (o.x0_val ? gf / X0[s] : gf);
+      err = std::max(err, std::fabs(static_cast<ld>(static_cast<float>(hdx0[s])) - want));
+      scale = std::max(scale, std::fabs(want));
+    }
+    if (!(err == err)) err = std::numeric_limits<ld>::infinity();
+    e.backward = std::max(e.backward, static_cast<double>(err / std::max(scale, 1e-30L)));
+  }
+  return e;
+}
+
+template <class T>
+double forward_tolerance(bfam f) {
+  if (sizeof(T) == 2) return 5e-2;
+  return f == bfam::growing || f == bfam::huge ? 5e-4 : 1e-5;
+}
+
+}  // namespace log_form_test
+
+#define LOG_FORM_CASES(TYPE, tname)                                                                                \
+  TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms <" tname ">: every input and output form, forward and backward"), \
+            PARSCAN_TEST_TAGS("[log][backward]")) {                                                              \
+    using namespace log_form_test;                                                                               \
+    PARSCAN_TEST_RNG(r, "log recurrence value forms " tname);                                                    \
+    int i = 0;                                                                                                   \
+    for (int forms = 0; forms < 16; ++forms)                                                                     \
+      for (int out = 0; out < 3; ++out) {                                                                        \
+        ++i;                                                                                                     \
+        form_opts o;                                                                                             \
+        o.a_val = forms & 1, o.b_val = forms & 2, o.x0_val = forms & 4, o.dx_val = forms & 8;                   \
+        o.out_log = out != 1, o.out_val = out != 0;                                                              \
+        o.T = i % 4 == 0 ? 1000 : i % 4 == 1 ? 33 : i % 4 == 2 ? 2 : 129;                                        \
+        o.D = o.T >= 1000 ? 7 : 12;                                                                              \
+        o.layout = i % 3 == 0 ? place::time_contiguous : i % 3 == 1 ? place::channel_last : place::strided;      \
+        o.f = i % 5 == 4 ? bfam::positive : (i % 5 == 2 && sizeof(TYPE) == 4) ? bfam::growing : bfam::signed_;   \
+        o.x0 = i % 7 != 3, o.xf = i % 2 == 0 || (o.dx_val && i % 3 != 0), o.reverse = i % 4 == 3;                                \
+        o.x_given = i % 5 != 1, o.in_place = i % 6 == 5;                                                         \
+        INFO("a_val=" << o.a_val << " b_val=" << o.b_val << " x0_val=" << o.x0_val << " dx_val=" << o.dx_val     \
+                      << " out_log=" << o.out_log << " out_val=" << o.out_val << " T=" << o.T                     \
+                      << " layout=" << int(o.layout) << " family=" << int(o.f) << " x0=" << o.x0 << " xf=" << o.xf \
+                      << " reverse=" << o.reverse << " x_given=" << o.x_given << " in_place=" << o.in_place);     \
+        const form_errors e = run_forms<TYPE>(o, r);                                                             \
+        CHECK(e.forward <= forward_tolerance<TYPE>(o.f));                                                        \
+        CHECK(e.backward <= log_bwd_test::tolerance<TYPE>(o.f));                                                 \
+      }                                                                                                          \
+    /* Values beyond float: a in value form works (its gradient da = db·x[t-1] in range where */                \
+    /* dlog_a is; dL/dx upstream is not, dL/dlog|b| = dL/dx·b overflowing with b). T = 0 passes */               \
+    /* G_final through (divided by x0 for a value-form x0). */                                                   \
+    for (int k = 0; k < 4; ++k) {                                                                                \
+      form_opts o;                                                                                               \
+      o.f = bfam::huge, o.a_val = true, o.x_given = k & 1, o.T = 1000, o.D = 4, o.reverse = k & 2;               \
+      if (sizeof(TYPE) == 2) break;                                                                              \
+      INFO("huge, x_given=" << o.x_given << " reverse=" << o.reverse);                                           \
+      const form_errors e = run_forms<TYPE>(o, r);                                                               \
+      CHECK(e.forward <= forward_tolerance<TYPE>(o.f));                                                          \
+      CHECK(e.backward <= log_bwd_test::tolerance<TYPE>(o.f));                                                   \
+    }                                                                                                            \
+    for (int k = 0; k < 4; ++k) {                                                                                \
+      form_opts o;                                                                                               \
+      o.T = 0, o.x0_val = k & 1, o.a_val = k & 2, o.b_val = k & 2, o.dx_val = k & 2;                             \
+      INFO("T=0 x0_val=" << o.x0_val);                                                                           \
+      const form_errors e = run_forms<TYPE>(o, r);                                                               \
+      CHECK(e.backward <= (sizeof(TYPE) == 2 ? 4e-3 : 1e-6)); /* G_final/x0 rounded to T */                      \
+    }                                                                                                            \
+  }
+
+LOG_FORM_CASES(float, "float")
+LOG_FORM_CASES(parscan::bfloat16, "bfloat16")
+
+TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms: value-form results equal log-form results fed the same data"),
+          PARSCAN_TEST_TAGS("[log][backward]")) {
+  using namespace log_form_test;
+  PARSCAN_TEST_RNG(r, "log recurrence value forms equal log forms");
+  const index_t C = 9, T = 777;
+  const std::size_t n = static_cast<std::size_t>(C * T);
+  // Signed values, and their log form as the value form converts them (log|v| in float, sign bit).
+  std::vector<float> va(n), vb(n), vx0(C), la(n), lb(n), lx0(C), dx(n), gf(C);
+  std::vector<sign_t> sa(n), sb(n), sx0(C);
+  for (std::size_t i = 0; i < n; ++i) {
+    va[i] = static_cast<float>(r.signed_unit()), vb[i] = static_cast<float>(r.normal()), dx[i] = static_cast<float>(r.normal());
+    la[i] = std::log(std::fabs(va[i])), sa[i] = std::signbit(va[i]), lb[i] = std::log(std::fabs(vb[i])), sb[i] = std::signbit(vb[i]);
+  }
+  for (index_t s = 0; s < C; ++s) {
+    vx0[s] = static_cast<float>(r.normal()), lx0[s] = std::log(std::fabs(vx0[s])), sx0[s] = std::signbit(vx0[s]);
+    gf[s] = static_cast<float>(r.normal());
+  }
+  guarded_buffer<float> gva(va), gvb(vb), gvx0(vx0), gla(la), glb(lb), glx0(lx0), gdx(dx), ggf(gf);
+  guarded_buffer<sign_t> gsa(sa), gsb(sb), gsx0(sx0);
+  guarded_buffer<float> lx_v(n), x_v(n), lx_l(n), xf_v(C), xf_l(C);
+  guarded_buffer<sign_t> sx_v(n), sx_l(n), sxf_v(C), sxf_l(C);
+  parscan::log_forward_args<float> fv{}, fl{};
+  fv.shape = fl.shape = {1, C, T, parscan::recurrence_layout::time_contiguous};
+  fv.a = gva.data(), fv.b = gvb.data(), fv.x0 = gvx0.data();
+  fv.log_x = lx_v.data(), fv.x_negative = sx_v.data(), fv.x = x_v.data();
+  fv.log_x_final = xf_v.data(), fv.x_final_negative = sxf_v.data();
+  fl.log_a = gla.data(), fl.a_negative = gsa.data(), fl.log_b = glb.data(), fl.b_negative = gsb.data();
+  fl.log_x0 = glx0.data(), fl.x0_negative = gsx0.data();
+  fl.log_x = lx_l.data(), fl.x_negative = sx_l.data(), fl.log_x_final = xf_l.data(), fl.x_final_negative = sxf_l.data();
+  REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), fv) == parscan::status::success);
+  REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), fl) == parscan::status::success);
+  PARSCAN_TEST_SYNC();
+  const auto hlv = lx_v.download(), hxv = x_v.download(), hll = lx_l.download();
+  const auto hsv = sx_v.download(), hsl = sx_l.download();
+  double err = 0, err_val = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    // log|x| agrees to the rounding of one logf (the host's against the device's) carried along.
+    err = std::max(err, std::fabs(double(hlv[i]) - hll[i]) / std::max(1.0, std::fabs(double(hll[i]))));
+    if (std::fabs(hll[i]) < 30) CHECK((hsv[i] != 0) == (hsl[i] != 0));
+    const double want = (hsl[i] ? -1.0 : 1.0) * std::exp(double(hll[i]));
+    err_val = std::max(err_val, std::fabs(hxv[i] - want) / std::max(1.0, std::fabs(want)));
+  }
+  CHECK(err <= 1e-5);
+  CHECK(err_val <= 1e-5);
+  const auto hfv = xf_v.download(), hfl = xf_l.download();
+  for (index_t s = 0; s < C; ++s) CHECK(std::fabs(hfv[s] - hfl[s]) <= 1e-5f * std::max(1.0f, std::fabs(hfl[s])));
+
+  // Backward: the value-form gradients times the values equal the log-form ones (dlog_a = da·a,
+  // dlog_b = db·b, dlog_x0 = dx0·x0), with the log form's upstream dlog_x = dx·x.
+  const auto hx_l = lx_l.download();
+  std::vector<float> G(n);
+  for (std::size_t i = 0; i < n; ++i) G[i] = static_cast<float>(dx[i] * (hsl[i] ? -1.0 : 1.0) * std::exp(double(hx_l[i])));
+  guarded_buffer<float> gG(G), da_v(n), db_v(n), dx0_v(C), da_l(n), db_l(n), dx0_l(C);
+  parscan::log_backward_args<float> bv{}, bl{};
+  bv.shape = bl.shape = fv.shape;
+  bv.a = fv.a, bv.b = fv.b, bv.x0 = fv.x0, bv.log_x = lx_l.data(), bv.x_negative = sx_l.data();
+  bv.dx = gdx.data(), bv.dlog_x_final = ggf.data(), bv.da = da_v.data(), bv.db = db_v.data(), bv.dx0 = dx0_v.data();
+  bl.log_a = fl.log_a, bl.a_negative = fl.a_negative, bl.log_b = fl.log_b, bl.b_negative = fl.b_negative;
+  bl.log_x0 = fl.log_x0, bl.x0_negative = fl.x0_negative, bl.log_x = lx_l.data(), bl.x_negative = sx_l.data();
+  bl.dlog_x = gG.data(), bl.dlog_x_final = ggf.data(), bl.dlog_a = da_l.data(), bl.dlog_b = db_l.data(),
+  bl.dlog_x0 = dx0_l.data();
+  REQUIRE(parscan::log_recurrence_backward(parscan_test::backend(), bv) == parscan::status::success);
+  REQUIRE(parscan::log_recurrence_backward(parscan_test::backend(), bl) == parscan::status::success);
+  PARSCAN_TEST_SYNC();
+  const auto hdav = da_v.download(), hdbv = db_v.download(), hdx0v = dx0_v.download();
+  const auto hdal = da_l.download(), hdbl = db_l.download(), hdx0l = dx0_l.download();
+  for (index_t s = 0; s < C; ++s) {
+    double e = 0, scale = 1e-30;
+    for (index_t t = 0; t < T; ++t) {
+      const std::size_t i = static_cast<std::size_t>(s * T + t);
+      e = std::max({e, std::fabs(double(hdav[i]) * va[i] - hdal[i]), std::fabs(double(hdbv[i]) * vb[i] - hdbl[i])});
+      scale = std::max({scale, std::fabs(double(hdal[i])), std::fabs(double(hdbl[i]))});
+    }
+    e = std::max(e, std::fabs(double(hdx0v[s]) * vx0[s] - hdx0l[s]));
+    scale = std::max(scale, std::fabs(double(hdx0l[s])));
+    CHECK(e / scale <= 1e-4);
+  }
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms: zeros reset exactly, -0, NaN propagates, x overflows to ±inf"),
+          PARSCAN_TEST_TAGS("[log]")) {
+  using namespace log_form_test;
+  PARSCAN_TEST_RNG(r, "log recurrence value forms special values");
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  // One sequence of T steps, a and b (and x0, when given) in value form; outputs in both forms.
+  struct out {
+    std::vector<float> lx, x;
+    std::vector<sign_t> sx;
+  };
+  auto run = [&](const std::vector<float>& a, const std::vector<float>& b, const float* x0) {
+    const index_t T = static_cast<index_t>(a.size());
+    guarded_buffer<float> ga(a), gb(b), gx0(1), lx(T), x(T);
+    guarded_buffer<sign_t> sx(T);
+    if (x0) gx0.upload({*x0});
+    parscan::log_forward_args<float> g{};
+    g.shape = {1, 1, T, parscan::recurrence_layout::time_contiguous};
+    g.a = ga.data(), g.b = gb.data(), g.x0 = x0 ? gx0.data() : nullptr;
+    g.log_x = lx.data(), g.x_negative = sx.data(), g.x = x.data();
+    REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), g) == parscan::status::success);
+    PARSCAN_TEST_SYNC();
+    CHECK(lx.all_written());
+    CHECK(x.all_written());
+    return out{lx.download(), x.download(), sx.download()};
+  };
+  const index_t T = 300;
+  std::vector<float> a(T), b(T);
+  for (index_t t = 0; t < T; ++t)
+    a[t] = static_cast<float>(r.uniform(0.5, 1.0) * (r.coin() ? -1 : 1)), b[t] = static_cast<float>(r.normal());
+  SECTION("a = 0 and a = -0 reset the state exactly; b = 0; x0 = +0 and -0 equal no x0") {
+    a[100] = 0.0f, a[120] = -0.0f, b[150] = 0.0f;
+    const out base = run(a, b, nullptr);
+    CHECK(std::fabs(base.x[100] - b[100]) <= 1e-6f * std::fabs(b[100]));
+    CHECK(std::fabs(base.x[120] - b[120]) <= 1e-6f * std::fabs(b[120]));
+    CHECK(std::fabs(base.x[150] - double(a[150]) * base.x[149]) <= 1e-6 * std::fabs(base.x[150]));
+    // Whatever comes before a zero gate changes nothing from it on, to the bit.
+    std::vector<float> a2 = a, b2 = b;
+    for (index_t t = 0; t < 100; ++t) a2[t] = static_cast<float>(r.signed_unit()), b2[t] = static_cast<float>(r.normal());
+    const float x0 = 3.0f;
+    const out other = run(a2, b2, &x0);
+    for (index_t t = 100; t < T; ++t) {
+      CHECK(other.lx[t] == base.lx[t]);
+      CHECK(other.x[t] == base.x[t]);
+      CHECK(other.sx[t] == base.sx[t]);
+    }
+    for (float z : {0.0f, -0.0f}) {
+      const out zero = run(a, b, &z);
+      for (index_t t = 0; t < T; ++t) {
+        CHECK(zero.lx[t] == base.lx[t]);
+        CHECK(zero.sx[t] == base.sx[t]);
+      }
+    }
+  }
+  SECTION("x = 0 is written as +0 in value form and log -inf, positive") {
+    for (index_t t = 0; t < 5; ++t) b[t] = t % 2 ? -0.0f : 0.0f;
+    const out o = run(a, b, nullptr);
+    for (index_t t = 0; t < 5; ++t) {
+      CHECK(o.lx[t] == -inf);
+      CHECK(o.sx[t] == 0);
+      CHECK(o.x[t] == 0.0f);
+      CHECK(!std::signbit(o.x[t]));
+    }
+    CHECK(std::fabs(o.x[5] - b[5]) <= 1e-6f * std::fabs(b[5]));  // the first nonzero step: x = b
+  }
+  SECTION("NaN in a value-form a, b or x0 propagates") {
+    std::vector<float> an = a, bn = b;
+    an[50] = nan, bn[200] = nan;
+    const out oa = run(an, b, nullptr), ob = run(a, bn, nullptr);
+    for (index_t t = 0; t < T; ++t) {
+      CHECK(std::isnan(oa.x[t]) == (t >= 50));
+      CHECK(std::isnan(oa.lx[t]) == (t >= 50));
+      CHECK(std::isnan(ob.x[t]) == (t >= 200));
+    }
+    const out o0 = run(a, b, &nan);
+    for (index_t t = 0; t < T; ++t) CHECK(std::isnan(o0.x[t]));
+  }
+  SECTION("value-form x overflows to ±inf where |x| exceeds float; log|x| stays finite") {
+    const index_t L = 2000;
+    std::vector<float> ag(L), bg(L);
+    for (index_t t = 0; t < L; ++t)
+      ag[t] = static_cast<float>(std::exp(0.3 + 0.05 * r.signed_unit()) * (r.coin() ? -1 : 1)),
+      bg[t] = static_cast<float>(r.uniform(0.1, 1.0) * (r.coin() ? -1 : 1));
+    const out o = run(ag, bg, nullptr);
+    int overflowed = 0;
+    for (index_t t = 0; t < L; ++t) {
+      INFO("t = " << t << " log|x| = " << o.lx[t]);
+      REQUIRE(std::isfinite(o.lx[t]));
+      if (o.lx[t] > 88.73f) {
+        CHECK(std::isinf(o.x[t]));
+        ++overflowed;
+      } else if (o.lx[t] < 88.7f) {
+        CHECK(std::isfinite(o.x[t]));
+        CHECK(std::fabs(std::fabs(double(o.x[t])) - std::exp(double(o.lx[t]))) <= 1e-6 * std::exp(double(o.lx[t])));
+      }
+      if (o.x[t] != 0) CHECK(std::signbit(o.x[t]) == (o.sx[t] != 0));
+    }
+    CHECK(overflowed > L / 2);
+  }
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms backward: zeros are exact, NaN in dx propagates"),
+          PARSCAN_TEST_TAGS("[log][backward]")) {
+  using namespace log_form_test;
+  PARSCAN_TEST_RNG(r, "log recurrence value forms backward special values");
+  const index_t T = 300;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> a(T), b(T), dx(T);
+  for (index_t t = 0; t < T; ++t)
+    a[t] = static_cast<float>(r.uniform(0.5, 1.0) * (r.coin() ? -1 : 1)), b[t] = static_cast<float>(r.normal()),
+    dx[t] = static_cast<float>(r.normal());
+  a[100] = 0.0f;  // resets x; nothing flows back past step 100
+  b[150] = 0.0f;  // dL/db[150] = db[150] is not zero, dlog_b would be
+  struct grads {
+    std::vector<float> da, db, dx0;
+  };
+  auto run = [&](const std::vector<float>& upstream, const float* x0) {
+    guarded_buffer<float> ga(a), gb(b), gx0(1), lx(T), g(upstream), da(T), db(T), dx0(1);
+    guarded_buffer<sign_t> sx(T);
+    if (x0) gx0.upload({*x0});
+    parscan::log_forward_args<float> f{};
+    f.shape = {1, 1, T, parscan::recurrence_layout::time_contiguous};
+    f.a = ga.data(), f.b = gb.data(), f.x0 = x0 ? gx0.data() : nullptr, f.log_x = lx.data(), f.x_negative = sx.data();
+    REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), f) == parscan::status::success);
+    parscan::log_backward_args<float> bw{};
+    bw.shape = f.shape;
+    bw.a = f.a, bw.b = f.b, bw.x0 = f.x0, bw.log_x = lx.data(), bw.x_negative = sx.data(), bw.dx = g.data();
+    bw.da = da.data(), bw.db = db.data(), bw.dx0 = x0 ? dx0.data() : nullptr;
+    REQUIRE(parscan::log_recurrence_backward(parscan_test::backend(), bw) == parscan::status::success);
+    PARSCAN_TEST_SYNC();
+    CHECK(da.all_written());
+    CHECK(db.all_written());
+    return grads{da.download(), db.download(), dx0.download()};
+  };
+  const grads base = run(dx, nullptr);
+  CHECK(base.da[0] == 0.0f);  // dL/da[0] = db[0]·x0 with no x0
+  for (index_t t = 0; t < T; ++t) {
+    INFO("t = " << t);
+    CHECK(std::isfinite(base.da[t]));
+    CHECK(std::isfinite(base.db[t]));
+  }
+  CHECK(base.db[150] != 0.0f);
+  // The gradient stops at the zero gate: dL/db[99] = dx[99] (nothing carried from 100, to the
+  // rounding of exp(log|dx|)); the last step's dL/db is its dL/dx, with no division by x.
+  CHECK(std::fabs(base.db[99] - dx[99]) <= 1e-6f * std::fabs(dx[99]));
+  CHECK(std::fabs(base.db[T - 1] - dx[T - 1]) <= 1e-6f * std::fabs(dx[T - 1]));
+  std::vector<float> dx2 = dx;
+  for (index_t t = 100; t < T; ++t) dx2[t] = static_cast<float>(r.normal());
+  const grads cut = run(dx2, nullptr);
+  for (index_t t = 0; t < 100; ++t) {
+    CHECK(cut.da[t] == base.da[t]);
+    CHECK(cut.db[t] == base.db[t]);
+  }
+  // x0 = 0 in value form: dx0 = db[0]·a[0] is not zero (dlog_x0 would be).
+  const float zero = 0.0f;
+  const grads z = run(dx, &zero);
+  CHECK(z.dx0[0] != 0.0f);
+  CHECK(std::fabs(z.dx0[0] - double(z.db[0]) * a[0]) <= 1e-6 * std::fabs(double(z.db[0]) * a[0]));
+  // NaN in dx at 200 reaches every step up to 100 (the zero gate: 0·NaN is NaN in log space
+  // too) and none after.
+  std::vector<float> dx3 = dx;
+  dx3[200] = nan;
+  const grads nn = run(dx3, nullptr);
+  for (index_t t = 100; t <= 200; ++t) CHECK(std::isnan(nn.db[t]));
+  for (index_t t = 201; t < T; ++t) CHECK(nn.db[t] == base.db[t]);
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms: chunks across forms equal one call, forward and backward"),
+          PARSCAN_TEST_TAGS("[log][backward]")) {
+  using namespace log_form_test;
+  PARSCAN_TEST_RNG(r, "log recurrence value forms chunked");
+  const index_t C = 16, T = 2001, cut = 777;
+  const std::size_t n = static_cast<std::size_t>(C * T);
+  std::vector<float> va(n), vb(n), dx(n), x0(C), gf(C);
+  for (std::size_t i = 0; i < n; ++i)
+    va[i] = static_cast<float>(r.signed_unit()), vb[i] = static_cast<float>(r.normal()), dx[i] = static_cast<float>(r.normal());
+  for (index_t s = 0; s < C; ++s) x0[s] = static_cast<float>(r.normal()), gf[s] = static_cast<float>(r.normal());
+  guarded_buffer<float> ga(va), gb(vb), gdx(dx), gx0(x0), ggf(gf);
+  guarded_buffer<float> whole_x(n), whole_lx(n), parts_x(n), parts_lx(n), state(C), xf_whole(C), xf_parts(C);
+  guarded_buffer<sign_t> whole_sx(n), parts_sx(n), state_s(C), sxf_whole(C), sxf_parts(C);
+  auto fwd = [&](index_t t0, index_t len, float* lx, sign_t* sx, float* x) {
+    parscan::log_forward_args<float> g{};
+    g.shape = {1, C, len, parscan::recurrence_layout::strided};
+    g.a_strides = g.b_strides = g.x_strides = {C * T, T, 1};
+    g.a = ga.data() + t0, g.b = gb.data() + t0, g.log_x = lx + t0, g.x_negative = sx + t0, g.x = x + t0;
+    return g;
+  };
+  // One call: a, b and x0 as values, x in both forms.
+  auto w = fwd(0, T, whole_lx.data(), whole_sx.data(), whole_x.data());
+  w.x0 = gx0.data(), w.log_x_final = xf_whole.data(), w.x_final_negative = sxf_whole.data();
+  REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), w) == parscan::status::success);
+  // Two: the first with x0 as a value, the second with x0 = the first's x_final (log form).
+  auto f1 = fwd(0, cut, parts_lx.data(), parts_sx.data(), parts_x.data());
+  f1.x0 = gx0.data(), f1.log_x_final = state.data(), f1.x_final_negative = state_s.data();
+  REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), f1) == parscan::status::success);
+  auto f2 = fwd(cut, T - cut, parts_lx.data(), parts_sx.data(), parts_x.data());
+  f2.log_x0 = state.data(), f2.x0_negative = state_s.data(), f2.log_x_final = xf_parts.data(),
+  f2.x_final_negative = sxf_parts.data();
+  REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), f2) == parscan::status::success);
+  PARSCAN_TEST_SYNC();
+  CHECK(parts_x.all_written());
+  CHECK(parts_lx.all_written());
+  const auto hw = whole_x.download(), hp = parts_x.download();
+  double err = 0, scale = 0;
+  for (std::size_t i = 0; i < n; ++i) err = std::max(err, std::fabs(double(hw[i]) - hp[i])), scale = std::max(scale, std::fabs(double(hw[i])));
+  CHECK(err / scale <= 1e-5);
+  CHECK(sxf_whole.download() == sxf_parts.download());
+
+  // Backward, last chunk first: value forms for a, b, dx and the first chunk's x0; the cut is
+  // chained through dlog_x_final = the later chunk's dlog_x0 (log form, as its x0).
+  guarded_buffer<float> wda(n), wdb(n), pda(n), pdb(n), wdx0(C), pdx0(C), gstate(C);
+  auto bwd = [&](index_t t0, index_t len, float* da, float* db) {
+    parscan::log_backward_args<float> g{};
+    g.shape = {1, C, len, parscan::recurrence_layout::strided};
+    g.a_strides = g.b_strides = g.x_strides = g.dx_strides = g.da_strides = g.db_strides = {C * T, T, 1};
+    g.a = ga.data() + t0, g.b = gb.data() + t0, g.log_x = parts_lx.data() + t0, g.x_negative = parts_sx.data() + t0;
+    g.dx = gdx.data() + t0, g.da = da + t0, g.db = db + t0;
+    return g;
+  };
+  auto bw = bwd(0, T, wda.data(), wdb.data());
+  bw.x0 = gx0.data(), bw.dx0 = wdx0.data(), bw.dlog_x_final = ggf.data();
+  REQUIRE(parscan::log_recurrence_backward(parscan_test::backend(), bw) == parscan::status::success);
+  auto b2 = bwd(cut, T - cut, pda.data(), pdb.data());
+  b2.log_x0 = state.data(), b2.x0_negative = state_s.data(), b2.dlog_x0 = gstate.data(), b2.dlog_x_final = ggf.data();
+  REQUIRE(parscan::log_recurrence_backward(parscan_test::backend(), b2) == parscan::status::success);
+  auto b1 = bwd(0, cut, pda.data(), pdb.data());
+  b1.x0 = gx0.data(), b1.dx0 = pdx0.data(), b1.dlog_x_final = gstate.data();
+  REQUIRE(parscan::log_recurrence_backward(parscan_test::backend(), b1) == parscan::status::success);
+  PARSCAN_TEST_SYNC();
+  CHECK(pda.all_written());
+  CHECK(pdb.all_written());
+  const auto wa = wda.download(), wb = wdb.download(), pa = pda.download(), pb = pdb.download();
+  const auto w0 = wdx0.download(), p0 = pdx0.download();
+  err = 0, scale = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    err = std::max({err, std::fabs(double(wa[i]) - pa[i]), std::fabs(double(wb[i]) - pb[i])});
+    scale = std::max({scale, std::fabs(double(wa[i])), std::fabs(double(wb[i]))});
+  }
+  for (index_t s = 0; s < C; ++s) err = std::max(err, std::fabs(double(w0[s]) - p0[s])), scale = std::max(scale, std::fabs(double(w0[s])));
+  CHECK(err / scale <= 2e-5);
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms: in place, x over a or b"), PARSCAN_TEST_TAGS("[log]")) {
+  using namespace log_form_test;
+  PARSCAN_TEST_RNG(r, "log recurrence value forms in place");
+  const index_t C = 5, T = 513;
+  const std::size_t n = static_cast<std::size_t>(C * T);
+  std::vector<float> va(n), vb(n);
+  for (std::size_t i = 0; i < n; ++i) va[i] = static_cast<float>(r.signed_unit()), vb[i] = static_cast<float>(r.normal());
+  guarded_buffer<float> ga(va), gb(vb), ref_x(n), ref_lx(n);
+  guarded_buffer<sign_t> ref_sx(n);
+  parscan::log_forward_args<float> g{};
+  g.shape = {1, C, T, parscan::recurrence_layout::time_contiguous};
+  g.a = ga.data(), g.b = gb.data(), g.x = ref_x.data(), g.log_x = ref_lx.data(), g.x_negative = ref_sx.data();
+  REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), g) == parscan::status::success);
+  // x over b, log|x| over a: both replaced by the outputs.
+  g.x = gb.data(), g.log_x = ga.data();
+  REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), g) == parscan::status::success);
+  PARSCAN_TEST_SYNC();
+  CHECK(gb.download() == ref_x.download());
+  CHECK(ga.download() == ref_lx.download());
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms: bad combinations write nothing"), PARSCAN_TEST_TAGS("[log][backward]")) {
+  using namespace log_form_test;
+  using parscan::status;
+  const index_t C = 4, T = 64;
+  guarded_buffer<float> a(C * T), b(C * T), lx(C * T), x(C * T), x0(C), xf(C);
+  guarded_buffer<sign_t> sa(C * T), sx(C * T), sx0(C);
+  a.upload(std::vector<float>(C * T, 0.5f)), b.upload(std::vector<float>(C * T, 0.25f)), x0.upload(std::vector<float>(C, 1.0f));
+  auto base = [&] {
+    parscan::log_forward_args<float> g{};
+    g.shape = {1, C, T, parscan::recurrence_layout::time_contiguous};
+    g.a = a.data(), g.b = b.data(), g.log_x = lx.data(), g.x_negative = sx.data(), g.x = x.data();
+    return g;
+  };
+  auto refused = [&](parscan::log_forward_args<float> g, status expected) {
+    lx.repoison(), sx.repoison(), x.repoison(), xf.repoison();
+    CHECK(parscan::log_recurrence_forward(parscan_test::backend(), g) == expected);
+    PARSCAN_TEST_SYNC();
+    CHECK(lx.untouched());
+    CHECK(sx.untouched());
+    CHECK(x.untouched());
+    CHECK(xf.untouched());
+  };
+  auto g = base();
+  REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), g) == status::success);  // the base is valid
+  g = base(), g.log_a = a.data();  // both forms of a
+  refused(g, status::unsupported);
+  g = base(), g.log_b = b.data();  // both forms of b
+  refused(g, status::unsupported);
+  g = base(), g.log_x0 = x0.data(), g.x0 = x0.data(), g.log_x_final = xf.data();  // both forms of x0
+  refused(g, status::unsupported);
+  g = base(), g.a = nullptr;  // neither form of a
+  refused(g, status::null_pointer);
+  g = base(), g.b = nullptr;  // neither form of b
+  refused(g, status::null_pointer);
+  g = base(), g.a_negative = sa.data();  // a sign array with value-form a
+  refused(g, status::unsupported);
+  g = base(), g.x0 = x0.data(), g.x0_negative = sx0.data(), g.log_x_final = xf.data();  // ... with value-form x0
+  refused(g, status::unsupported);
+  g = base(), g.log_x = nullptr;  // x_negative with value-form x only
+  refused(g, status::unsupported);
+  g = base(), g.log_x = nullptr, g.x_negative = nullptr, g.x = nullptr;  // no output
+  refused(g, status::null_pointer);
+  g = base(), g.x_negative = nullptr;  // value-form inputs may be negative: x's sign is needed
+  refused(g, status::null_pointer);
+  g = base(), g.log_x_final = xf.data();  // ... and x_final's
+  refused(g, status::null_pointer);
+  g = base(), g.x = a.data() + 1;  // partly over a
+  refused(g, status::overlapping_output);
+  g = base(), g.x = lx.data();  // the two outputs overlap
+  refused(g, status::overlapping_output);
+
+  // Backward.
+  guarded_buffer<float> G(C * T), da(C * T), db(C * T), dx0(C);
+  G.upload(std::vector<float>(C * T, 1.0f));
+  REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), base()) == status::success);
+  auto bbase = [&] {
+    parscan::log_backward_args<float> bg{};
+    bg.shape = {1, C, T, parscan::recurrence_layout::time_contiguous};
+    bg.a = a.data(), bg.b = b.data(), bg.x0 = x0.data(), bg.log_x = lx.data(), bg.x_negative = sx.data();
+    bg.dx = G.data(), bg.da = da.data(), bg.db = db.data(), bg.dx0 = dx0.data();
+    return bg;
+  };
+  auto brefused = [&](parscan::log_backward_args<float> bg, status expected) {
+    da.repoison(), db.repoison(), dx0.repoison();
+    CHECK(parscan::log_recurrence_backward(parscan_test::backend(), bg) == expected);
+    PARSCAN_TEST_SYNC();
+    CHECK(da.untouched());
+    CHECK(db.untouched());
+    CHECK(dx0.untouched());
+  };
+  auto bg = bbase();
+  REQUIRE(parscan::log_recurrence_backward(parscan_test::backend(), bg) == status::success);  // the base is valid
+  bg = bbase(), bg.da = nullptr, bg.dlog_a = da.data();  // a in value form, its gradient in log form
+  brefused(bg, status::unsupported);
+  bg = bbase(), bg.dlog_a = db.data();  // both gradient forms of a
+  brefused(bg, status::unsupported);
+  bg = bbase(), bg.da = nullptr;  // no gradient for a
+  brefused(bg, status::null_pointer);
+  bg = bbase(), bg.x0 = nullptr, bg.log_x0 = x0.data();  // x0 in log form, its gradient in value form
+  brefused(bg, status::unsupported);
+  bg = bbase(), bg.dx0 = nullptr;  // x0 given, no gradient for it
+  brefused(bg, status::null_pointer);
+  bg = bbase(), bg.dlog_x = G.data();  // both forms of the upstream gradient
+  brefused(bg, status::unsupported);
+  bg = bbase(), bg.dx = nullptr;  // neither
+  brefused(bg, status::null_pointer);
+  bg = bbase(), bg.b_negative = sa.data();  // a sign array with value-form b
+  brefused(bg, status::unsupported);
+  bg = bbase(), bg.log_b = b.data();  // both forms of b
+  brefused(bg, status::unsupported);
+  bg = bbase(), bg.x_negative = nullptr;  // value-form inputs may be negative: x's sign is needed
+  brefused(bg, status::null_pointer);
+  bg = bbase(), bg.db = G.data() + 1;  // partly over dx
+  brefused(bg, status::overlapping_output);
+}

@@ -16,6 +16,14 @@ PARSCAN_HD PARSCAN_INLINE signed_log<float> log_form_of(float v) {
   return {cuda::std::log(cuda::std::fabs(v)), cuda::std::signbit(v)};
 }
 
+/// An input element in log form: a stored log magnitude with its sign byte, or, in value form,
+/// the value itself (log_form_of: 0 is log -inf, -0 a negative zero, NaN stays NaN). One
+/// flag per tensor and launch, so the branch is uniform.
+PARSCAN_HD PARSCAN_INLINE signed_log<float> input_log_form(float stored, bool negative, bool value_form) {
+  if (value_form) return log_form_of(stored);
+  return {stored, negative};
+}
+
 /// The log form of u / x. A zero numerator gives exactly zero, even where x = 0 or x = inf (a
 /// zero upstream gradient contributes nothing); otherwise x = 0 gives an infinite quotient, the
 /// derivative of log|x| there. NaN in either gives NaN.
@@ -35,5 +43,9 @@ PARSCAN_HD PARSCAN_INLINE float log_product(float l1, float l2, float l3, bool n
   const float m = cuda::std::exp(sum);
   return neg ? -m : m;
 }
+
+/// The value (-1)^neg · exp(log_mag) of a log-form result (a value-form output): overflows to
+/// ±inf beyond float, log -inf gives exactly +0, NaN stays NaN.
+PARSCAN_HD PARSCAN_INLINE float value_of(float log_mag, bool neg) { return log_product(log_mag, 0.0f, 0.0f, neg); }
 
 }  // namespace parscan::detail

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda/std/limits>
 
@@ -41,17 +42,22 @@ __device__ PARSCAN_INLINE void read_staged_signs(const unsigned char* slot, cons
   }
 }
 
-template <class T>
+/// The forward. Each input pointer holds its log magnitudes, or, with its *_value flag, the
+/// values themselves (converted on load; their sign arrays are then null). The output is log_x
+/// (+ x_negative) and/or x, the value (-1)^neg·exp(log|x|), each null when not wanted.
+/// Values = false is the log form only (the flags and x are ignored, log_x is written): value
+/// forms get their own instantiation, so the log-form kernels carry none of their code.
+template <class T, bool Values = false>
 struct log_recurrence_forward_problem {
   using acc_type = log_affine<float>;
   using sign = std::uint8_t;
-  const T* log_a;
-  const sign* a_negative;  // null: all positive
-  const T* log_b;
+  const T* log_a;           // log|a|, or a with a_value
+  const sign* a_negative;  // null: all positive (or a in value form)
+  const T* log_b;           // log|b|, or b with b_value
   const sign* b_negative;
-  T* log_x;
+  T* log_x;                // null: not written
   sign* x_negative;        // null: not written (x is positive)
-  const T* log_x0;
+  const T* log_x0;          // log|x0|, or x0 with x0_value; null: no x0
   const sign* x0_negative;
   T* log_x_final;
   sign* x_final_negative;
@@ -60,8 +66,20 @@ struct log_recurrence_forward_problem {
   bool reverse;
   bool lane_major;
   bool exclusive = false;
+  bool a_value = false, b_value = false, x0_value = false;  // inputs in value form (Values only)
+  T* x = nullptr;  // x itself (laid out as log_x); null: not written (Values only)
+  __device__ PARSCAN_INLINE bool a_val() const { return Values && a_value; }
+  __device__ PARSCAN_INLINE bool b_val() const { return Values && b_value; }
+  __device__ PARSCAN_INLINE bool x0_val() const { return Values && x0_value; }
 
-  struct cursor {
+  struct value_output {
+    T* x;
+  };
+  struct no_value_output {
+    static constexpr T* x = nullptr;
+  };
+  // The log-form cursor is the one it always was; value forms add x.
+  struct cursor : std::conditional_t<Values, value_output, no_value_output> {
     const T* log_a;
     const sign* a_negative;
     const T* log_b;
@@ -71,11 +89,22 @@ struct log_recurrence_forward_problem {
   };
   __device__ PARSCAN_INLINE cursor at(index_t s) const {
     const index_t oa = la.sequence_offset(s), ob = lb.sequence_offset(s), ox = lx.sequence_offset(s);
-    return {log_a + oa, a_negative ? a_negative + oa : nullptr, log_b + ob, b_negative ? b_negative + ob : nullptr,
-            log_x + ox, x_negative ? x_negative + ox : nullptr};
+    cursor c;
+    c.log_a = log_a + oa, c.a_negative = a_negative ? a_negative + oa : nullptr;
+    c.log_b = log_b + ob, c.b_negative = b_negative ? b_negative + ob : nullptr;
+    c.log_x = !Values || log_x ? log_x + ox : nullptr, c.x_negative = x_negative ? x_negative + ox : nullptr;
+    if constexpr (Values) c.x = x ? x + ox : nullptr;
+    return c;
   }
   static constexpr int run = run_length<T>;
   __device__ PARSCAN_INLINE index_t step(index_t pos) const { return reverse ? length - 1 - pos : pos; }
+  // The element of one step from its stored a and b, for value forms (the log-form paths below
+  // keep their own expressions, so the log-form kernels compile as they did before value forms).
+  __device__ PARSCAN_INLINE acc_type element(const T& a, sign na, const T& b, sign nb) const {
+    const signed_log<float> la = detail::input_log_form(static_cast<float>(a), na != 0, a_val());
+    const signed_log<float> lb = detail::input_log_form(static_cast<float>(b), nb != 0, b_val());
+    return acc_type(la.log_mag, la.neg, lb.log_mag, lb.neg);
+  }
   __device__ PARSCAN_INLINE int count(index_t pos) const { return steps_in_run<run>(length, pos); }
 
   __device__ PARSCAN_INLINE void load_run(const cursor& c, index_t pos, acc_type (&items)[run]) const {
@@ -87,10 +116,15 @@ struct log_recurrence_forward_problem {
     read_steps(c.log_b, lb.step_stride, t, dir, n, rb);
     if (c.a_negative) read_steps(c.a_negative, la.step_stride, t, dir, n, na);
     if (c.b_negative) read_steps(c.b_negative, lb.step_stride, t, dir, n, nb);
+    if constexpr (Values) {
 #pragma unroll
-    for (int v = 0; v < run; ++v)
-      items[v] = v < n ? acc_type(static_cast<float>(ra[v]), na[v] != 0, static_cast<float>(rb[v]), nb[v] != 0)
-                       : acc_type{};
+      for (int v = 0; v < run; ++v) items[v] = v < n ? element(ra[v], na[v], rb[v], nb[v]) : acc_type{};
+    } else {
+#pragma unroll
+      for (int v = 0; v < run; ++v)
+        items[v] = v < n ? acc_type(static_cast<float>(ra[v]), na[v] != 0, static_cast<float>(rb[v]), nb[v] != 0)
+                         : acc_type{};
+    }
   }
   __device__ PARSCAN_INLINE void store_run(const cursor& c, index_t pos, const acc_type (&items)[run]) const {
     T rx[run];
@@ -98,18 +132,30 @@ struct log_recurrence_forward_problem {
 #pragma unroll
     for (int v = 0; v < run; ++v) rx[v] = static_cast<T>(items[v].log_b), nx[v] = items[v].neg_b ? 1 : 0;
     const int n = count(pos), dir = reverse ? -1 : 1;
-    write_steps(c.log_x, lx.step_stride, step(pos), dir, n, rx);
-    if (c.x_negative) write_steps(c.x_negative, lx.step_stride, step(pos), dir, n, nx);
+    if (!Values || c.log_x) {
+      write_steps(c.log_x, lx.step_stride, step(pos), dir, n, rx);
+      if (c.x_negative) write_steps(c.x_negative, lx.step_stride, step(pos), dir, n, nx);
+    }
+    if (Values && c.x) {
+      T vx[run];
+#pragma unroll
+      for (int v = 0; v < run; ++v) vx[v] = static_cast<T>(detail::value_of(items[v].log_b, items[v].neg_b));
+      write_steps(c.x, lx.step_stride, step(pos), dir, n, vx);
+    }
   }
   __device__ PARSCAN_INLINE acc_type load_at(const cursor& c, index_t pos) const {
     const index_t ia = step(pos) * la.step_stride, ib = step(pos) * lb.step_stride;
+    if constexpr (Values)
+      return element(c.log_a[ia], c.a_negative && c.a_negative[ia] != 0, c.log_b[ib],
+                     c.b_negative && c.b_negative[ib] != 0);
     return acc_type(static_cast<float>(c.log_a[ia]), c.a_negative && c.a_negative[ia] != 0,
                     static_cast<float>(c.log_b[ib]), c.b_negative && c.b_negative[ib] != 0);
   }
   __device__ PARSCAN_INLINE void store_at(const cursor& c, index_t pos, const acc_type& v) const {
     const index_t ix = step(pos) * lx.step_stride;
-    c.log_x[ix] = static_cast<T>(v.log_b);
+    if (!Values || c.log_x) c.log_x[ix] = static_cast<T>(v.log_b);
     if (c.x_negative) c.x_negative[ix] = v.neg_b ? 1 : 0;
+    if (Values && c.x) c.x[ix] = static_cast<T>(detail::value_of(v.log_b, v.neg_b));
   }
   // Staging through shared memory (the staged kernels): log|a| and log|b| of a run, 16 bytes
   // each, and both runs of signs (V bytes each) in a third 16-byte slot. All or nothing: a
@@ -141,13 +187,23 @@ struct log_recurrence_forward_problem {
     read_staged(slot + tensor_stride, dir, rb);
     read_staged_signs(slot + 2 * tensor_stride, c.a_negative, dir, na);
     read_staged_signs(slot + 2 * tensor_stride + 8, c.b_negative, dir, nb);
+    if constexpr (Values) {
 #pragma unroll
-    for (int v = 0; v < run; ++v)
-      items[v] = acc_type(static_cast<float>(ra[v]), na[v] != 0, static_cast<float>(rb[v]), nb[v] != 0);
+      for (int v = 0; v < run; ++v) items[v] = element(ra[v], na[v], rb[v], nb[v]);
+    } else {
+#pragma unroll
+      for (int v = 0; v < run; ++v)
+        items[v] = acc_type(static_cast<float>(ra[v]), na[v] != 0, static_cast<float>(rb[v]), nb[v] != 0);
+    }
   }
 
   __device__ PARSCAN_INLINE maybe<acc_type> initial(index_t s) const {
     const float neg_inf = -cuda::std::numeric_limits<float>::infinity();
+    if (x0_val()) {
+      const signed_log<float> x0 =
+          log_x0 ? detail::log_form_of(static_cast<float>(log_x0[s])) : signed_log<float>{neg_inf, false};
+      return {acc_type(neg_inf, false, x0.log_mag, x0.neg), true};
+    }
     return {acc_type(neg_inf, false, log_x0 ? static_cast<float>(log_x0[s]) : neg_inf,
                      x0_negative != nullptr && x0_negative[s] != 0),
             true};
@@ -164,7 +220,11 @@ struct log_recurrence_forward_problem {
 /// is added to G before the division. The carry is zero (a = 0, b = 0). Storing db[t] forms
 /// dlog_b[t] = db·b, dlog_a[t] = db·a·x[prev] and, on the forward's first step, dlog_x0 = db·a·x0,
 /// each as exp(sum of logs) with the product of the signs (detail/log_recurrence_math.hpp).
-template <class T>
+/// Value forms: a, b and x0 may hold the values (flags as the forward's); their gradients are
+/// then with respect to the values (da = db·x[prev], db, dx0 = db·a), written through the same
+/// output pointers. The upstream gradient may be dL/dx (dx_value): g[t] is then dx[t] itself.
+/// Values = false is the log form only, as for the forward.
+template <class T, bool Values = false>
 struct log_recurrence_backward_problem {
   using acc_type = log_affine<float>;
   using sign = std::uint8_t;
@@ -186,6 +246,12 @@ struct log_recurrence_backward_problem {
   bool forward_reverse;
   bool lane_major;
   bool exclusive = false;
+  bool a_value = false, b_value = false, x0_value = false;  // inputs (and so their gradients) in value form
+  bool dx_value = false;                                    // dlog_x holds dL/dx
+  __device__ PARSCAN_INLINE bool a_val() const { return Values && a_value; }
+  __device__ PARSCAN_INLINE bool b_val() const { return Values && b_value; }
+  __device__ PARSCAN_INLINE bool x0_val() const { return Values && x0_value; }
+  __device__ PARSCAN_INLINE bool dx_val() const { return Values && dx_value; }
 
   struct cursor {
     const T* log_a;
@@ -220,13 +286,24 @@ struct log_recurrence_backward_problem {
   __device__ PARSCAN_INLINE int count(index_t pos) const { return steps_in_run<run>(length, pos); }
 
   // The element of backward position p from its raw inputs: upstream G, stored x, next gate.
+  // la_next / sa_next as stored (converted here for a value-form a). A value-form upstream dL/dx
+  // is g[t] itself (G_final/x added on the forward's last step in log form).
   __device__ PARSCAN_INLINE acc_type element(index_t p, index_t s, const T& G, const T& lx_t, sign sx_t,
                                              float la_next, sign sa_next) const {
-    float upstream = static_cast<float>(G);
-    if (p == 0 && dlog_x_final) upstream += static_cast<float>(dlog_x_final[s]);
-    const signed_log<float> grad = detail::log_quotient(detail::log_form_of(upstream), static_cast<float>(lx_t), sx_t != 0);
+    signed_log<float> grad;
+    if (dx_val()) {
+      grad = detail::log_form_of(static_cast<float>(G));
+      if (p == 0 && dlog_x_final)
+        grad = signed_log_add(grad, detail::log_quotient(detail::log_form_of(static_cast<float>(dlog_x_final[s])),
+                                                         static_cast<float>(lx_t), sx_t != 0));
+    } else {
+      float upstream = static_cast<float>(G);
+      if (p == 0 && dlog_x_final) upstream += static_cast<float>(dlog_x_final[s]);
+      grad = detail::log_quotient(detail::log_form_of(upstream), static_cast<float>(lx_t), sx_t != 0);
+    }
+    const signed_log<float> a_next = detail::input_log_form(la_next, sa_next != 0, a_val());
     return p == 0 ? acc_type(0.0f, false, grad.log_mag, grad.neg)
-                  : acc_type(la_next, sa_next != 0, grad.log_mag, grad.neg);
+                  : acc_type(a_next.log_mag, a_next.neg, grad.log_mag, grad.neg);
   }
 
   __device__ PARSCAN_INLINE void load_run(const cursor& c, index_t p, acc_type (&items)[run]) const {
@@ -328,8 +405,17 @@ struct log_recurrence_backward_problem {
                    p == 0 ? 0.0f : static_cast<float>(c.log_a[ia]), p > 0 && c.a_negative ? c.a_negative[ia] : sign(0));
   }
 
+  // x0 in log form (zero without x0).
+  __device__ PARSCAN_INLINE signed_log<float> x0_log_form(index_t s) const {
+    const float neg_inf = -cuda::std::numeric_limits<float>::infinity();
+    if (x0_val()) return log_x0 ? detail::log_form_of(static_cast<float>(log_x0[s])) : signed_log<float>{neg_inf, false};
+    return {log_x0 ? static_cast<float>(log_x0[s]) : neg_inf, x0_negative != nullptr && x0_negative[s] != 0};
+  }
+
   // Writes the gradients of the step at backward position p from db = v; x_prev is the stored
   // x at the step's forward predecessor (unused on the forward's first step, which uses x0).
+  // a and b as stored; b is unused for a value-form b (its gradient is db itself). A
+  // value-form input's own factor is left out of its gradient.
   __device__ PARSCAN_INLINE void gradients(index_t p, index_t s, const acc_type& v, const T& la_t, sign sa_t,
                                            const T& lb_t, sign sb_t, const T& lx_prev, sign sx_prev, T& da,
                                            T& db) const {
@@ -337,14 +423,26 @@ struct log_recurrence_backward_problem {
     float l_before = static_cast<float>(lx_prev);
     bool n_before = sx_prev != 0;
     if (first_step) {
-      l_before = log_x0 ? static_cast<float>(log_x0[s]) : -cuda::std::numeric_limits<float>::infinity();
-      n_before = x0_negative != nullptr && x0_negative[s] != 0;
+      const signed_log<float> x0 = x0_log_form(s);
+      l_before = x0.log_mag, n_before = x0.neg;
     }
-    const float a_l = static_cast<float>(la_t);
-    db = static_cast<T>(detail::log_product(v.log_b, static_cast<float>(lb_t), 0.0f, v.neg_b != (sb_t != 0)));
-    const float grad_a = detail::log_product(v.log_b, a_l, l_before, v.neg_b != ((sa_t != 0) != n_before));
+    const signed_log<float> a = detail::input_log_form(static_cast<float>(la_t), sa_t != 0, a_val());
+    const float b_l = b_val() ? 0.0f : static_cast<float>(lb_t);
+    const bool b_n = !b_val() && sb_t != 0;
+    db = static_cast<T>(detail::log_product(v.log_b, b_l, 0.0f, v.neg_b != b_n));
+    const float a_l = a_val() ? 0.0f : a.log_mag;
+    const bool a_n = !a_val() && a.neg;
+    const float grad_a = detail::log_product(v.log_b, a_l, l_before, v.neg_b != (a_n != n_before));
     da = static_cast<T>(grad_a);
-    if (first_step && dlog_x0) dlog_x0[s] = static_cast<T>(grad_a);  // db·a·x0: the same product
+    if (first_step && dlog_x0) {
+      if (!a_val() && !x0_val()) {
+        dlog_x0[s] = static_cast<T>(grad_a);  // db·a·x0: the same product
+      } else {  // db·a·x0, or db·a for a value-form x0
+        const float x0_l = x0_val() ? 0.0f : l_before;
+        const bool x0_n = !x0_val() && n_before;
+        dlog_x0[s] = static_cast<T>(detail::log_product(v.log_b, a.log_mag, x0_l, v.neg_b != (a.neg != x0_n)));
+      }
+    }
   }
 
   __device__ PARSCAN_INLINE void store_at(const cursor& c, index_t p, const acc_type& v) const {
@@ -371,7 +469,7 @@ struct log_recurrence_backward_problem {
     if (c.x_negative) read_steps(c.x_negative, lx.step_stride, t + d, d, nx_read, sx);
     read_steps(c.log_a, la.step_stride, t, d, n, ra);
     if (c.a_negative) read_steps(c.a_negative, la.step_stride, t, d, n, sa);
-    read_steps(c.log_b, lb.step_stride, t, d, n, rb);
+    if (!Values || !b_value) read_steps(c.log_b, lb.step_stride, t, d, n, rb);  // not needed for a value-form b
     if (c.b_negative) read_steps(c.b_negative, lb.step_stride, t, d, n, sb);
 #pragma unroll
     for (int v = 0; v < run; ++v) {
@@ -387,8 +485,18 @@ struct log_recurrence_backward_problem {
     return {acc_type(neg_inf, false, neg_inf, false), true};  // nothing after the last step
   }
   __device__ PARSCAN_INLINE void finish(index_t s, const acc_type&) const {
-    // No steps: x_final is x0 and the gradient passes straight through.
-    if (length == 0 && dlog_x0) dlog_x0[s] = dlog_x_final ? dlog_x_final[s] : T(0.0f);
+    // No steps: x_final is x0 and the gradient passes straight through (dL/dx0 = G_final/x0
+    // for a value-form x0).
+    if (length == 0 && dlog_x0) {
+      const T grad_final = dlog_x_final ? dlog_x_final[s] : T(0.0f);
+      if (x0_val()) {
+        const signed_log<float> x0 = x0_log_form(s);
+        const signed_log<float> q = detail::log_quotient(detail::log_form_of(static_cast<float>(grad_final)), x0.log_mag, x0.neg);
+        dlog_x0[s] = static_cast<T>(detail::value_of(q.log_mag, q.neg));
+      } else {
+        dlog_x0[s] = grad_final;
+      }
+    }
   }
 };
 
