@@ -162,6 +162,27 @@ double tolerance(fam f) {
 LOG_REC_CASES(float, "float")
 LOG_REC_CASES(parscan::bfloat16, "bfloat16")
 
+TEST_CASE(PARSCAN_TEST_NAME("log recurrence: the accuracy targets at T = 10^6 (gates in (0 1)) and 10^5 (signed)"),
+          PARSCAN_TEST_TAGS("[log][accuracy]")) {
+  // docs/numerics.md's float32 targets, on the backend itself (on the GPU the parallel order of
+  // the chained tiles, not the host's sequential one): gates in (0, 1) with positive b over 10^6
+  // steps within 1e-5, signed values over 10^5 steps within 1e-4.
+  using namespace log_rec_test;
+  PARSCAN_TEST_RNG(r, "log recurrence accuracy targets");
+  run_opts o;
+  o.D = 3, o.T = 1000000, o.f = fam::positive, o.x0 = true;
+  for (bool rev : {false, true}) {
+    o.reverse = rev;
+    const double err = run_and_check<float>(o, r);
+    INFO("gates in (0, 1), T = 10^6, reverse = " << rev << ": max|x - ref| / scale = " << err);
+    CHECK(err <= 1e-5);
+  }
+  o.T = 100000, o.f = fam::signed_, o.reverse = false;
+  const double err = run_and_check<float>(o, r);
+  INFO("signed, T = 10^5: max|x - ref| / scale = " << err);
+  CHECK(err <= 1e-4);
+}
+
 TEST_CASE(PARSCAN_TEST_NAME("log recurrence: zero gates reset exactly, zero values, NaN propagates"),
           PARSCAN_TEST_TAGS("[log]")) {
   using namespace log_rec_test;
