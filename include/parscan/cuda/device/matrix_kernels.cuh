@@ -355,12 +355,12 @@ __host__ __device__ inline warp_layout warp_layout_of(int n) {
   if ((w.task_elems / vec) % 2 == 0) w.task_elems += vec;
   w.stage_elems = w.tasks * w.steps * w.per_step;
   // Per block: the prefetch table (an int2 per prefetch slot of a lane: shared by the warps);
-  // per warp: the stage, the re-run's output stage (in C), and the tasks' (sequence, first step,
-  // end step).
+  // per warp: the stage, the re-run's output stage (in C), the tasks' (sequence, first step,
+  // end step) and where each task's next stage starts (W' and b' offsets, steps).
   w.table_bytes = round16(static_cast<std::size_t>(32 * slots) * 2 * sizeof(int));
   w.stage_bytes = round16(static_cast<std::size_t>(w.tasks) * w.task_elems * sizeof(E));
   w.out_bytes = round16(static_cast<std::size_t>(w.tasks) * w.steps * n * sizeof(C));
-  w.info_bytes = round16(static_cast<std::size_t>(3 * w.tasks) * sizeof(index_t));
+  w.info_bytes = round16(static_cast<std::size_t>(5 * w.tasks) * sizeof(index_t) + static_cast<std::size_t>(w.tasks) * sizeof(int));
   w.warp_bytes = w.stage_bytes + w.out_bytes + w.info_bytes;
   w.block_bytes = w.table_bytes + warp_engine_warps * w.warp_bytes;
   return w;
@@ -386,6 +386,11 @@ __global__ void __launch_bounds__(32 * warp_engine_warps) warp_chunk_kernel(engi
   index_t* info_seq = info;
   index_t* info_m0 = info + L.tasks;
   index_t* info_m1 = info + 2 * L.tasks;
+  index_t* from_W = info + 3 * L.tasks;  // offset of W' at the stage's first step, per task
+  index_t* from_b = info + 4 * L.tasks;  // offset of b' at the stage's first step, per task
+  int* stage_steps = reinterpret_cast<int*>(info + 5 * L.tasks);  // steps in the stage; +256: the
+                                                                  // first is the identity
+  const index_t step_W = p.descending ? -p.lW.step : p.lW.step, step_b = p.descending ? -p.lb.step : p.lb.step;
 
   // Zero the stages once: the padding of rows (read as part of a 16-byte load) must be 0, and
   // is never written. The table says, for each prefetch slot of each lane, which element of the
@@ -422,36 +427,44 @@ __global__ void __launch_bounds__(32 * warp_engine_warps) warp_chunk_kernel(engi
 
   for (index_t round = static_cast<index_t>(blockIdx.x) * warp_engine_warps + warp; round < rounds;
        round += static_cast<index_t>(gridDim.x) * warp_engine_warps) {
-    __syncwarp();  // the previous round is done with info and the stages
-    if (lane < L.tasks) {
-      const index_t task = round * L.tasks + lane;
-      index_t seq = 0, m0 = 0, m1 = 0;  // past the last task: no steps
-      if (task < tasks) {
-        seq = task / p.chunks, m0 = task % p.chunks * p.chunk;
-        m1 = m0 + p.chunk < p.length ? m0 + p.chunk : p.length;
-      }
-      info_seq[lane] = seq, info_m0[lane] = m0, info_m1[lane] = m1;
+    // Lane k < L.tasks describes task k of the warp: its steps, and per stage where the stage
+    // starts, so the prefetch does a multiply-add per element rather than the whole indexing.
+    index_t own_seq = 0, own_m0 = 0, own_m1 = 0;  // past the last task: no steps
+    if (lane < L.tasks && round * L.tasks + lane < tasks) {
+      const index_t own = round * L.tasks + lane;
+      own_seq = own / p.chunks, own_m0 = own % p.chunks * p.chunk;
+      own_m1 = own_m0 + p.chunk < p.length ? own_m0 + p.chunk : p.length;
     }
+    auto describe = [&](index_t q) {
+      if (lane < L.tasks) {
+        const index_t m = own_m0 + q * S, left = own_m1 - m;
+        const index_t t = p.descending ? p.length - 1 - m : m;  // unused when no step is left
+        int count = left <= 0 ? 0 : (left < S ? static_cast<int>(left) : static_cast<int>(S));
+        if (p.w_shift != 0 && m == 0 && count > 0) count |= 256;  // engine step 0 of the transposed run
+        from_W[lane] = p.lW.at(own_seq, t + p.w_shift), from_b[lane] = p.lb.at(own_seq, t);
+        stage_steps[lane] = count;
+      }
+    };
+    __syncwarp();  // the previous round is done with info and the stages
+    if (lane < L.tasks) info_seq[lane] = own_seq, info_m0[lane] = own_m0, info_m1[lane] = own_m1;
+    describe(0);
     __syncwarp();
     const index_t task = round * L.tasks + g;
     const bool active = in_group && task < tasks;
     const index_t seq = info_seq[gr], my_m0 = info_m0[gr], my_m1 = active ? info_m1[gr] : my_m0;
 
     C pre[slots];
-    auto fetch = [&](index_t q) {
+    auto fetch = [&]() {  // the stage describe() described last
 #pragma unroll
       for (int k = 0; k < slots; ++k) {
         const int code = table[lane + 32 * k].x;
         C v = C(0);
         if (code >= 0) {
-          const int r = code & 511, j = (code >> 9) & 63, gg = code >> 15;
-          const index_t m = info_m0[gg] + q * S + j;
-          if (m < info_m1[gg]) {
-            const index_t s = info_seq[gg], t = p.descending ? p.length - 1 - m : m;
-            if (r >= nn) v = to_c<C>(p.b[p.lb.at(s, t) + (r - nn)]);
-            else if (p.w_shift == 0) v = to_c<C>(p.W[p.lW.at(s, t) + r]);
-            else if (m > 0) v = to_c<C>(p.W[p.lW.at(s, t + p.w_shift) + r]);
-            else v = (r / n == r % n) ? C(1) : C(0);  // engine step 0 of the transposed run: identity
+          const int r = code & 511, j = (code >> 9) & 63, gg = code >> 15, count = stage_steps[gg];
+          if (j < (count & 255)) {
+            if (r >= nn) v = to_c<C>(p.b[from_b[gg] + j * step_b + (r - nn)]);
+            else if (j == 0 && (count & 256)) v = (r / n == r % n) ? C(1) : C(0);  // identity
+            else v = to_c<C>(p.W[from_W[gg] + j * step_W + r]);
           }
         }
         pre[k] = v;
@@ -476,12 +489,13 @@ __global__ void __launch_bounds__(32 * warp_engine_warps) warp_chunk_kernel(engi
       else if (p.z0) z = to_c<C>(p.z0[seq * n + place]);
     }
 
-    fetch(0);
+    fetch();
     for (index_t q = 0; q < stages; ++q) {
-      __syncwarp();  // done with the previous stage
+      __syncwarp();  // done with the previous stage (and with its description)
       store();
-      __syncwarp();  // the stage is visible to the warp
-      if (q + 1 < stages) fetch(q + 1);  // in flight while this stage computes
+      if (q + 1 < stages) describe(q + 1);
+      __syncwarp();  // the stage and the next one's description are visible to the warp
+      if (q + 1 < stages) fetch();  // in flight while this stage computes
       for (int j = 0; j < L.steps; ++j) {
         const index_t m = my_m0 + q * S + j;
         const bool valid = m < my_m1;
