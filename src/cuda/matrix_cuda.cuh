@@ -96,12 +96,15 @@ status launch_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream)
 template <bool Aggregate, class T, class XO, class FO, class C>
 status launch_warp_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream) {
   using E = std::conditional_t<Aggregate, aggregate_t<C>, C>;
-  const warp_layout lay = warp_layout_of<C, E>(static_cast<int>(p.n));
-  if (lay.stage_elems > 32 * warp_engine_slots<C>()) return status::unsupported;  // not for n ≤ 16
-  auto kernel = p.n <= 4   ? warp_chunk_kernel<Aggregate, 4, T, XO, FO, C>
-                : p.n <= 8 ? warp_chunk_kernel<Aggregate, 8, T, XO, FO, C>
-                           : warp_chunk_kernel<Aggregate, 16, T, XO, FO, C>;
-  static_assert(warp_engine_max_n == 16, "the kernels above cover n ≤ 16");
+  const int n = static_cast<int>(p.n), columns = Aggregate ? warp_columns<C>(n) : 1;
+  const warp_layout lay = warp_layout_of<C, E>(n, columns);
+  if (lay.stage_elems > 32 * warp_engine_slots<C>(columns)) return status::unsupported;  // not for n ≤ 16
+  // warp_columns is 2 only for n = 10, 11, 16 (aggregating): the kernels below cover n ≤ 16.
+  static_assert(warp_engine_max_n == 16, "the kernels below cover n ≤ 16");
+  auto kernel = n <= 4        ? warp_chunk_kernel<Aggregate, 4, 1, T, XO, FO, C>
+                : n <= 8      ? warp_chunk_kernel<Aggregate, 8, 1, T, XO, FO, C>
+                : columns == 1 ? warp_chunk_kernel<Aggregate, 16, 1, T, XO, FO, C>
+                               : warp_chunk_kernel<Aggregate, 16, (Aggregate && sizeof(C) == 4) ? 2 : 1, T, XO, FO, C>;
   if (lay.block_bytes > 48 * 1024)
     if (status st = report(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                 static_cast<int>(lay.block_bytes)));

@@ -312,9 +312,10 @@ __global__ void carry_kernel(engine_problem<T, XO, FO, C> p) {
 inline constexpr int warp_engine_max_n = 16;
 inline constexpr int warp_engine_warps = 4;  // warps per block
 
-/// Register prefetch slots per lane: the stage is 32 · slots elements at most.
+/// Register prefetch slots per lane: the stage is 32 · slots elements at most. With 2 columns
+/// per lane (N = 16: 3 tasks per warp, 816 elements a step) a stage needs 26.
 template <class C>
-__host__ __device__ constexpr int warp_engine_slots() { return sizeof(C) == 8 ? 16 : 24; }
+__host__ __device__ constexpr int warp_engine_slots(int columns) { return columns == 2 ? 26 : (sizeof(C) == 8 ? 16 : 24); }
 
 /// A 16-byte shared-memory load of W' (4 floats or 2 doubles).
 template <class E> struct vec16;
@@ -328,7 +329,7 @@ __device__ __forceinline__ void unpack(const double2& w, double* e) { e[0] = w.x
 /// element is converted once per warp rather than once per lane). All sizes in elements of E
 /// unless named *_bytes.
 struct warp_layout {
-  int n = 0, group = 0, tasks = 0;  // lanes per task (n+1), tasks per warp
+  int n = 0, group = 0, tasks = 0;  // lanes per task (n+1, or ⌈n/2⌉+1), tasks per warp
   int steps = 0, per_step = 0;      // steps per stage; W' and b' elements per step (n² + n)
   int row = 0;                      // a staged row of W': a multiple of 16 bytes, an odd number of
                                     // them, so the rows a group reads at once spread over the banks
@@ -340,11 +341,20 @@ struct warp_layout {
 
 __host__ __device__ inline std::size_t round16(std::size_t b) { return (b + 15) / 16 * 16; }
 
+/// Columns of A per lane when aggregating: 2 where that packs more than twice the tasks into a
+/// warp (N = 10, 11, 16: groups of ⌈N/2⌉ + 1 lanes), so fewer lanes idle per double FMA. Float
+/// compute only: for double, the prefetch registers would not fit beside the columns.
+template <class C>
+__host__ __device__ inline int warp_columns(int n) {
+  return sizeof(C) == 4 && 2 * (32 / (n + 1)) < 32 / ((n + 1) / 2 + 1) ? 2 : 1;
+}
+
+/// `columns`: columns of A per lane (1 when re-running).
 template <class C, class E>
-__host__ __device__ inline warp_layout warp_layout_of(int n) {
-  constexpr int vec = 16 / static_cast<int>(sizeof(E)), slots = warp_engine_slots<C>();
+__host__ __device__ inline warp_layout warp_layout_of(int n, int columns) {
+  const int vec = 16 / static_cast<int>(sizeof(E)), slots = warp_engine_slots<C>(columns);
   warp_layout w;
-  w.n = n, w.group = n + 1, w.tasks = 32 / w.group, w.per_step = n * n + n;
+  w.n = n, w.group = (n + columns - 1) / columns + 1, w.tasks = 32 / w.group, w.per_step = n * n + n;
   w.steps = 32 * slots / (w.tasks * w.per_step);
   w.steps = w.steps < 1 ? 1 : (w.steps > 64 ? 64 : w.steps);  // the table holds a step in 6 bits
   int units = (n + vec - 1) / vec;
@@ -366,15 +376,17 @@ __host__ __device__ inline warp_layout warp_layout_of(int n) {
   return w;
 }
 
-/// Phase a (Aggregate) or phase c (!Aggregate) of the warp engine, for p.n ≤ NMAX.
-template <bool Aggregate, int NMAX, class T, class XO, class FO, class C>
+/// Phase a (Aggregate) or phase c (!Aggregate) of the warp engine, for p.n ≤ NMAX; K columns of
+/// A per lane (1 when re-running).
+template <bool Aggregate, int NMAX, int K, class T, class XO, class FO, class C>
 __global__ void __launch_bounds__(32 * warp_engine_warps) warp_chunk_kernel(engine_problem<T, XO, FO, C> p) {
   using D = aggregate_t<C>;
   using E = std::conditional_t<Aggregate, D, C>;  // staged W' and b'
   using V = typename vec16<E>::type;
-  constexpr int vec = 16 / static_cast<int>(sizeof(E)), slots = warp_engine_slots<C>();
+  constexpr int vec = 16 / static_cast<int>(sizeof(E)), slots = warp_engine_slots<C>(K);
   constexpr unsigned all_lanes = 0xffffffffu;
-  const warp_layout L = warp_layout_of<C, E>(static_cast<int>(p.n));
+  static_assert(K == 1 || Aggregate, "the re-run holds one row per lane");
+  const warp_layout L = warp_layout_of<C, E>(static_cast<int>(p.n), K);
   const int n = L.n, nn = n * n;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   int2* table = reinterpret_cast<int2*>(smem_raw);
@@ -478,11 +490,15 @@ __global__ void __launch_bounds__(32 * warp_engine_warps) warp_chunk_kernel(engi
       }
     };
 
-    // The lane's state. Aggregating: its column of [A | v] (A from the identity, v from 0).
-    // Re-running: z[place] entering the chunk.
-    D col[NMAX];
+    // The lane's state. Aggregating: its K columns of A, place·K + k (from the identity), or,
+    // on the group's last lane, v (from 0; its other columns stay 0). Re-running: z[place]
+    // entering the chunk.
+    const bool holds_v = place == L.group - 1;
+    D col[K][NMAX];
 #pragma unroll
-    for (int i = 0; i < NMAX; ++i) col[i] = (Aggregate && i == place && place < n) ? D(1) : D(0);
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int i = 0; i < NMAX; ++i) col[k][i] = (Aggregate && !holds_v && i == place * K + k) ? D(1) : D(0);
     C z = C(0);
     if (!Aggregate && active && place < n) {
       if (p.chunks > 1) z = static_cast<C>(p.carry[task * n + place]);
@@ -502,27 +518,36 @@ __global__ void __launch_bounds__(32 * warp_engine_warps) warp_chunk_kernel(engi
         const E* Wj = stage + gr * L.task_elems + j * L.step_elems;
         const E* bj = Wj + n * L.row;
         if (Aggregate) {
-          D next[NMAX];
+          D next[K][NMAX];
 #pragma unroll
           for (int i = 0; i < NMAX; ++i) {
-            next[i] = D(0);
             if (i < n) {
-              D a = place == n ? static_cast<D>(bj[i]) : D(0);
+              D a[K];
+#pragma unroll
+              for (int k = 0; k < K; ++k) a[k] = (holds_v && k == 0) ? static_cast<D>(bj[i]) : D(0);
 #pragma unroll
               for (int l = 0; l < NMAX; l += vec) {
                 if (l < n) {
                   E w[vec];
                   unpack(*reinterpret_cast<const V*>(Wj + i * L.row + l), w);
 #pragma unroll
-                  for (int u = 0; u < vec; ++u) a += static_cast<D>(w[u]) * col[l + u];  // padding: 0·0
+                  for (int u = 0; u < vec; ++u)
+#pragma unroll
+                    for (int k = 0; k < K; ++k) a[k] += static_cast<D>(w[u]) * col[k][l + u];  // padding: 0·0
                 }
               }
-              next[i] = a;
+#pragma unroll
+              for (int k = 0; k < K; ++k) next[k][i] = a[k];
+            } else {
+#pragma unroll
+              for (int k = 0; k < K; ++k) next[k][i] = D(0);
             }
           }
           if (valid)
 #pragma unroll
-            for (int i = 0; i < NMAX; ++i) col[i] = next[i];
+            for (int k = 0; k < K; ++k)
+#pragma unroll
+              for (int i = 0; i < NMAX; ++i) col[k][i] = next[k][i];
         } else {
           const int i = place < n ? place : n - 1;  // lane n of a group computes a copy of row n-1
           C a = static_cast<C>(bj[i]);
@@ -559,14 +584,16 @@ __global__ void __launch_bounds__(32 * warp_engine_warps) warp_chunk_kernel(engi
       }
     }
     if (Aggregate && active) {
-      if (place < n) {
+      if (!holds_v) {
 #pragma unroll
-        for (int i = 0; i < NMAX; ++i)
-          if (i < n) p.agg_A[task * nn + i * n + place] = col[i];
+        for (int k = 0; k < K; ++k)
+#pragma unroll
+          for (int i = 0; i < NMAX; ++i)
+            if (i < n && place * K + k < n) p.agg_A[task * nn + i * n + place * K + k] = col[k][i];
       } else {
 #pragma unroll
         for (int i = 0; i < NMAX; ++i)
-          if (i < n) p.agg_v[task * n + i] = col[i];
+          if (i < n) p.agg_v[task * n + i] = col[0][i];
       }
     }
   }
