@@ -10,6 +10,9 @@
 //      matrix-vector products, writing z (and the final state from the last chunk).
 // With one chunk per sequence phase c alone runs, from z[-1]. The same engine serves the
 // forward (W' = W) and the backward's db (W' = the next forward step's Wᵀ, read backwards).
+// Two implementations: the warp engine (warp_chunk_kernel, warp_carry_kernel) for N ≤ 16,
+// where warps own whole tasks and the step loop has no block barrier, and the block engine
+// (chunk_kernel, carry_kernel) above that, one block per task. They share the workspace format.
 //
 // All arithmetic is in C = compute_t<T> (float for the 16-bit types). Indices are 64-bit;
 // every grid loops over its work (grid-stride), so no problem size exceeds a launch limit.
