@@ -53,15 +53,17 @@ inline index_t block_engine_chunk(index_t B, index_t L) {
   return std::max<index_t>(min_chunk, (L + chunks - 1) / chunks);
 }
 
-/// Steps per chunk of the warp engine (N ≤ warp_engine_max_n): about 4096 warps' worth of
-/// tasks (32 / (N+1) per warp; some 30 warps per SM of an H100, so the blocks balance over the
-/// SMs), but at most 256 chunks per sequence, because phase b walks a sequence's chunks one
-/// after another (some 0.1 µs each), and at least 64 steps per chunk.
+/// Steps per chunk of the warp engine (N ≤ warp_engine_max_n). One chunk (phase c alone) for
+/// short sequences, or when the batch alone gives about 4096 warps of re-run tasks (32 / (N+1)
+/// per warp: some 30 warps per SM of an H100). Otherwise four times that many tasks, so the
+/// aggregate's blocks (fewer warps resident: 8 per SM for N = 16) balance over the SMs in
+/// several waves, but at most 256 chunks per sequence, because phase b walks a sequence's
+/// chunks one after another (0.05–0.4 µs each), and at least 64 steps per chunk.
 inline index_t warp_engine_chunk(index_t B, index_t L, index_t N) {
-  constexpr index_t target_warps = 4096, max_chunks = 256, min_chunk = 64;
-  const index_t target_tasks = target_warps * (32 / (N + 1));
-  if (L <= 2 * min_chunk || B >= target_tasks) return std::max<index_t>(L, 1);
-  const index_t chunks = std::min<index_t>(max_chunks, (target_tasks + B - 1) / B);
+  constexpr index_t fill_warps = 4096, max_chunks = 256, min_chunk = 64;
+  const index_t fill_tasks = fill_warps * (32 / (N + 1));
+  if (L <= 2 * min_chunk || B >= fill_tasks) return std::max<index_t>(L, 1);
+  const index_t chunks = std::min<index_t>(max_chunks, (4 * fill_tasks + B - 1) / B);
   return std::max<index_t>(min_chunk, (L + chunks - 1) / chunks);
 }
 

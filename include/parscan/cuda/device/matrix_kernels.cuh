@@ -603,7 +603,7 @@ __global__ void __launch_bounds__(32 * warp_engine_warps) warp_chunk_kernel(engi
 }
 
 /// Register prefetch slots per lane of warp_carry_kernel (in aggregate_t<C>).
-inline constexpr int warp_carry_slots = 16;
+inline constexpr int warp_carry_slots = 32;  // N = 16: 3 chunks a batch
 
 /// Chunks warp_carry_kernel stages at once for state size n (at least one: n² + n ≤ 32 · slots).
 __host__ __device__ inline int warp_carry_batch(int n) {
