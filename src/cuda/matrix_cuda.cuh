@@ -101,7 +101,7 @@ status launch_warp_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t st
   const int n = static_cast<int>(p.n), columns = Aggregate ? warp_columns<C>(n) : 1;
   const warp_layout lay = warp_layout_of<C, E>(n, columns);
   if (lay.stage_elems > 32 * warp_engine_slots<C>(columns)) return status::unsupported;  // not for n ≤ 16
-  // warp_columns is 2 only for n = 10, 11, 16 (aggregating): the kernels below cover n ≤ 16.
+  // warp_columns is 2 only for n = 10, 16 (aggregating): the kernels below cover n ≤ 16.
   static_assert(warp_engine_max_n == 16, "the kernels below cover n ≤ 16");
   auto kernel = n <= 4        ? warp_chunk_kernel<Aggregate, 4, 1, T, XO, FO, C>
                 : n <= 8      ? warp_chunk_kernel<Aggregate, 8, 1, T, XO, FO, C>

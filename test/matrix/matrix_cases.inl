@@ -281,8 +281,8 @@ void backward_options() {
 }
 
 /// The edges of the CUDA warp engine (N ≤ 16; N = 17 takes the block engine): N around the
-/// tasks-per-warp boundaries (32 / (N+1) tasks: 16, 10, 8, 6, 5, 4, 3, 3, 2, 2, 2, 2, 1; and
-/// the float aggregate's two columns per lane for N = 10, 11, 16: 5, 5, 3 tasks), T within
+/// tasks-per-warp boundaries (32 / (N+1) tasks: 16, 10, 8, 6, 5, 4, 3, 3, 2, 2, 2, 1, 1; and
+/// the float aggregate's two columns per lane for N = 10, 16: 5 and 3 tasks), T within
 /// one chunk (T ≤ 128 runs phase c alone) and T not a multiple of the chunk (64 steps here) or of
 /// a stage (129 leaves a last chunk of one step), B = 1 and B not a multiple of the tasks per
 /// warp or per block, every layout (step stride 0 for W), reverse, x0 / x_final, in place; the

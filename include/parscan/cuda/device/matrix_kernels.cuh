@@ -345,7 +345,7 @@ struct warp_layout {
 __host__ __device__ inline std::size_t round16(std::size_t b) { return (b + 15) / 16 * 16; }
 
 /// Columns of A per lane when aggregating: 2 where that packs more than twice the tasks into a
-/// warp (N = 10, 11, 16: groups of ⌈N/2⌉ + 1 lanes), so fewer lanes idle per double FMA. Float
+/// warp (N = 10, 16: groups of ⌈N/2⌉ + 1 lanes), so fewer lanes idle per double FMA. Float
 /// compute only: for double, the prefetch registers would not fit beside the columns.
 template <class C>
 __host__ __device__ inline int warp_columns(int n) {
