@@ -43,18 +43,38 @@ inline unsigned grid_for(index_t work, index_t cap = index_t(1) << 20) {
 // ---------------------------------------------------------------------------------------
 // The recurrence engine: chunking (a function of the shapes only, so the workspace size is).
 
-/// Steps per chunk: one chunk (phase c alone) for short sequences or batches large enough to
-/// fill the device on their own; else about 4096 (sequence, chunk) tasks in all, ≥ 32 steps each.
-inline index_t engine_chunk(index_t B, index_t L) {
+/// Steps per chunk of the block engine (N > warp_engine_max_n): one chunk (phase c alone) for
+/// short sequences or batches large enough to fill the device on their own; else about 4096
+/// (sequence, chunk) tasks in all, ≥ 32 steps each.
+inline index_t block_engine_chunk(index_t B, index_t L) {
   constexpr index_t target_tasks = 4096, min_chunk = 32;
   if (L <= 2 * min_chunk || B >= target_tasks) return std::max<index_t>(L, 1);
   const index_t chunks = (target_tasks + B - 1) / B;
   return std::max<index_t>(min_chunk, (L + chunks - 1) / chunks);
 }
 
+/// Steps per chunk of the warp engine (N ≤ warp_engine_max_n). One chunk (phase c alone) for
+/// short sequences, or when the batch alone gives about 4096 warps of re-run tasks (32 / (N+1)
+/// per warp: some 30 warps per SM of an H100). Otherwise four times that many tasks, so the
+/// aggregate's blocks (fewer warps resident: 8 per SM for N = 16) balance over the SMs in
+/// several waves, but at most 256 chunks per sequence, because phase b walks a sequence's
+/// chunks one after another (0.05–0.4 µs each), and at least 64 steps per chunk.
+inline index_t warp_engine_chunk(index_t B, index_t L, index_t N) {
+  constexpr index_t fill_warps = 4096, max_chunks = 256, min_chunk = 64;
+  const index_t fill_tasks = fill_warps * (32 / (N + 1));
+  if (L <= 2 * min_chunk || B >= fill_tasks) return std::max<index_t>(L, 1);
+  const index_t chunks = std::min<index_t>(max_chunks, (4 * fill_tasks + B - 1) / B);
+  return std::max<index_t>(min_chunk, (L + chunks - 1) / chunks);
+}
+
+/// Steps per chunk (a function of the shapes only, so the workspace size is).
+inline index_t engine_chunk(index_t B, index_t L, index_t N) {
+  return N <= warp_engine_max_n ? warp_engine_chunk(B, L, N) : block_engine_chunk(B, L);
+}
+
 template <class C>
 std::size_t engine_workspace(index_t B, index_t L, index_t N) {
-  const index_t chunk = engine_chunk(B, L), chunks = (L + chunk - 1) / chunk;
+  const index_t chunk = engine_chunk(B, L, N), chunks = (L + chunk - 1) / chunk;
   if (chunks <= 1) return 0;
   const std::size_t tasks = sat_mul(static_cast<std::size_t>(B), static_cast<std::size_t>(chunks));
   const std::size_t n = static_cast<std::size_t>(N), elem = sizeof(aggregate_t<C>);
@@ -74,15 +94,41 @@ status launch_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream)
   return check_launch();
 }
 
+/// Phase a or c of the warp engine (p.n ≤ warp_engine_max_n).
+template <bool Aggregate, class T, class XO, class FO, class C>
+status launch_warp_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream) {
+  using E = std::conditional_t<Aggregate, aggregate_t<C>, C>;
+  const int n = static_cast<int>(p.n), columns = Aggregate ? warp_columns<C>(n) : 1;
+  const warp_layout lay = warp_layout_of<C, E>(n, columns);
+  if (lay.stage_elems > 32 * warp_engine_slots<C>(columns)) return status::unsupported;  // not for n ≤ 16
+  // warp_columns is 2 only for n = 10, 16 (aggregating): the kernels below cover n ≤ 16.
+  static_assert(warp_engine_max_n == 16, "the kernels below cover n ≤ 16");
+  auto kernel = n <= 4        ? warp_chunk_kernel<Aggregate, 4, 1, T, XO, FO, C>
+                : n <= 8      ? warp_chunk_kernel<Aggregate, 8, 1, T, XO, FO, C>
+                : columns == 1 ? warp_chunk_kernel<Aggregate, 16, 1, T, XO, FO, C>
+                               : warp_chunk_kernel<Aggregate, 16, (Aggregate && sizeof(C) == 4) ? 2 : 1, T, XO, FO, C>;
+  if (lay.block_bytes > 48 * 1024)
+    if (status st = report(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                static_cast<int>(lay.block_bytes)));
+        st != status::success)
+      return st;
+  const index_t rounds = (p.batch * p.chunks + lay.tasks - 1) / lay.tasks;
+  kernel<<<grid_for((rounds + warp_engine_warps - 1) / warp_engine_warps), 32 * warp_engine_warps, lay.block_bytes,
+           stream>>>(p);
+  return check_launch();
+}
+
 /// Runs the engine over every sequence of `p` (length ≥ 1), with `ws` holding
-/// engine_workspace<C>(B, L, N) bytes when chunked.
+/// engine_workspace<C>(B, L, N) bytes when chunked: the warp engine for N ≤ warp_engine_max_n,
+/// the block engine above it.
 template <class T, class XO, class FO, class C>
 status run_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t stream) {
-  p.chunk = engine_chunk(p.batch, p.length);
+  p.chunk = engine_chunk(p.batch, p.length, p.n);
   p.chunks = (p.length + p.chunk - 1) / p.chunk;
   p.stage_steps = engine_stage_steps(p.n);
-  if (static_cast<index_t>(p.stage_steps) * (p.n * p.n + p.n) >
-      static_cast<index_t>(engine_threads(p.n)) * engine_max_slots)
+  const bool warp = p.n <= warp_engine_max_n;
+  if (!warp && static_cast<index_t>(p.stage_steps) * (p.n * p.n + p.n) >
+                   static_cast<index_t>(engine_threads(p.n)) * engine_max_slots)
     return status::unsupported;  // cannot happen for N ≤ 64: the staging fits the registers
   if (p.chunks > 1) {
     using D = aggregate_t<C>;
@@ -91,11 +137,18 @@ status run_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t stream)
     p.agg_A = reinterpret_cast<D*>(w);
     p.agg_v = reinterpret_cast<D*>(w + ws_bytes(tasks * n * n, sizeof(D)));
     p.carry = reinterpret_cast<D*>(w + ws_bytes(tasks * n * n, sizeof(D)) + ws_bytes(tasks * n, sizeof(D)));
-    if (status st = launch_chunks<true>(p, stream); st != status::success) return st;
-    carry_kernel<<<grid_for(p.batch), 64, 0, stream>>>(p);
+    if (status st = warp ? launch_warp_chunks<true>(p, stream) : launch_chunks<true>(p, stream); st != status::success)
+      return st;
+    if (warp) {
+      const std::size_t smem = static_cast<std::size_t>(warp_engine_warps) * 32 * warp_carry_slots * sizeof(D);
+      warp_carry_kernel<<<grid_for((p.batch + warp_engine_warps - 1) / warp_engine_warps), 32 * warp_engine_warps, smem,
+                          stream>>>(p);
+    } else {
+      carry_kernel<<<grid_for(p.batch), 64, 0, stream>>>(p);
+    }
     if (status st = check_launch(); st != status::success) return st;
   }
-  return launch_chunks<false>(p, stream);
+  return warp ? launch_warp_chunks<false>(p, stream) : launch_chunks<false>(p, stream);
 }
 
 template <class In, class Out>

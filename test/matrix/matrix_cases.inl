@@ -280,6 +280,39 @@ void backward_options() {
           }
 }
 
+/// The edges of the CUDA warp engine (N ≤ 16; N = 17 takes the block engine): N around the
+/// tasks-per-warp boundaries (32 / (N+1) tasks: 16, 10, 8, 6, 5, 4, 3, 3, 2, 2, 2, 1, 1; and
+/// the float aggregate's two columns per lane for N = 10, 16: 5 and 3 tasks), T within
+/// one chunk (T ≤ 128 runs phase c alone) and T not a multiple of the chunk (64 steps here) or of
+/// a stage (129 leaves a last chunk of one step), B = 1 and B not a multiple of the tasks per
+/// warp or per block, every layout (step stride 0 for W), reverse, x0 / x_final, in place; the
+/// backward with x given and recomputed. The host backend runs the same cases (its own code).
+template <class T>
+void warp_engine_edges() {
+  int i = 0;
+  for (index_t N : {1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 15, 16, 17})
+    for (index_t L : {1, 63, 129, 300}) {
+      ++i;
+      rec_opts o;
+      o.B = i % 3 == 0 ? 1 : (i % 3 == 1 ? 3 : 17), o.T = L, o.N = N;
+      o.layout = i % 4, o.reverse = (i / 2) % 2 == 1, o.x0 = i % 3 != 1, o.xfinal = i % 5 != 4;
+      o.in_place = i % 7 == 3;
+      o.fam = i % 2 ? family::near_orthogonal : family::contractive;
+      run_forward<T>(o);
+      o.x_given = i % 4 < 2, o.dxfinal = i % 3 != 2, o.in_place = i % 7 == 5;
+      run_backward<T>(o);
+    }
+  // Many tasks: 40 sequences of 200 steps, 4 chunks each (the last of 8 steps), several warps
+  // and blocks, and for N = 1 a warp's 16 tasks spanning several sequences.
+  for (index_t N : {1, 6, 16}) {
+    rec_opts o;
+    o.B = 40, o.T = 200, o.N = N, o.layout = N == 6 ? 2 : 1, o.x0 = true, o.reverse = N == 6;
+    run_forward<T>(o);
+    o.x_given = N != 1;
+    run_backward<T>(o);
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Chunked use: the time axis in 3 uneven consecutive chunks, each a call on a view of the
 // full tensors (explicit strides, pointers offset by the chunk's first step).
@@ -883,6 +916,7 @@ MTX_FOR_EACH_DTYPE("recurrence forward: options, strided views, x == b", "[forwa
 MTX_FOR_EACH_DTYPE("recurrence backward: N x T sweep", "[backward]", backward_sweep)
 MTX_FOR_EACH_DTYPE("recurrence backward: options, strided views, db == dx", "[backward]", backward_options)
 MTX_FOR_EACH_DTYPE("recurrence: chunked forward and backward equal one call", "[chunked]", chunked)
+MTX_FOR_EACH_DTYPE("recurrence: warp-engine edges (N, T, B around its chunks, stages and tasks per warp)", "[forward][backward]", warp_engine_edges)
 MTX_FOR_EACH_DTYPE("chain: d x n sweep, both orders, total and prefixes", "[chain]", chain_sweep)
 MTX_FOR_EACH_DTYPE("chain: TF32 and bf16 tensor-core opt-in", "[chain]", chain_math_modes)
 MTX_FOR_EACH_DTYPE("chain: totals of small matrices over many blocks and tree levels", "[chain]", chain_tree_shapes)
