@@ -916,7 +916,7 @@ MTX_FOR_EACH_DTYPE("recurrence forward: options, strided views, x == b", "[forwa
 MTX_FOR_EACH_DTYPE("recurrence backward: N x T sweep", "[backward]", backward_sweep)
 MTX_FOR_EACH_DTYPE("recurrence backward: options, strided views, db == dx", "[backward]", backward_options)
 MTX_FOR_EACH_DTYPE("recurrence: chunked forward and backward equal one call", "[chunked]", chunked)
-MTX_FOR_EACH_DTYPE("recurrence: warp-engine edges (N, T, B around its chunks, stages and tasks per warp)", "[forward][backward]", warp_engine_edges)
+MTX_FOR_EACH_DTYPE("recurrence: warp-engine edges (N and T and B around its chunks and stages and tasks per warp)", "[forward][backward]", warp_engine_edges)
 MTX_FOR_EACH_DTYPE("chain: d x n sweep, both orders, total and prefixes", "[chain]", chain_sweep)
 MTX_FOR_EACH_DTYPE("chain: TF32 and bf16 tensor-core opt-in", "[chain]", chain_math_modes)
 MTX_FOR_EACH_DTYPE("chain: totals of small matrices over many blocks and tree levels", "[chain]", chain_tree_shapes)

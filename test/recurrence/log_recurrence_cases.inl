@@ -1309,7 +1309,7 @@ TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms: value-form results equa
   }
 }
 
-TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms: zeros reset exactly, -0, NaN propagates, x overflows to ±inf"),
+TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms: zeros reset exactly and -0 and NaN propagate and x overflows to ±inf"),
           PARSCAN_TEST_TAGS("[log]")) {
   using namespace log_form_test;
   PARSCAN_TEST_RNG(r, "log recurrence value forms special values");
@@ -1409,7 +1409,7 @@ TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms: zeros reset exactly, -0
   }
 }
 
-TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms backward: zeros are exact, NaN in dx propagates"),
+TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms backward: zeros are exact and NaN in dx propagates"),
           PARSCAN_TEST_TAGS("[log][backward]")) {
   using namespace log_form_test;
   PARSCAN_TEST_RNG(r, "log recurrence value forms backward special values");
@@ -1475,7 +1475,7 @@ TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms backward: zeros are exac
   for (index_t t = 201; t < T; ++t) CHECK(nn.db[t] == base.db[t]);
 }
 
-TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms: chunks across forms equal one call, forward and backward"),
+TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms: chunks across forms equal one call forward and backward"),
           PARSCAN_TEST_TAGS("[log][backward]")) {
   using namespace log_form_test;
   PARSCAN_TEST_RNG(r, "log recurrence value forms chunked");
@@ -1550,7 +1550,7 @@ TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms: chunks across forms equ
   CHECK(err / scale <= 2e-5);
 }
 
-TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms: in place, x over a or b"), PARSCAN_TEST_TAGS("[log]")) {
+TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms: in place with x over a or b"), PARSCAN_TEST_TAGS("[log]")) {
   using namespace log_form_test;
   PARSCAN_TEST_RNG(r, "log recurrence value forms in place");
   const index_t C = 5, T = 513;
