@@ -7,9 +7,10 @@
 // must be done (2d³ per chain product, 2N² per recurrence step forward, 4N² backward).
 // The first two rows are the arithmetic reference (where the toolkit has cuBLAS): a cuBLAS
 // SGEMM of 8192³, in true fp32 and with TF32 tensor cores.
-//   usage: bench_matrix [--json out.json] [--quick]
+//   usage: bench_matrix [--json out.json] [--quick] [--recurrence N]
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -260,23 +261,28 @@ int main(int argc, char** argv) {
   using parscan::chain_math;
   using parscan::chain_output;
 
+  // --recurrence N: only the matrix recurrence of state size N (for profiling with ncu).
+  index_t only_n = 0;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--recurrence") only_n = std::atoi(argv[i + 1]);
 #if PARSCAN_BENCH_CUBLAS
-  cublas_case(false, copy);
-  cublas_case(true, copy);
+  if (only_n == 0) cublas_case(false, copy), cublas_case(true, copy);
 #endif
   for (index_t d : {32, 64, 128, 256}) {
+    if (only_n != 0) break;
     const size_t bytes = size_t(1000) * d * d * sizeof(float);
     const int rot = bench::rotation_for(bytes);
     chain_case(1000, d, chain_output::total, chain_math::exact, copy, rot);
     if (d == 256 || !quick) chain_case(1000, d, chain_output::total, chain_math::tf32, copy, rot);
     if (d == 256 && !quick) chain_case(1000, d, chain_output::total, chain_math::bf16, copy, rot);
   }
-  chain_case(8192, 64, chain_output::prefixes, chain_math::exact, copy, 1);
-  if (!quick) chain_case(8192, 64, chain_output::prefixes, chain_math::tf32, copy, 1);
+  if (only_n == 0) chain_case(8192, 64, chain_output::prefixes, chain_math::exact, copy, 1);
+  if (only_n == 0 && !quick) chain_case(8192, 64, chain_output::prefixes, chain_math::tf32, copy, 1);
 
   const index_t B = 64, L = quick ? 16384 : 65536;
   for (index_t N : {2, 4, 8, 16})
     for (bool bwd : {false, true}) {
+      if (only_n != 0 && N != only_n) continue;
       recurrence_case<float>(B, L, N, bwd, copy);
       recurrence_case<parscan::bfloat16>(B, L, N, bwd, copy);
     }
