@@ -60,7 +60,11 @@ inline index_t block_engine_chunk(index_t B, index_t L) {
 /// several waves, but at most 256 chunks per sequence, because phase b walks a sequence's
 /// chunks one after another (0.05–0.4 µs each), and at least 64 steps per chunk.
 inline index_t warp_engine_chunk(index_t B, index_t L, index_t N) {
-  constexpr index_t fill_warps = 4096, max_chunks = 256, min_chunk = 64;
+  // With N ≤ scan_carry_max_n phase b scans the chunks 32 at a time, so a sequence may have 8
+  // times as many (H100, N = 2, B = 64: 256 chunks left the aggregate and the re-run with 410
+  // blocks of 4 warps, 19% occupancy and 16–18% of DRAM bandwidth).
+  constexpr index_t fill_warps = 4096, min_chunk = 64;
+  const index_t max_chunks = N <= scan_carry_max_n ? 2048 : 256;
   const index_t fill_tasks = fill_warps * (32 / (N + 1));
   if (L <= 2 * min_chunk || B >= fill_tasks) return std::max<index_t>(L, 1);
   const index_t chunks = std::min<index_t>(max_chunks, (4 * fill_tasks + B - 1) / B);
@@ -139,7 +143,10 @@ status run_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t stream)
     p.carry = reinterpret_cast<D*>(w + ws_bytes(tasks * n * n, sizeof(D)) + ws_bytes(tasks * n, sizeof(D)));
     if (status st = warp ? launch_warp_chunks<true>(p, stream) : launch_chunks<true>(p, stream); st != status::success)
       return st;
-    if (warp) {
+    if (p.n <= scan_carry_max_n) {
+      warp_scan_carry_kernel<scan_carry_max_n>
+          <<<grid_for((p.batch + warp_engine_warps - 1) / warp_engine_warps), 32 * warp_engine_warps, 0, stream>>>(p);
+    } else if (warp) {
       const std::size_t smem = static_cast<std::size_t>(warp_engine_warps) * 32 * warp_carry_slots * sizeof(D);
       warp_carry_kernel<<<grid_for((p.batch + warp_engine_warps - 1) / warp_engine_warps), 32 * warp_engine_warps, smem,
                           stream>>>(p);

@@ -302,6 +302,16 @@ void warp_engine_edges() {
       o.x_given = i % 4 < 2, o.dxfinal = i % 3 != 2, o.in_place = i % 7 == 5;
       run_backward<T>(o);
     }
+  // Chunks of 64 steps past one 32-chunk group of the parallel phase b (N ≤ 4): 71 chunks, the
+  // last of 17 steps, in 3 groups.
+  for (index_t N : {1, 3, 4}) {
+    rec_opts o;
+    o.B = 2, o.T = 70 * 64 + 17, o.N = N, o.layout = N == 3 ? 2 : 0, o.x0 = N != 3, o.reverse = N == 4;
+    o.fam = family::near_orthogonal;
+    run_forward<T>(o);
+    o.x_given = N != 1, o.dxfinal = true;
+    run_backward<T>(o);
+  }
   // Many tasks: 40 sequences of 200 steps, 4 chunks each (the last of 8 steps), several warps
   // and blocks, and for N = 1 a warp's 16 tasks spanning several sequences.
   for (index_t N : {1, 6, 16}) {
