@@ -60,11 +60,12 @@ inline index_t block_engine_chunk(index_t B, index_t L) {
 /// several waves, but at most 256 chunks per sequence, because phase b walks a sequence's
 /// chunks one after another (0.05–0.4 µs each), and at least 64 steps per chunk.
 inline index_t warp_engine_chunk(index_t B, index_t L, index_t N) {
-  // With N ≤ scan_carry_max_n phase b scans the chunks 32 at a time, so a sequence may have 8
-  // times as many (H100, N = 2, B = 64: 256 chunks left the aggregate and the re-run with 410
-  // blocks of 4 warps, 19% occupancy and 16–18% of DRAM bandwidth).
+  // With N ≤ scan_carry_max_n phase b scans the chunks 32 at a time, so more chunks cost it
+  // little. Whether they pay off in phases a and c was measured (H100, B = 64, T = 65536, f32
+  // forward): N = 4 took 1116 µs with 1024 chunks of 64 steps against 1315 µs with 256, but
+  // N = 2 took 512 µs against 463 µs, its tasks being too short for their fixed cost.
   constexpr index_t fill_warps = 4096, min_chunk = 64;
-  const index_t max_chunks = N <= scan_carry_max_n ? 2048 : 256;
+  const index_t max_chunks = N > 2 && N <= scan_carry_max_n ? 1024 : 256;
   const index_t fill_tasks = fill_warps * (32 / (N + 1));
   if (L <= 2 * min_chunk || B >= fill_tasks) return std::max<index_t>(L, 1);
   const index_t chunks = std::min<index_t>(max_chunks, (4 * fill_tasks + B - 1) / B);
