@@ -57,12 +57,14 @@ def plot(gpu, rows, png):
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = plt.subplots(figsize=(9, 4.2))
     series = {}
     for r in rows:
         if not r["shape"].startswith("8x"):
             continue
-        key = f'{r["direction"]} {r["dtype"]} {r["layout"]}'
+        # The log-space rows are a method of their own, not more points of the linear ones.
+        method = "log " if r["case"].startswith("log ") else ""
+        key = f'{method}{r["direction"]} {r["dtype"]} {r["layout"]}'
         if "x0" in r["case"]:
             continue
         series.setdefault(key, []).append((steps(r["shape"]), r["pct_copy"], r["shape"].split("x")[1]))
@@ -73,14 +75,16 @@ def plot(gpu, rows, png):
         for d, tp in by_d.items():
             tp.sort()
             label = key + ("" if d == "1536" else f" D={d}")
-            ax.plot([t for t, _ in tp], [p for _, p in tp], marker="o", label=label)
+            log = key.startswith("log ")
+            ax.plot([t for t, _ in tp], [p for _, p in tp], marker="x" if log else "o", linestyle="--" if log else "-",
+                    label=label)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("T (steps per channel), B = 8")
     ax.set_ylabel("% of device-to-device copy bandwidth")
     ax.set_ylim(0, 105)
     ax.grid(True, alpha=0.3)
     ax.set_title(f"gated recurrence throughput, {gpu}")
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(png, dpi=110)
     plt.close(fig)
