@@ -87,24 +87,48 @@ __device__ PARSCAN_INLINE void write_channels(T* p, const T (&in)[K]) {
   *reinterpret_cast<W*>(p) = w;
 }
 
+/// What the forward and backward packs share: the one-channel Problem, pack q's cursor (that of
+/// its first channel), and the carries and totals of its K channels, each its own.
+template <class Base, int K>
+struct lane_pack_problem {
+  using base_type = Base;
+  using C = typename Base::C;
+  using acc_type = lane_pack<affine<C>, K>;
+  using cursor = typename Base::cursor;
+  Base base;
+  index_t length;
+
+  explicit lane_pack_problem(const Base& b) : base(b), length(b.length) {}
+
+  __device__ PARSCAN_INLINE cursor at(index_t q) const { return base.at(q * K); }
+  __device__ PARSCAN_INLINE maybe<acc_type> initial(index_t q) const {
+    acc_type r;
+#pragma unroll
+    for (int j = 0; j < K; ++j) r.v[j] = base.initial(q * K + j).value;  // always present
+    return {r, true};
+  }
+  __device__ PARSCAN_INLINE void finish(index_t q, const acc_type& total) const {
+#pragma unroll
+    for (int j = 0; j < K; ++j) base.finish(q * K + j, total.v[j]);
+  }
+};
+
 /// The forward Problem (recurrence_problems.cuh) over packs of K channels: pack q is
 /// sequences K·q … K·q+K-1. Lane tiles only.
 template <class T, int K>
-struct recurrence_forward_lanes {
-  using base_type = recurrence_forward_problem<T>;
-  using C = typename base_type::C;
-  using acc_type = lane_pack<affine<C>, K>;
-  using cursor = typename base_type::cursor;
-  base_type base;
-  index_t length;
+struct recurrence_forward_lanes : lane_pack_problem<recurrence_forward_problem<T>, K> {
+  using common = lane_pack_problem<recurrence_forward_problem<T>, K>;
+  using typename common::acc_type;
+  using typename common::C;
+  using typename common::cursor;
+  using common::base;
   static constexpr bool exclusive = false;
   // 12 steps: 128 registers, two 256-thread blocks per SM (bf16, sm_90). 16 steps, as many
   // accumulator bytes as the one-channel forward's 32, took 150 registers and one block.
   static constexpr int lane_steps = 12;
 
-  explicit recurrence_forward_lanes(const base_type& b) : base(b), length(b.length) {}
+  using common::common;
 
-  __device__ PARSCAN_INLINE cursor at(index_t q) const { return base.at(q * K); }
   __device__ PARSCAN_INLINE acc_type load_at(const cursor& c, index_t pos) const {
     const index_t t = base.step(pos);
     T ra[K], rb[K];
@@ -121,35 +145,24 @@ struct recurrence_forward_lanes {
     for (int j = 0; j < K; ++j) rx[j] = static_cast<T>(v.v[j].b);
     write_channels(c.x + base.step(pos) * base.lx.step_stride, rx);
   }
-  __device__ PARSCAN_INLINE maybe<acc_type> initial(index_t q) const {
-    acc_type r;
-#pragma unroll
-    for (int j = 0; j < K; ++j) r.v[j] = base.initial(q * K + j).value;  // always present
-    return {r, true};
-  }
-  __device__ PARSCAN_INLINE void finish(index_t q, const acc_type& total) const {
-#pragma unroll
-    for (int j = 0; j < K; ++j) base.finish(q * K + j, total.v[j]);
-  }
 };
 
 /// The backward Problem over packs of K channels, as recurrence_forward_lanes does the forward.
 template <class T, int K>
-struct recurrence_backward_lanes {
-  using base_type = recurrence_backward_problem<T>;
-  using C = typename base_type::C;
-  using acc_type = lane_pack<affine<C>, K>;
-  using cursor = typename base_type::cursor;
-  base_type base;
-  index_t length;
+struct recurrence_backward_lanes : lane_pack_problem<recurrence_backward_problem<T>, K> {
+  using common = lane_pack_problem<recurrence_backward_problem<T>, K>;
+  using typename common::acc_type;
+  using typename common::C;
+  using typename common::cursor;
+  using common::base;
+  using common::length;
   static constexpr bool exclusive = true;
   // As many accumulator bytes per thread as the one-channel backward's 16 steps (more
   // registers cost the one-channel backward 9 points of copy; recurrence_problems.cuh).
-  static constexpr int lane_steps = base_type::lane_steps / K;
+  static constexpr int lane_steps = recurrence_backward_problem<T>::lane_steps / K;
 
-  explicit recurrence_backward_lanes(const base_type& b) : base(b), length(b.length) {}
+  using common::common;
 
-  __device__ PARSCAN_INLINE cursor at(index_t q) const { return base.at(q * K); }
   __device__ PARSCAN_INLINE acc_type load_at(const cursor& c, index_t p) const {
     const index_t t = base.step(p);
     T ra[K], rdx[K];
@@ -178,16 +191,6 @@ struct recurrence_backward_lanes {
     }
     write_channels(c.db + t * base.ldb.step_stride, rdb);
     write_channels(c.da + t * base.lda.step_stride, rda);
-  }
-  __device__ PARSCAN_INLINE maybe<acc_type> initial(index_t q) const {
-    acc_type r;
-#pragma unroll
-    for (int j = 0; j < K; ++j) r.v[j] = base.initial(q * K + j).value;  // always present
-    return {r, true};
-  }
-  __device__ PARSCAN_INLINE void finish(index_t q, const acc_type& total) const {
-#pragma unroll
-    for (int j = 0; j < K; ++j) base.finish(q * K + j, total.v[j]);
   }
 };
 
