@@ -11,9 +11,9 @@
 // magnitudes, values and gradients (arithmetic in float). Signs are bytes (0 = positive, nonzero =
 // negative) laid out like their magnitudes; a null sign array means "all positive". Zero is
 // log|v| = -inf: a zero gate resets the state exactly. The backward pass differentiates with
-// respect to the log magnitudes (signs are not differentiable) and carries the linear gradient
-// itself in log form, so it survives wherever the forward does. Plain C++: no CUDA headers
-// needed.
+// respect to each input in the form it was given (the log magnitude, or the value; signs are
+// not differentiable) and carries the linear gradient itself in log form, so it survives
+// wherever the forward does. Plain C++: no CUDA headers needed.
 #pragma once
 
 #include <cstddef>
@@ -85,8 +85,8 @@ struct log_forward_args {
 /// b (log_b and b_negative, or b) is always needed: dlog_b = db·b, and its form sets the form of
 /// its gradient. log_x / x_negative is the
 /// forward output; if log_x is null, x is recomputed from a, b and x0 into temporary storage
-/// (x_negative is then ignored). x_negative may be null only when a_negative, b_negative and
-/// x0_negative are all null. dlog_b may be exactly dlog_x, or dlog_a may be exactly dlog_x (in
+/// (x_negative is then ignored). x_negative may be null only when x cannot be negative (no sign
+/// array and no value-form input). dlog_b may be exactly dlog_x, or dlog_a may be exactly dlog_x (in
 /// place); dlog_x0 may be exactly dlog_x_final; no other output may overlap an input or another
 /// output. With T = 0, dlog_x0 (when x0 is given) receives dlog_x_final (or zero).
 ///

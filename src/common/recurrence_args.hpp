@@ -217,8 +217,11 @@ status pick_backward_forms(const log_backward_args<T>& g, log_backward_forms<T>&
   if (status st = pick_form(g.log_b, g.b, g.b_negative, f.b, f.b_value); st != status::success) return st;
   if (status st = pick_form(g.log_x0, g.x0, g.x0_negative, f.x0, f.x0_value); st != status::success) return st;
   if (status st = pick_form(g.dlog_x, g.dx, nullptr, f.dx, f.dx_value); st != status::success) return st;
-  if (status st = pick_gradient(g.dlog_a, g.da, f.a_value, f.da); st != status::success) return st;
-  if (status st = pick_gradient(g.dlog_b, g.db, f.b_value, f.db); st != status::success) return st;
+  // A missing input is the tensor checks' null_pointer, not a gradient in the wrong form.
+  if (f.a)
+    if (status st = pick_gradient(g.dlog_a, g.da, f.a_value, f.da); st != status::success) return st;
+  if (f.b)
+    if (status st = pick_gradient(g.dlog_b, g.db, f.b_value, f.db); st != status::success) return st;
   // Without x0 its gradient is neither written nor checked, in either form.
   if (f.x0)
     if (status st = pick_gradient(g.dlog_x0, g.dx0, f.x0_value, f.dx0); st != status::success) return st;

@@ -57,8 +57,9 @@ inline index_t block_engine_chunk(index_t B, index_t L) {
 /// short sequences, or when the batch alone gives about 4096 warps of re-run tasks (32 / (N+1)
 /// per warp: some 30 warps per SM of an H100). Otherwise four times that many tasks, so the
 /// aggregate's blocks (fewer warps resident: 8 per SM for N = 16) balance over the SMs in
-/// several waves, but at most 256 chunks per sequence, because phase b walks a sequence's
-/// chunks one after another (0.05–0.4 µs each), and at least 64 steps per chunk.
+/// several waves, but at most 256 chunks per sequence where phase b walks a sequence's chunks
+/// one after another (0.05–0.4 µs each; 1024 for N = 3–4, below), and at least 64 steps per
+/// chunk.
 inline index_t warp_engine_chunk(index_t B, index_t L, index_t N) {
   // With N ≤ scan_carry_max_n phase b scans the chunks 32 at a time, so more chunks cost it
   // little. Whether they pay off in phases a and c was measured (H100, B = 64, T = 65536, f32

@@ -1665,4 +1665,8 @@ TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms: bad combinations write 
   brefused(bg, status::null_pointer);
   bg = bbase(), bg.db = G.data() + 1;  // partly over dx
   brefused(bg, status::overlapping_output);
+  bg = bbase(), bg.a = nullptr;  // neither form of a (its value-form gradient given): a missing input
+  brefused(bg, status::null_pointer);
+  bg = bbase(), bg.b = nullptr;  // neither form of b
+  brefused(bg, status::null_pointer);
 }

@@ -344,10 +344,13 @@ void determinism() {
 template <class T>
 void non_finite() {
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
-  for (lay l : {lay::tc, lay::cl})
-    for (bool rev : {false, true}) {
+  // T = 1001: every sequence but the first starts off a 16-byte boundary (the CUDA head pads).
+  for (int variant = 0; variant < 8; ++variant) {
+      const index_t length = variant < 4 ? 1000 : 1001;
+      const lay l = variant % 4 < 2 ? lay::tc : lay::cl;
+      const bool rev = variant % 2 == 1;
       fwd_opts o;
-      o.B = 2, o.D = 3, o.T = 1000, o.layout = l, o.reverse = rev, o.x0 = true, o.fam = family::near_one;
+      o.B = 2, o.D = 3, o.T = length, o.layout = l, o.reverse = rev, o.x0 = true, o.fam = family::near_one;
       INFO(scalar<T>::name() << " non-finite " << o.str());
       PARSCAN_TEST_RNG(r, std::string("recurrence non-finite ") + scalar<T>::name() + " " + o.str());
       fwd_inputs<T> in = draw_fwd_inputs<T>(r, o);
@@ -363,6 +366,9 @@ void non_finite() {
         // so the infinities persist (real types only: complex infinities mix into NaN).
         in.b[1 * Tn + 300] = from_ref<T>(inf);
         in.b[2 * Tn + 0] = from_ref<T>(-inf);
+        // channel 3: +Inf gate at the first processed step, times x0 ≠ 0: ±Inf from there on
+        // (a head pad combined before it would make a·(-0) + b a NaN)
+        in.a[3 * Tn + (rev ? Tn - 1 : 0)] = from_ref<T>(inf);
       }
       const fwd_ref<T> ref = reference_forward(o, in);
       const fwd_out<T> out = forward_call(o, in);

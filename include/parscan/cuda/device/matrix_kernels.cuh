@@ -10,7 +10,8 @@
 //      matrix-vector products, writing z (and the final state from the last chunk).
 // With one chunk per sequence phase c alone runs, from z[-1]. The same engine serves the
 // forward (W' = W) and the backward's db (W' = the next forward step's Wᵀ, read backwards).
-// Two implementations: the warp engine (warp_chunk_kernel, warp_carry_kernel) for N ≤ 16,
+// Two implementations: the warp engine (warp_chunk_kernel, warp_scan_carry_kernel or
+// warp_carry_kernel) for N ≤ 16,
 // where warps own whole tasks and the step loop has no block barrier, and the block engine
 // (chunk_kernel, carry_kernel) above that, one block per task. They share the workspace format.
 //
@@ -296,7 +297,8 @@ __global__ void carry_kernel(engine_problem<T, XO, FO, C> p) {
 }
 
 // ---------------------------------------------------------------------------------------
-// The warp engine: phases a and c for N ≤ warp_engine_max_n (phase b is carry_kernel).
+// The warp engine: phases a and c for N ≤ warp_engine_max_n (phase b: warp_scan_carry_kernel
+// for N ≤ scan_carry_max_n, warp_carry_kernel above it).
 //
 // The chunk kernel above gives a whole block to one (sequence, chunk) task and pays two
 // __syncthreads per step with N of its threads busy, so small N is latency bound. Here a warp

@@ -9,9 +9,13 @@
 // position p is the real processing index k = p - pad, where pad (0 … V-1, per sequence) puts
 // k = 0 as far past a 16-byte boundary as the sequence's first processed step is. Every whole
 // run of real steps is then aligned and goes to the Problem's own vector and staged paths; the
-// first and last runs, partly virtual, are read and written step by step, and their virtual
-// steps are the identity (1, -0). The total after the virtual tail is the total at the last real
-// step bit for bit, so finish() still gives x_final (dx0). A sequence whose tensors are
+// first and last runs, partly virtual, are read and written step by step, their real steps in
+// the run's first slots and the identity (1, -0) after them. So the identity only ever follows
+// a step, where (A, B)·(1, -0) = (A, B + -0) = (A, B) bit for bit, -0, ±inf and NaN included;
+// before a step (a, b) it would give a·(-0) + b, NaN for an infinite gate. A lane folds its run
+// left to right, and the scan's outputs for the run are taken in the same order, so the slots
+// need not match positions within the run. The total after the virtual tail is the total at
+// the last real step, so finish() still gives x_final (dx0). A sequence whose tensors are
 // misaligned differently gets pad 0 and runs as without pads.
 //
 // A wrapper rather than a flag in the Problems: the aligned case keeps exactly the code it had
@@ -120,24 +124,32 @@ struct head_padded {
   }
   __device__ PARSCAN_INLINE bool whole_run(index_t k) const { return k >= 0 && k + run <= base.length; }
   __device__ PARSCAN_INLINE bool is_real(index_t k) const { return k >= 0 && k < base.length; }
-  // The virtual steps' element: b = -0 leaves every b, -0 included, unchanged.
+  // The virtual steps' element: after a step, b = -0 leaves every b, -0 included, unchanged.
   static __device__ PARSCAN_INLINE acc_type pad_element() {
     using C = typename Problem::C;
     return acc_type(C(1), -C(0));
+  }
+  // A partly virtual run starting at processing index k0: its real steps are first … last - 1,
+  // and slot v holds step first + v.
+  __device__ PARSCAN_INLINE index_t first_real(index_t k0) const { return k0 > 0 ? k0 : 0; }
+  __device__ PARSCAN_INLINE index_t end_real(index_t k0) const {
+    return k0 + run < base.length ? k0 + run : base.length;
   }
 
   __device__ PARSCAN_INLINE void load_run(const cursor& c, index_t pos, acc_type (&items)[run]) const {
     const index_t k0 = pos - c.pad;
     if (whole_run(k0)) return base.load_run(c.base, k0, items);
+    const index_t first = first_real(k0), end = end_real(k0);
 #pragma unroll
-    for (int v = 0; v < run; ++v) items[v] = is_real(k0 + v) ? base.load_at(c.base, k0 + v) : pad_element();
+    for (int v = 0; v < run; ++v) items[v] = first + v < end ? base.load_at(c.base, first + v) : pad_element();
   }
   __device__ PARSCAN_INLINE void store_run(const cursor& c, index_t pos, const acc_type (&items)[run]) const {
     const index_t k0 = pos - c.pad;
     if (whole_run(k0)) return base.store_run(c.base, k0, items);
+    const index_t first = first_real(k0), end = end_real(k0);
 #pragma unroll
     for (int v = 0; v < run; ++v)
-      if (is_real(k0 + v)) base.store_at(c.base, k0 + v, items[v]);
+      if (first + v < end) base.store_at(c.base, first + v, items[v]);
   }
   __device__ PARSCAN_INLINE bool stage_run(const cursor& c, index_t pos, unsigned char* slot, int tensor_stride) const {
     const index_t k0 = pos - c.pad;
