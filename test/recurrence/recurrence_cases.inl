@@ -346,73 +346,73 @@ void non_finite() {
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   // T = 1001: every sequence but the first starts off a 16-byte boundary (the CUDA head pads).
   for (int variant = 0; variant < 8; ++variant) {
-      const index_t length = variant < 4 ? 1000 : 1001;
-      const lay l = variant % 4 < 2 ? lay::tc : lay::cl;
-      const bool rev = variant % 2 == 1;
-      fwd_opts o;
-      o.B = 2, o.D = 3, o.T = length, o.layout = l, o.reverse = rev, o.x0 = true, o.fam = family::near_one;
-      INFO(scalar<T>::name() << " non-finite " << o.str());
-      PARSCAN_TEST_RNG(r, std::string("recurrence non-finite ") + scalar<T>::name() + " " + o.str());
-      fwd_inputs<T> in = draw_fwd_inputs<T>(r, o);
-      const index_t Tn = o.T;
-      // channel 4: NaN in b at t = 500; channel 5: NaN in a at t = 200 (never the first step)
-      if constexpr (scalar<T>::is_complex) {
-        in.b[4 * Tn + 500] = from_ref<T>(std::complex<double>(nan, nan));
-        in.a[5 * Tn + 200] = from_ref<T>(std::complex<double>(nan, nan));
-      } else {
-        in.b[4 * Tn + 500] = from_ref<T>(nan);
-        in.a[5 * Tn + 200] = from_ref<T>(nan);
-        // channel 1: +Inf in b at t = 300; channel 2: −Inf in b at t = 0. Gates are positive,
-        // so the infinities persist (real types only: complex infinities mix into NaN).
-        in.b[1 * Tn + 300] = from_ref<T>(inf);
-        in.b[2 * Tn + 0] = from_ref<T>(-inf);
-        // channel 3: +Inf gate at the first processed step, times x0 ≠ 0: ±Inf from there on
-        // (a head pad combined before it would make a·(-0) + b a NaN)
-        in.a[3 * Tn + (rev ? Tn - 1 : 0)] = from_ref<T>(inf);
-      }
-      const fwd_ref<T> ref = reference_forward(o, in);
-      const fwd_out<T> out = forward_call(o, in);
-      REQUIRE(out.st == status::success);
-      for (int which = 0; which < 2; ++which) {
-        const std::vector<T>& got = which ? out.xf : out.x;
-        const std::vector<ref_t<T>>& want = which ? ref.xf : ref.x;
-        INFO((which ? "x_final" : "x"));
-        index_t class_mismatch = 0, first = -1, nans = 0, infs = 0;
-        double num = 0, den = 0;
-        for (std::size_t i = 0; i < want.size(); ++i) {
-          const ref_t<T> g = to_ref(got[i]), w = want[i];
-          bool ok;
-          if (isnan_(w)) ok = isnan_(g), ++nans;
-          else if (!isfinite_(w)) ok = g == w, ++infs;
-          else {
-            ok = isfinite_(g);
-            if (ok) num = std::max(num, std::abs(g - w)), den = std::max(den, std::abs(w));
-          }
-          if (!ok && class_mismatch++ == 0) first = static_cast<index_t>(i);
+    const index_t length = variant < 4 ? 1000 : 1001;
+    const lay l = variant % 4 < 2 ? lay::tc : lay::cl;
+    const bool rev = variant % 2 == 1;
+    fwd_opts o;
+    o.B = 2, o.D = 3, o.T = length, o.layout = l, o.reverse = rev, o.x0 = true, o.fam = family::near_one;
+    INFO(scalar<T>::name() << " non-finite " << o.str());
+    PARSCAN_TEST_RNG(r, std::string("recurrence non-finite ") + scalar<T>::name() + " " + o.str());
+    fwd_inputs<T> in = draw_fwd_inputs<T>(r, o);
+    const index_t Tn = o.T;
+    // channel 4: NaN in b at t = 500; channel 5: NaN in a at t = 200 (never the first step)
+    if constexpr (scalar<T>::is_complex) {
+      in.b[4 * Tn + 500] = from_ref<T>(std::complex<double>(nan, nan));
+      in.a[5 * Tn + 200] = from_ref<T>(std::complex<double>(nan, nan));
+    } else {
+      in.b[4 * Tn + 500] = from_ref<T>(nan);
+      in.a[5 * Tn + 200] = from_ref<T>(nan);
+      // channel 1: +Inf in b at t = 300; channel 2: −Inf in b at t = 0. Gates are positive,
+      // so the infinities persist (real types only: complex infinities mix into NaN).
+      in.b[1 * Tn + 300] = from_ref<T>(inf);
+      in.b[2 * Tn + 0] = from_ref<T>(-inf);
+      // channel 3: +Inf gate at the first processed step, times x0 ≠ 0: ±Inf from there on
+      // (a head pad combined before it would make a·(-0) + b a NaN)
+      in.a[3 * Tn + (rev ? Tn - 1 : 0)] = from_ref<T>(inf);
+    }
+    const fwd_ref<T> ref = reference_forward(o, in);
+    const fwd_out<T> out = forward_call(o, in);
+    REQUIRE(out.st == status::success);
+    for (int which = 0; which < 2; ++which) {
+      const std::vector<T>& got = which ? out.xf : out.x;
+      const std::vector<ref_t<T>>& want = which ? ref.xf : ref.x;
+      INFO((which ? "x_final" : "x"));
+      index_t class_mismatch = 0, first = -1, nans = 0, infs = 0;
+      double num = 0, den = 0;
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        const ref_t<T> g = to_ref(got[i]), w = want[i];
+        bool ok;
+        if (isnan_(w)) ok = isnan_(g), ++nans;
+        else if (!isfinite_(w)) ok = g == w, ++infs;
+        else {
+          ok = isfinite_(g);
+          if (ok) num = std::max(num, std::abs(g - w)), den = std::max(den, std::abs(w));
         }
-        INFO("elements where NaN/Inf/finite differs from IEEE sequential: " << class_mismatch << ", first at channel "
-                                                                              << (first < 0 ? -1 : first / (which ? 1 : Tn))
-                                                                              << " step " << (first < 0 ? -1 : first % Tn));
-        CHECK(class_mismatch == 0);
-        CHECK(nans > 0);  // the test itself must have produced non-finite values
-        if constexpr (!scalar<T>::is_complex) CHECK(infs > 0);
-        // Only a few finite channels of near-one gates remain here, so max|ref| is small against
-        // the sums that x is made of and the float rounding, though normal, sometimes passed the
-        // forward's tolerance (1.1e-5, about one seed in 50). This check is for the finite values
-        // not being disturbed; the accuracy itself is held to scalar<T>::tol by the forward tests.
-        INFO("finite elements: max|x - ref| / max|ref| = " << num / den);
-        CHECK(num / den <= 4 * scalar<T>::tol);
+        if (!ok && class_mismatch++ == 0) first = static_cast<index_t>(i);
       }
-      // channel 4 of x is NaN exactly from t = 500 on in processing order
-      for (index_t t = 0; t < Tn; ++t) {
-        const bool after = rev ? t <= 500 : t >= 500;
-        if (isnan_(to_ref(out.x[static_cast<std::size_t>(4 * Tn + t)])) != after) {
-          INFO("channel 4, step " << t << ": NaN expected " << after);
-          CHECK(false);
-          break;
-        }
+      INFO("elements where NaN/Inf/finite differs from IEEE sequential: " << class_mismatch << ", first at channel "
+                                                                            << (first < 0 ? -1 : first / (which ? 1 : Tn))
+                                                                            << " step " << (first < 0 ? -1 : first % Tn));
+      CHECK(class_mismatch == 0);
+      CHECK(nans > 0);  // the test itself must have produced non-finite values
+      if constexpr (!scalar<T>::is_complex) CHECK(infs > 0);
+      // Only a few finite channels of near-one gates remain here, so max|ref| is small against
+      // the sums that x is made of and the float rounding, though normal, sometimes passed the
+      // forward's tolerance (1.1e-5, about one seed in 50). This check is for the finite values
+      // not being disturbed; the accuracy itself is held to scalar<T>::tol by the forward tests.
+      INFO("finite elements: max|x - ref| / max|ref| = " << num / den);
+      CHECK(num / den <= 4 * scalar<T>::tol);
+    }
+    // channel 4 of x is NaN exactly from t = 500 on in processing order
+    for (index_t t = 0; t < Tn; ++t) {
+      const bool after = rev ? t <= 500 : t >= 500;
+      if (isnan_(to_ref(out.x[static_cast<std::size_t>(4 * Tn + t)])) != after) {
+        INFO("channel 4, step " << t << ": NaN expected " << after);
+        CHECK(false);
+        break;
       }
     }
+  }
 }
 
 // ---------------------------------------------------------------------------------------
