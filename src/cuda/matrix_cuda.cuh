@@ -10,6 +10,7 @@
 
 #include <parscan/cuda/device/chain_kernels.cuh>
 #include <parscan/cuda/device/matrix_kernels.cuh>
+#include <parscan/cuda/device/matrix_thread_engine.cuh>
 #include <parscan/cuda/runtime.cuh>
 #include <parscan/matrix_recurrence.hpp>
 
@@ -53,28 +54,39 @@ inline index_t block_engine_chunk(index_t B, index_t L) {
   return std::max<index_t>(min_chunk, (L + chunks - 1) / chunks);
 }
 
-/// Steps per chunk of the warp engine (N ≤ warp_engine_max_n). One chunk (phase c alone) for
-/// short sequences, or when the batch alone gives about 4096 warps of re-run tasks (32 / (N+1)
-/// per warp: some 30 warps per SM of an H100). Otherwise four times that many tasks, so the
-/// aggregate's blocks (fewer warps resident: 8 per SM for N = 16) balance over the SMs in
-/// several waves, but at most 256 chunks per sequence where phase b walks a sequence's chunks
-/// one after another (0.05–0.4 µs each; 1024 for N = 3–4, below), and at least 64 steps per
+/// Steps per chunk of the warp engine (thread_engine_max_n < N ≤ warp_engine_max_n). One chunk
+/// (phase c alone) for short sequences, or when the batch alone gives about 4096 warps of
+/// re-run tasks (32 / (N+1) per warp: some 30 warps per SM of an H100). Otherwise four times
+/// that many tasks, so the aggregate's blocks (fewer warps resident: 8 per SM for N = 16)
+/// balance over the SMs in several waves, but at most 256 chunks per sequence, since phase b
+/// walks a sequence's chunks one after another (0.05–0.4 µs each), and at least 64 steps per
 /// chunk.
 inline index_t warp_engine_chunk(index_t B, index_t L, index_t N) {
-  // With N ≤ scan_carry_max_n phase b scans the chunks 32 at a time, so more chunks cost it
-  // little. Whether they pay off in phases a and c was measured (H100, B = 64, T = 65536, f32
-  // forward): N = 4 took 1116 µs with 1024 chunks of 64 steps against 1315 µs with 256, but
-  // N = 2 took 512 µs against 463 µs, its tasks being too short for their fixed cost.
-  constexpr index_t fill_warps = 4096, min_chunk = 64;
-  const index_t max_chunks = N > 2 && N <= scan_carry_max_n ? 1024 : 256;
+  constexpr index_t fill_warps = 4096, min_chunk = 64, max_chunks = 256;
   const index_t fill_tasks = fill_warps * (32 / (N + 1));
   if (L <= 2 * min_chunk || B >= fill_tasks) return std::max<index_t>(L, 1);
   const index_t chunks = std::min<index_t>(max_chunks, (4 * fill_tasks + B - 1) / B);
   return std::max<index_t>(min_chunk, (L + chunks - 1) / chunks);
 }
 
+/// Steps per chunk of the thread engine (N ≤ thread_engine_max_n), one task per thread. One
+/// chunk for short sequences or when the batch alone gives `fill` tasks; otherwise about that
+/// many tasks, at least 32 steps each and a multiple of 8 (so a forward run's stages start
+/// 16-byte aligned wherever a sequence does), and at most 2048 chunks per sequence (8 per
+/// thread of phase b, which composes them one after another). The workspace is sized for
+/// fill = thread_engine_fill; a run takes as many tasks as the device holds at once, if fewer
+/// (run_thread_engine), and so never more chunks.
+inline constexpr index_t thread_engine_fill = 65536;  // 16 warps per SM of a 132-SM GPU
+inline index_t thread_engine_chunk(index_t B, index_t L, index_t fill = thread_engine_fill) {
+  constexpr index_t min_chunk = 32, max_chunks = 8 * thread_carry_threads;
+  if (L <= 2 * min_chunk || B >= fill) return std::max<index_t>(L, 1);
+  const index_t chunks = std::min<index_t>(max_chunks, (fill + B - 1) / B);
+  return std::max<index_t>(min_chunk, ((L + chunks - 1) / chunks + 7) / 8 * 8);
+}
+
 /// Steps per chunk (a function of the shapes only, so the workspace size is).
 inline index_t engine_chunk(index_t B, index_t L, index_t N) {
+  if (N <= thread_engine_max_n) return thread_engine_chunk(B, L);
   return N <= warp_engine_max_n ? warp_engine_chunk(B, L, N) : block_engine_chunk(B, L);
 }
 
@@ -100,7 +112,7 @@ status launch_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream)
   return check_launch();
 }
 
-/// Phase a or c of the warp engine (p.n ≤ warp_engine_max_n).
+/// Phase a or c of the warp engine (thread_engine_max_n < p.n ≤ warp_engine_max_n).
 template <bool Aggregate, class T, class XO, class FO, class C>
 status launch_warp_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream) {
   using E = std::conditional_t<Aggregate, aggregate_t<C>, C>;
@@ -109,8 +121,7 @@ status launch_warp_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t st
   if (lay.stage_elems > 32 * warp_engine_slots<C>(columns)) return status::unsupported;  // not for n ≤ 16
   // warp_columns is 2 only for n = 10, 16 (aggregating): the kernels below cover n ≤ 16.
   static_assert(warp_engine_max_n == 16, "the kernels below cover n ≤ 16");
-  auto kernel = n <= 4        ? warp_chunk_kernel<Aggregate, 4, 1, T, XO, FO, C>
-                : n <= 8      ? warp_chunk_kernel<Aggregate, 8, 1, T, XO, FO, C>
+  auto kernel = n <= 8        ? warp_chunk_kernel<Aggregate, 8, 1, T, XO, FO, C>
                 : columns == 1 ? warp_chunk_kernel<Aggregate, 16, 1, T, XO, FO, C>
                                : warp_chunk_kernel<Aggregate, 16, (Aggregate && sizeof(C) == 4) ? 2 : 1, T, XO, FO, C>;
   if (lay.block_bytes > 48 * 1024)
@@ -124,9 +135,49 @@ status launch_warp_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t st
   return check_launch();
 }
 
+/// Phase a or c of the thread engine for state size N.
+template <bool Aggregate, int N, class T, class XO, class FO, class C>
+status launch_thread_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream) {
+  constexpr std::size_t smem = thread_layout<N, T, XO>::block_bytes;
+  auto kernel = thread_chunk_kernel<Aggregate, N, T, XO, FO, C>;
+  if (smem > 48 * 1024)
+    if (status st = report(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+        st != status::success)
+      return st;
+  const index_t rounds = (p.batch * p.chunks + 31) / 32;
+  kernel<<<grid_for((rounds + thread_engine_warps - 1) / thread_engine_warps), 32 * thread_engine_warps, smem, stream>>>(p);
+  return check_launch();
+}
+
+/// The three phases of the thread engine (p chunked as engine_chunk says, workspace carved).
+/// The chunks are made longer where the device holds fewer tasks at once than the workspace
+/// allows for, so every warp of the chunk kernels takes one round of tasks: with 1.3 rounds per
+/// warp, the second ran on a quarter of the SMs.
+template <int N, class T, class XO, class FO, class C>
+status run_thread_engine(engine_problem<T, XO, FO, C> p, cudaStream_t stream) {
+  if (p.chunks > 1) {
+    const device_facts dev = current_device();
+    if (dev.st != status::success) return dev.st;
+    constexpr auto rerun = thread_chunk_kernel<false, N, T, XO, FO, C>;
+    const int per_sm = blocks_per_multiprocessor<rerun>(32 * thread_engine_warps, dev.device,
+                                                        static_cast<int>(thread_layout<N, T, XO>::block_bytes));
+    const index_t resident = static_cast<index_t>(per_sm) * thread_engine_warps * 32 * dev.multiprocessors;
+    if (resident > 0 && resident < thread_engine_fill) {
+      p.chunk = thread_engine_chunk(p.batch, p.length, resident);
+      p.chunks = (p.length + p.chunk - 1) / p.chunk;
+    }
+  }
+  if (p.chunks > 1) {
+    if (status st = launch_thread_chunks<true, N>(p, stream); st != status::success) return st;
+    thread_carry_kernel<N><<<grid_for(p.batch), thread_carry_threads, 0, stream>>>(p);
+    if (status st = check_launch(); st != status::success) return st;
+  }
+  return launch_thread_chunks<false, N>(p, stream);
+}
+
 /// Runs the engine over every sequence of `p` (length ≥ 1), with `ws` holding
-/// engine_workspace<C>(B, L, N) bytes when chunked: the warp engine for N ≤ warp_engine_max_n,
-/// the block engine above it.
+/// engine_workspace<C>(B, L, N) bytes when chunked: the thread engine for
+/// N ≤ thread_engine_max_n, the warp engine up to warp_engine_max_n, the block engine above.
 template <class T, class XO, class FO, class C>
 status run_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t stream) {
   p.chunk = engine_chunk(p.batch, p.length, p.n);
@@ -143,12 +194,20 @@ status run_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t stream)
     p.agg_A = reinterpret_cast<D*>(w);
     p.agg_v = reinterpret_cast<D*>(w + ws_bytes(tasks * n * n, sizeof(D)));
     p.carry = reinterpret_cast<D*>(w + ws_bytes(tasks * n * n, sizeof(D)) + ws_bytes(tasks * n, sizeof(D)));
+  }
+  static_assert(thread_engine_max_n == 4, "the thread engine is instantiated for N = 1..4");
+  switch (p.n) {
+    case 1: return run_thread_engine<1>(p, stream);
+    case 2: return run_thread_engine<2>(p, stream);
+    case 3: return run_thread_engine<3>(p, stream);
+    case 4: return run_thread_engine<4>(p, stream);
+    default: break;
+  }
+  if (p.chunks > 1) {
+    using D = aggregate_t<C>;
     if (status st = warp ? launch_warp_chunks<true>(p, stream) : launch_chunks<true>(p, stream); st != status::success)
       return st;
-    if (p.n <= scan_carry_max_n) {
-      warp_scan_carry_kernel<scan_carry_max_n>
-          <<<grid_for((p.batch + warp_engine_warps - 1) / warp_engine_warps), 32 * warp_engine_warps, 0, stream>>>(p);
-    } else if (warp) {
+    if (warp) {
       const std::size_t smem = static_cast<std::size_t>(warp_engine_warps) * 32 * warp_carry_slots * sizeof(D);
       warp_carry_kernel<<<grid_for((p.batch + warp_engine_warps - 1) / warp_engine_warps), 32 * warp_engine_warps, smem,
                           stream>>>(p);

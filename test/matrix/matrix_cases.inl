@@ -280,15 +280,17 @@ void backward_options() {
           }
 }
 
-/// The edges of the CUDA warp engine (N ≤ 16; N = 17 takes the block engine): N around the
-/// tasks-per-warp boundaries (32 / (N+1) tasks: 16, 10, 8, 6, 5, 4, 3, 3, 2, 2, 2, 1, 1; and
-/// the float aggregate's two columns per lane for N = 10, 16: 5 and 3 tasks), T within
-/// one chunk (T ≤ 128 runs phase c alone) and T not a multiple of the chunk (64 steps here) or of
-/// a stage (129 leaves a last chunk of one step), B = 1 and B not a multiple of the tasks per
-/// warp or per block, every layout (step stride 0 for W), reverse, x0 / x_final, in place; the
-/// backward with x given and recomputed. The host backend runs the same cases (its own code).
+/// The edges of the CUDA engines: the thread engine (N ≤ 4: one task per thread, 32 tasks per
+/// warp, stages of 8 steps, 4 for N = 4), the warp engine (N = 5–16: 32 / (N+1) tasks per warp:
+/// 5, 4, 3, 3, 2, 2, 2, 1, 1; and the float aggregate's two columns per lane for N = 10, 16: 5
+/// and 3 tasks) and the block engine (N = 17). T within one chunk (T ≤ 64 runs phase c alone)
+/// and T not a multiple of the chunk (32 steps for the thread engine here, 64 for the warp
+/// engine) or of a stage (129 leaves a last chunk of one step), B = 1 and B not a multiple of
+/// the tasks per warp or per block, every layout (step stride 0 for W), reverse, x0 / x_final,
+/// in place; the backward with x given and recomputed. The host backend runs the same cases
+/// (its own code).
 template <class T>
-void warp_engine_edges() {
+void engine_edges() {
   int i = 0;
   for (index_t N : {1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 15, 16, 17})
     for (index_t L : {1, 63, 129, 300}) {
@@ -302,12 +304,15 @@ void warp_engine_edges() {
       o.x_given = i % 4 < 2, o.dxfinal = i % 3 != 2, o.in_place = i % 7 == 5;
       run_backward<T>(o);
     }
-  // Chunks of 64 steps past one 32-chunk group of the parallel phase b (N ≤ 4): 71 chunks, the
-  // last of 17 steps, in 3 groups.
-  for (index_t N : {1, 3, 4}) {
+  // The thread engine's phase b over many chunks: 141 chunks of 32 steps (the last of 17),
+  // fewer than its 256 threads; 601 chunks of 32, 3 per thread (the last thread's 1); and 2041
+  // chunks of 40 (the most it takes is 2048), 8 per thread. The two long ones are contractive:
+  // over 10^4 near-orthogonal steps the state can grow past float16's range.
+  for (index_t N : {1, 2, 3, 4}) {
     rec_opts o;
-    o.B = 2, o.T = 70 * 64 + 17, o.N = N, o.layout = N == 3 ? 2 : 0, o.x0 = N != 3, o.reverse = N == 4;
-    o.fam = family::near_orthogonal;
+    o.B = N % 2 ? 2 : 1, o.T = N % 2 ? 140 * 32 + 17 : (N == 2 ? 600 * 32 + 5 : 2040 * 40 + 7), o.N = N;
+    o.layout = N == 3 ? 2 : 0, o.x0 = N != 3, o.reverse = N >= 3;
+    o.fam = N % 2 ? family::near_orthogonal : family::contractive;
     run_forward<T>(o);
     o.x_given = N != 1, o.dxfinal = true;
     run_backward<T>(o);
@@ -926,7 +931,7 @@ MTX_FOR_EACH_DTYPE("recurrence forward: options, strided views, x == b", "[forwa
 MTX_FOR_EACH_DTYPE("recurrence backward: N x T sweep", "[backward]", backward_sweep)
 MTX_FOR_EACH_DTYPE("recurrence backward: options, strided views, db == dx", "[backward]", backward_options)
 MTX_FOR_EACH_DTYPE("recurrence: chunked forward and backward equal one call", "[chunked]", chunked)
-MTX_FOR_EACH_DTYPE("recurrence: warp-engine edges (N and T and B around its chunks and stages and tasks per warp)", "[forward][backward]", warp_engine_edges)
+MTX_FOR_EACH_DTYPE("recurrence: engine edges (N and T and B around chunks and stages and tasks per warp)", "[forward][backward]", engine_edges)
 MTX_FOR_EACH_DTYPE("chain: d x n sweep, both orders, total and prefixes", "[chain]", chain_sweep)
 MTX_FOR_EACH_DTYPE("chain: TF32 and bf16 tensor-core opt-in", "[chain]", chain_math_modes)
 MTX_FOR_EACH_DTYPE("chain: totals of small matrices over many blocks and tree levels", "[chain]", chain_tree_shapes)

@@ -10,10 +10,10 @@
 //      matrix-vector products, writing z (and the final state from the last chunk).
 // With one chunk per sequence phase c alone runs, from z[-1]. The same engine serves the
 // forward (W' = W) and the backward's db (W' = the next forward step's Wᵀ, read backwards).
-// Two implementations: the warp engine (warp_chunk_kernel, warp_scan_carry_kernel or
-// warp_carry_kernel) for N ≤ 16,
-// where warps own whole tasks and the step loop has no block barrier, and the block engine
-// (chunk_kernel, carry_kernel) above that, one block per task. They share the workspace format.
+// Three implementations share the workspace format: the thread engine (matrix_thread_engine.cuh)
+// for N ≤ 4, one task per thread; the warp engine (warp_chunk_kernel, warp_carry_kernel) for
+// N ≤ 16, where warps own whole tasks and the step loop has no block barrier; and the block
+// engine (chunk_kernel, carry_kernel) above that, one block per task.
 //
 // All arithmetic is in C = compute_t<T> (float for the 16-bit types). Indices are 64-bit;
 // every grid loops over its work (grid-stride), so no problem size exceeds a launch limit.
@@ -297,8 +297,7 @@ __global__ void carry_kernel(engine_problem<T, XO, FO, C> p) {
 }
 
 // ---------------------------------------------------------------------------------------
-// The warp engine: phases a and c for N ≤ warp_engine_max_n (phase b: warp_scan_carry_kernel
-// for N ≤ scan_carry_max_n, warp_carry_kernel above it).
+// The warp engine: phases a, b and c for thread_engine_max_n < N ≤ warp_engine_max_n.
 //
 // The chunk kernel above gives a whole block to one (sequence, chunk) task and pays two
 // __syncthreads per step with N of its threads busy, so small N is latency bound. Here a warp
@@ -313,8 +312,8 @@ __global__ void carry_kernel(engine_problem<T, XO, FO, C> p) {
 //     next stage prefetched into registers while this one computes), and the re-run's states
 //     go out through shared memory a stage at a time, so the global accesses are contiguous
 //     runs of a task's consecutive steps whatever the group layout.
-// The kernels are instantiated for NMAX = 4, 8, 16 (register arrays need a size known at
-// compile time); n ≤ NMAX is the runtime state size.
+// The kernels are instantiated for NMAX = 8, 16 (register arrays need a size known at compile
+// time); n ≤ NMAX is the runtime state size.
 
 inline constexpr int warp_engine_max_n = 16;
 inline constexpr int warp_engine_warps = 4;  // warps per block
@@ -663,101 +662,6 @@ __global__ void __launch_bounds__(32 * warp_engine_warps) warp_carry_kernel(engi
         for (int k = 0; k < n; ++k) a += A[k] * __shfl_sync(all_lanes, z, k);  // n is the same for every lane
         z = a;
       }
-    }
-  }
-}
-
-/// Largest N whose phase b scans the chunk aggregates in parallel (warp_scan_carry_kernel): a
-/// lane then holds one chunk's (A, v), N² + N doubles, in registers.
-inline constexpr int scan_carry_max_n = 4;
-
-/// Phase b for N ≤ scan_carry_max_n: one warp per sequence (grid-stride) takes its chunks 32 at
-/// a time. Lane u loads chunk c0 + u's affine map f = (A, v); a warp scan composes them, so lane
-/// u holds f_u ∘ … ∘ f_0 of the group; the state entering chunk c0 + u is then the composition
-/// up to lane u - 1 applied to the state entering the group, and the group's last composition
-/// carries that state on. So a sequence costs chunks / 32 dependent rounds instead of one per
-/// chunk, which lets the warp engine cut sequences into many more chunks.
-template <int NMAX, class T, class XO, class FO, class C>
-__global__ void __launch_bounds__(32 * warp_engine_warps) warp_scan_carry_kernel(engine_problem<T, XO, FO, C> p) {
-  using D = aggregate_t<C>;
-  constexpr unsigned all_lanes = 0xffffffffu;
-  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
-  const int n = static_cast<int>(p.n), nn = n * n;
-  for (index_t s = static_cast<index_t>(blockIdx.x) * warp_engine_warps + warp; s < p.batch;
-       s += static_cast<index_t>(gridDim.x) * warp_engine_warps) {
-    const index_t first = s * p.chunks;  // the task of the sequence's chunk 0
-    D z[NMAX];                           // the state entering the group (the same in every lane)
-#pragma unroll
-    for (int i = 0; i < NMAX; ++i) z[i] = (i < n && p.z0) ? static_cast<D>(to_c<C>(p.z0[s * n + i])) : D(0);
-    for (index_t c0 = 0; c0 < p.chunks; c0 += 32) {
-      const index_t c = c0 + lane;
-      const bool real = c < p.chunks;
-      // This lane's map; past the last chunk, the identity.
-      D A[NMAX][NMAX], v[NMAX];
-#pragma unroll
-      for (int i = 0; i < NMAX; ++i) {
-        v[i] = (real && i < n) ? p.agg_v[(first + c) * n + i] : D(0);
-#pragma unroll
-        for (int j = 0; j < NMAX; ++j)
-          A[i][j] = (real && i < n && j < n) ? p.agg_A[(first + c) * nn + i * n + j] : D(i == j ? 1 : 0);
-      }
-      // Inclusive scan: mine = mine ∘ (the map d lanes earlier).
-#pragma unroll
-      for (int d = 1; d < 32; d *= 2) {
-        D eA[NMAX][NMAX], ev[NMAX];
-#pragma unroll
-        for (int i = 0; i < NMAX; ++i) {
-          ev[i] = __shfl_up_sync(all_lanes, v[i], d);
-#pragma unroll
-          for (int j = 0; j < NMAX; ++j) eA[i][j] = __shfl_up_sync(all_lanes, A[i][j], d);
-        }
-        if (lane >= d) {
-          D nA[NMAX][NMAX], nv[NMAX];
-#pragma unroll
-          for (int i = 0; i < NMAX; ++i) {
-            nv[i] = v[i];
-#pragma unroll
-            for (int k = 0; k < NMAX; ++k) nv[i] += A[i][k] * ev[k];
-#pragma unroll
-            for (int j = 0; j < NMAX; ++j) {
-              D a = D(0);
-#pragma unroll
-              for (int k = 0; k < NMAX; ++k) a += A[i][k] * eA[k][j];
-              nA[i][j] = a;
-            }
-          }
-#pragma unroll
-          for (int i = 0; i < NMAX; ++i) {
-            v[i] = nv[i];
-#pragma unroll
-            for (int j = 0; j < NMAX; ++j) A[i][j] = nA[i][j];
-          }
-        }
-      }
-      // The state entering chunk c: the composition up to lane - 1 applied to z.
-      D carry[NMAX];
-#pragma unroll
-      for (int i = 0; i < NMAX; ++i) {
-        D a = __shfl_up_sync(all_lanes, v[i], 1);
-#pragma unroll
-        for (int k = 0; k < NMAX; ++k) a += __shfl_up_sync(all_lanes, A[i][k], 1) * z[k];
-        carry[i] = lane == 0 ? z[i] : a;
-      }
-      if (real)
-#pragma unroll
-        for (int i = 0; i < NMAX; ++i)
-          if (i < n) p.carry[(first + c) * n + i] = carry[i];
-      // The state entering the next group: the last lane's composition applied to z.
-      D next[NMAX];
-#pragma unroll
-      for (int i = 0; i < NMAX; ++i) {
-        D a = v[i];
-#pragma unroll
-        for (int k = 0; k < NMAX; ++k) a += A[i][k] * z[k];
-        next[i] = __shfl_sync(all_lanes, a, 31);
-      }
-#pragma unroll
-      for (int i = 0; i < NMAX; ++i) z[i] = next[i];
     }
   }
 }

@@ -1,0 +1,451 @@
+// parscan/cuda/device/matrix_thread_engine.cuh — the thread engine: the three phases of the
+// matrix recurrence engine (matrix_kernels.cuh) for N ≤ thread_engine_max_n.
+//
+// For small N a (sequence, chunk) task's whole state fits one thread's registers: A and v
+// (N² + N values in aggregate precision) when aggregating, z (N values) when re-running. So
+// each thread owns one task, and the step loop neither shuffles nor waits. The warp engine,
+// with N + 1 lanes per task, spent most of its time staging (N = 2 ran at 10% of copy).
+//   - A warp's 32 tasks are staged U steps at a time into the warp's shared memory, two stages
+//     deep: the lanes copy each task's block of W' and b' together (consecutive lanes take
+//     consecutive elements of one task, so the global reads are contiguous runs), with
+//     cp.async for 4- and 8-byte types, so the next stage is in flight while this one computes.
+//   - Each thread then reads its own task's steps back (a task's block is an odd number of
+//     words long, so the 32 tasks fall in distinct banks).
+//   - The re-run's states go out through shared memory the same way, a stage at a time.
+// Phase b (thread_carry_kernel) gives each sequence a block: each thread composes a few
+// consecutive chunk maps, a block scan combines the threads, and each thread walks its chunks
+// from the state entering them, writing their carries. A sequence costs one round of the block
+// instead of chunks / 32 dependent rounds of a warp, so sequences can take many short chunks.
+#pragma once
+
+#include "../thread/run_io.cuh"
+#include "matrix_kernels.cuh"
+
+namespace parscan::cuda_detail {
+
+inline constexpr int thread_engine_max_n = 4;
+inline constexpr int thread_engine_warps = 4;     // warps per block of the chunk kernel
+inline constexpr int thread_carry_threads = 256;  // threads per block of phase b
+
+constexpr std::size_t round16c(std::size_t b) { return (b + 15) / 16 * 16; }
+
+/// The shared-memory layout of one warp of thread_chunk_kernel for state size N, storage T and
+/// compute C. A task's stage holds U steps of W' (then padding to 16 bytes), then U of b', in
+/// memory order (for a descending run, the last step first).
+template <int N, class T, class XO>
+struct thread_layout {
+  static constexpr int per_step = N * N + N;
+  // Steps per stage: about 96 elements per task (a few KB per warp in flight), 2 to 8 steps.
+  static constexpr int steps = 96 / per_step > 8 ? 8 : (96 / per_step < 2 ? 2 : 96 / per_step);
+  static constexpr int vec = 16 / static_cast<int>(sizeof(T));  // elements per 16 bytes
+  static constexpr int b_at = (steps * N * N + vec - 1) / vec * vec;  // where b' starts
+  // A task's stage is an odd number of 16-byte units, so the 16-byte reads of 8 lanes (a
+  // shared-memory wavefront) fall in distinct banks.
+  static constexpr int units = ((b_at + steps * N) * static_cast<int>(sizeof(T)) + 15) / 16;
+  static constexpr int task_stride = (units | 1) * vec;
+  static constexpr std::size_t stage_bytes = 32 * task_stride * sizeof(T);
+  // The re-run's states of a stage, in the output type, likewise.
+  static constexpr int out_units = (steps * N * static_cast<int>(sizeof(XO)) + 15) / 16;
+  static constexpr int out_stride = (out_units | 1) * 16 / static_cast<int>(sizeof(XO));
+  static constexpr std::size_t out_bytes = 32 * out_stride * sizeof(XO);
+  static constexpr std::size_t warp_bytes = 2 * stage_bytes + out_bytes;
+  static constexpr std::size_t block_bytes = thread_engine_warps * warp_bytes;
+  // Whole 16-byte units of a task's stage (W', then b') and of its states: the warp copies
+  // those of every task whose stage is whole, adjacent and aligned together, `per` tasks at a
+  // time, so each copy instruction touches a few lines rather than 32.
+  static constexpr bool W_whole = steps * N * N * sizeof(T) % 16 == 0, b_whole = steps * N * sizeof(T) % 16 == 0;
+  static constexpr int W_units = static_cast<int>(steps * N * N * sizeof(T) / 16);
+  static constexpr int in_units = W_units + static_cast<int>(steps * N * sizeof(T) / 16);
+  static constexpr bool x_whole = steps * N * sizeof(XO) % 16 == 0;
+  static constexpr int x_units = static_cast<int>(steps * N * sizeof(XO) / 16);
+};
+
+/// Starts copying `elems` contiguous elements into shared memory with the widest cp.async that
+/// both addresses and the length allow (completed by the caller's cp.async.wait_group); a
+/// 16-bit run that is not even 4-byte aligned is copied with plain loads and stores.
+template <class T>
+__device__ PARSCAN_INLINE void stage_block(T* dst, const T* src, int elems) {
+  const int bytes = elems * static_cast<int>(sizeof(T));
+  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  const unsigned align = static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(src)) | to | static_cast<unsigned>(bytes);
+  const char* from = reinterpret_cast<const char*>(src);
+  char* into = reinterpret_cast<char*>(dst);
+  if (align % 16 == 0) {
+    for (int k = 0; k < bytes; k += 16) stage_bytes<16>(into + k, from + k);
+  } else if (align % 8 == 0) {
+    for (int k = 0; k < bytes; k += 8) stage_bytes<8>(into + k, from + k);
+  } else if (align % 4 == 0) {
+    for (int k = 0; k < bytes; k += 4) stage_bytes<4>(into + k, from + k);
+  } else {
+    for (int k = 0; k < elems; ++k) dst[k] = src[k];
+  }
+}
+
+/// Starts copying `steps` blocks of `block` elements, `stride` apart in global memory, into
+/// consecutive blocks in shared memory: as one run where they are adjacent.
+template <class T>
+__device__ PARSCAN_INLINE void stage_steps_of(T* dst, const T* src, index_t stride, int steps, int block) {
+  if (stride == block || steps == 1) {
+    stage_block(dst, src, steps * block);
+  } else {
+    for (int j = 0; j < steps; ++j) stage_block(dst + j * block, src + j * stride, block);
+  }
+}
+
+/// Reads K staged elements, 16, 8 or 4 bytes at a time as their size allows (src is aligned to
+/// the largest of those that divides K·sizeof(T)).
+template <int K, class T>
+__device__ PARSCAN_INLINE void read_block(const T* src, T (&out)[K]) {
+  constexpr int bytes = K * static_cast<int>(sizeof(T));
+  if constexpr (bytes % 16 == 0) {
+#pragma unroll
+    for (int v = 0; v < bytes / 16; ++v) {
+      const uint4 w = reinterpret_cast<const uint4*>(src)[v];
+      memcpy(reinterpret_cast<char*>(out) + 16 * v, &w, 16);
+    }
+  } else if constexpr (bytes % 8 == 0) {
+#pragma unroll
+    for (int v = 0; v < bytes / 8; ++v) {
+      const uint2 w = reinterpret_cast<const uint2*>(src)[v];
+      memcpy(reinterpret_cast<char*>(out) + 8 * v, &w, 8);
+    }
+  } else if constexpr (bytes % 4 == 0) {
+#pragma unroll
+    for (int v = 0; v < bytes / 4; ++v) {
+      const unsigned w = reinterpret_cast<const unsigned*>(src)[v];
+      memcpy(reinterpret_cast<char*>(out) + 4 * v, &w, 4);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < K; ++k) out[k] = src[k];
+  }
+}
+
+/// Phase a (Aggregate) or phase c (!Aggregate) of the thread engine for state size N = p.n.
+template <bool Aggregate, int N, class T, class XO, class FO, class C>
+__global__ void __launch_bounds__(32 * thread_engine_warps) thread_chunk_kernel(engine_problem<T, XO, FO, C> p) {
+  using D = aggregate_t<C>;
+  using L = thread_layout<N, T, XO>;
+  constexpr int U = L::steps, NN = N * N;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  constexpr unsigned all_lanes = 0xffffffffu;
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  unsigned char* mine = smem_raw + warp * L::warp_bytes;
+  T* const stage_base = reinterpret_cast<T*>(mine);
+  XO* const outs = reinterpret_cast<XO*>(mine + 2 * L::stage_bytes);  // a task's states, in memory order
+  auto stage_of = [&](int buf) { return stage_base + buf * (32 * L::task_stride); };
+
+  const bool transposed = p.w_shift != 0;
+  const index_t tasks = p.batch * p.chunks, rounds = (tasks + 31) / 32;
+  const index_t stages = (p.chunk + U - 1) / U;  // no task has more than `chunk` steps
+
+  for (index_t round = static_cast<index_t>(blockIdx.x) * thread_engine_warps + warp; round < rounds;
+       round += static_cast<index_t>(gridDim.x) * thread_engine_warps) {
+    const index_t task = round * 32 + lane;
+    const bool active = task < tasks;
+    index_t seq = 0, m0 = 0, m1 = 0;  // past the last task: no steps
+    if (active) {
+      seq = task / p.chunks, m0 = task % p.chunks * p.chunk;
+      m1 = m0 + p.chunk < p.length ? m0 + p.chunk : p.length;
+    }
+    auto count_of = [&](index_t q) {
+      const index_t left = m1 - (m0 + q * U);
+      return left <= 0 ? 0 : (left < U ? static_cast<int>(left) : U);
+    };
+    // The lowest time of stage q (its steps are times lo … lo + count - 1 in memory order).
+    auto low_time = [&](index_t q, int count) {
+      const index_t m = m0 + q * U;
+      return p.descending ? p.length - 1 - m - (count - 1) : m;
+    };
+    // Starts copying stage q of every task of the warp into buffer q & 1. A whole stage (U
+    // adjacent, 16-byte aligned steps of W' and of b') is copied by the warp together; any other
+    // (a sequence's end, strided or misaligned steps, engine step 0 of the transposed run,
+    // which reads no W') by its own lane, one run of memory where the steps are adjacent.
+    auto issue = [&](index_t q) {
+      const int count = count_of(q);
+      const index_t lo = low_time(q, count), m = m0 + q * U;
+      T* const own = stage_of(static_cast<int>(q & 1)) + lane * L::task_stride;
+      const int skip = transposed && m == 0 ? 1 : 0;  // leading steps without W'
+      const int skip_lo = p.descending ? 0 : skip;     // ... at the low end of memory
+      const T* const W_lo = count > 0 ? p.W + p.lW.at(seq, lo + skip_lo + p.w_shift) : p.W;
+      const T* const b_lo = count > 0 ? p.b + p.lb.at(seq, lo) : p.b;
+      bool whole = false;
+      if constexpr (L::W_whole && L::b_whole && L::in_units <= 32)
+        whole = count == U && skip == 0 && p.lW.step == NN && p.lb.step == N && aligned16(W_lo) && aligned16(b_lo);
+      if (count > 0 && !whole) {
+        if (count > skip) stage_steps_of(own + skip_lo * NN, W_lo, p.lW.step, count - skip, NN);
+        stage_steps_of(own + L::b_at, b_lo, p.lb.step, count, N);
+      }
+      if constexpr (L::W_whole && L::b_whole && L::in_units <= 32) {
+        constexpr int per = 32 / L::in_units;  // tasks per copy round
+        const unsigned whole_tasks = __ballot_sync(all_lanes, whole);
+        const int sub = lane / L::in_units, unit = lane % L::in_units;
+#pragma unroll 4
+        for (int i0 = 0; i0 < 32; i0 += per) {
+          const int i = i0 + sub < 32 ? i0 + sub : 31;
+          const auto* Wi = reinterpret_cast<const char*>(__shfl_sync(all_lanes, reinterpret_cast<std::uintptr_t>(W_lo), i));
+          const auto* bi = reinterpret_cast<const char*>(__shfl_sync(all_lanes, reinterpret_cast<std::uintptr_t>(b_lo), i));
+          if (sub < per && i0 + sub < 32 && ((whole_tasks >> i) & 1u)) {
+            char* const to = reinterpret_cast<char*>(stage_of(static_cast<int>(q & 1)) + i * L::task_stride);
+            if (unit < L::W_units) stage_bytes<16>(to + 16 * unit, Wi + 16 * unit);
+            else stage_bytes<16>(to + L::b_at * sizeof(T) + 16 * (unit - L::W_units), bi + 16 * (unit - L::W_units));
+          }
+        }
+      }
+    };
+    // Writes the re-run's stage q from the output stage to x: whole stages by the warp
+    // together, 16 bytes a lane, the others by their own lane.
+    auto copy_out = [&](index_t q) {
+      const int count = count_of(q);
+      XO* const x_lo = count > 0 ? p.x + p.lx.at(seq, low_time(q, count)) : p.x;
+      bool whole = false;
+      if constexpr (L::x_whole && L::x_units <= 32) whole = count == U && p.lx.step == N && aligned16(x_lo);
+      if (count > 0 && !whole)
+        for (int j = 0; j < count; ++j)
+#pragma unroll
+          for (int r = 0; r < N; ++r) x_lo[j * p.lx.step + r] = outs[lane * L::out_stride + j * N + r];
+      if constexpr (L::x_whole && L::x_units <= 32) {
+        constexpr int per = 32 / L::x_units;
+        const unsigned whole_tasks = __ballot_sync(all_lanes, whole);
+        const int sub = lane / L::x_units, unit = lane % L::x_units;
+#pragma unroll 4
+        for (int i0 = 0; i0 < 32; i0 += per) {
+          const int i = i0 + sub < 32 ? i0 + sub : 31;
+          auto* xi = reinterpret_cast<char*>(__shfl_sync(all_lanes, reinterpret_cast<std::uintptr_t>(x_lo), i));
+          if (sub < per && i0 + sub < 32 && ((whole_tasks >> i) & 1u))
+            *reinterpret_cast<uint4*>(xi + 16 * unit) = reinterpret_cast<const uint4*>(outs + i * L::out_stride)[unit];
+        }
+      }
+    };
+
+    D A[N][N], v[N];  // aggregating: the chunk's map so far (from the identity and 0)
+    C z[N];           // re-running: the state
+#pragma unroll
+    for (int r = 0; r < N; ++r) {
+      v[r] = D(0), z[r] = C(0);
+#pragma unroll
+      for (int c = 0; c < N; ++c) A[r][c] = D(r == c ? 1 : 0);
+    }
+    if (!Aggregate && active) {
+#pragma unroll
+      for (int r = 0; r < N; ++r) {
+        if (p.chunks > 1) z[r] = static_cast<C>(p.carry[task * N + r]);
+        else if (p.z0) z[r] = to_c<C>(p.z0[seq * N + r]);
+      }
+    }
+
+    // One step: W'[r][k] is the staged W at (r, k), or at (k, r) when transposed.
+    auto step = [&](const T* Wj, const T* bj, auto transposed_tag) {
+      constexpr bool Tr = decltype(transposed_tag)::value;
+      auto w = [&](int r, int k) { return Tr ? Wj[k * N + r] : Wj[r * N + k]; };
+      if constexpr (Aggregate) {
+        D nA[N][N], nv[N];
+#pragma unroll
+        for (int r = 0; r < N; ++r) {
+          D wr[N];
+#pragma unroll
+          for (int k = 0; k < N; ++k) wr[k] = static_cast<D>(to_c<C>(w(r, k)));
+          D a = static_cast<D>(to_c<C>(bj[r]));
+#pragma unroll
+          for (int k = 0; k < N; ++k) a += wr[k] * v[k];
+          nv[r] = a;
+#pragma unroll
+          for (int c = 0; c < N; ++c) {
+            D s = D(0);
+#pragma unroll
+            for (int k = 0; k < N; ++k) s += wr[k] * A[k][c];
+            nA[r][c] = s;
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < N; ++r) {
+          v[r] = nv[r];
+#pragma unroll
+          for (int c = 0; c < N; ++c) A[r][c] = nA[r][c];
+        }
+      } else {
+        C nz[N];
+#pragma unroll
+        for (int r = 0; r < N; ++r) {
+          C a = to_c<C>(bj[r]);
+#pragma unroll
+          for (int k = 0; k < N; ++k) a += to_c<C>(w(r, k)) * z[k];
+          nz[r] = a;
+        }
+#pragma unroll
+        for (int r = 0; r < N; ++r) z[r] = nz[r];
+      }
+    };
+
+    issue(0);
+    async_commit();
+    for (index_t q = 0; q < stages; ++q) {
+      if (q + 1 < stages) issue(q + 1);
+      async_commit();   // one group per stage, empty or not, so the wait below counts stages
+      async_wait<1>();  // this lane's copies of stage q are done
+      __syncwarp();     // and every lane's, visible to the warp
+      const int buf = static_cast<int>(q & 1), count = count_of(q);
+      const bool skip0 = transposed && m0 + q * U == 0;
+      const T* const own = stage_of(buf) + lane * L::task_stride;
+#pragma unroll
+      for (int j = 0; j < U; ++j) {
+        if (j < count) {
+          const int slot = p.descending ? count - 1 - j : j;  // memory order
+          T bj[N];
+          read_block(own + L::b_at + slot * N, bj);
+          if (j == 0 && skip0) {  // the identity: z (or v) gains b'
+#pragma unroll
+            for (int r = 0; r < N; ++r) {
+              if constexpr (Aggregate) v[r] += static_cast<D>(to_c<C>(bj[r]));
+              else z[r] += to_c<C>(bj[r]);
+            }
+          } else {
+            T Wj[NN];
+            read_block(own + slot * NN, Wj);
+            if (transposed) step(Wj, bj, std::true_type{});
+            else step(Wj, bj, std::false_type{});
+          }
+          if constexpr (!Aggregate) {
+#pragma unroll
+            for (int r = 0; r < N; ++r) outs[lane * L::out_stride + slot * N + r] = from_c<XO>(z[r]);
+            if (m0 + q * U + j == p.length - 1 && p.z_final)
+#pragma unroll
+              for (int r = 0; r < N; ++r) p.z_final[seq * N + r] = from_c<FO>(z[r]);
+          }
+        }
+      }
+      __syncwarp();  // every lane is done with stage q (and the output stage is complete)
+      if constexpr (!Aggregate) {
+        copy_out(q);
+        __syncwarp();  // the output stage is free again
+      }
+    }
+    if (Aggregate && active) {
+#pragma unroll
+      for (int r = 0; r < N; ++r) {
+        p.agg_v[task * N + r] = v[r];
+#pragma unroll
+        for (int c = 0; c < N; ++c) p.agg_A[task * NN + r * N + c] = A[r][c];
+      }
+    }
+  }
+}
+
+/// A chunk's affine map z ↦ A·z + v in aggregate precision.
+template <int N, class D>
+struct chunk_map {
+  D A[N][N], v[N];
+  __device__ PARSCAN_INLINE static chunk_map identity() {
+    chunk_map m;
+#pragma unroll
+    for (int r = 0; r < N; ++r) {
+      m.v[r] = D(0);
+#pragma unroll
+      for (int c = 0; c < N; ++c) m.A[r][c] = D(r == c ? 1 : 0);
+    }
+    return m;
+  }
+  __device__ PARSCAN_INLINE static chunk_map load(const D* agg_A, const D* agg_v, index_t task) {
+    chunk_map m;
+#pragma unroll
+    for (int r = 0; r < N; ++r) {
+      m.v[r] = agg_v[task * N + r];
+#pragma unroll
+      for (int c = 0; c < N; ++c) m.A[r][c] = agg_A[task * N * N + r * N + c];
+    }
+    return m;
+  }
+  /// later ∘ earlier.
+  __device__ PARSCAN_INLINE friend chunk_map after(const chunk_map& later, const chunk_map& earlier) {
+    chunk_map m;
+#pragma unroll
+    for (int r = 0; r < N; ++r) {
+      D a = later.v[r];
+#pragma unroll
+      for (int k = 0; k < N; ++k) a += later.A[r][k] * earlier.v[k];
+      m.v[r] = a;
+#pragma unroll
+      for (int c = 0; c < N; ++c) {
+        D s = D(0);
+#pragma unroll
+        for (int k = 0; k < N; ++k) s += later.A[r][k] * earlier.A[k][c];
+        m.A[r][c] = s;
+      }
+    }
+    return m;
+  }
+  __device__ PARSCAN_INLINE void apply(D (&z)[N]) const {
+    D n[N];
+#pragma unroll
+    for (int r = 0; r < N; ++r) {
+      D a = v[r];
+#pragma unroll
+      for (int k = 0; k < N; ++k) a += A[r][k] * z[k];
+      n[r] = a;
+    }
+#pragma unroll
+    for (int r = 0; r < N; ++r) z[r] = n[r];
+  }
+  __device__ PARSCAN_INLINE chunk_map shfl_up(int d) const {
+    chunk_map m;
+#pragma unroll
+    for (int r = 0; r < N; ++r) {
+      m.v[r] = __shfl_up_sync(0xffffffffu, v[r], d);
+#pragma unroll
+      for (int c = 0; c < N; ++c) m.A[r][c] = __shfl_up_sync(0xffffffffu, A[r][c], d);
+    }
+    return m;
+  }
+};
+
+/// Phase b of the thread engine: one block per sequence (grid-stride). Thread k owns the
+/// consecutive chunks [k·per, (k+1)·per): it composes their maps, a block scan gives it the
+/// composition of every earlier thread's, and it walks its chunks from z[-1] through that,
+/// writing the state entering each (per ≤ 8 for the chunk counts thread_engine_chunk gives).
+template <int N, class T, class XO, class FO, class C>
+__global__ void __launch_bounds__(thread_carry_threads) thread_carry_kernel(engine_problem<T, XO, FO, C> p) {
+  using D = aggregate_t<C>;
+  using map = chunk_map<N, D>;
+  constexpr int warps = thread_carry_threads / 32;
+  __shared__ map warp_inclusive[warps];  // the composition of warps 0..w
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  const index_t per = (p.chunks + thread_carry_threads - 1) / thread_carry_threads;
+  for (index_t s = blockIdx.x; s < p.batch; s += gridDim.x) {
+    const index_t first = s * p.chunks, c0 = tid * per, c1 = c0 + per < p.chunks ? c0 + per : p.chunks;
+    map f = map::identity();
+    for (index_t c = c0; c < c1; ++c) f = after(map::load(p.agg_A, p.agg_v, first + c), f);
+    // Inclusive warp scan: lane l holds f_l ∘ … ∘ f_0 of its warp.
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+      const map e = f.shfl_up(d);
+      if (lane >= d) f = after(f, e);
+    }
+    const map before_in_warp = f.shfl_up(1);  // lanes 0..l-1 (lane 0: unused)
+    if (lane == 31) warp_inclusive[warp] = f;
+    __syncthreads();
+    if (warp == 0) {
+      map t = lane < warps ? warp_inclusive[lane] : map::identity();
+#pragma unroll
+      for (int d = 1; d < warps; d *= 2) {
+        const map e = t.shfl_up(d);
+        if (lane >= d) t = after(t, e);
+      }
+      __syncwarp();
+      if (lane < warps) warp_inclusive[lane] = t;
+    }
+    __syncthreads();
+    D z[N];
+#pragma unroll
+    for (int r = 0; r < N; ++r) z[r] = p.z0 ? static_cast<D>(to_c<C>(p.z0[s * N + r])) : D(0);
+    if (warp > 0) warp_inclusive[warp - 1].apply(z);
+    if (lane > 0) before_in_warp.apply(z);
+    for (index_t c = c0; c < c1; ++c) {
+#pragma unroll
+      for (int r = 0; r < N; ++r) p.carry[(first + c) * N + r] = z[r];
+      map::load(p.agg_A, p.agg_v, first + c).apply(z);
+    }
+    __syncthreads();  // before the next sequence reuses warp_inclusive
+  }
+}
+
+}  // namespace parscan::cuda_detail
