@@ -1266,8 +1266,12 @@ TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms: value-form results equa
   const auto hsv = sx_v.download(), hsl = sx_l.download();
   double err = 0, err_val = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    // log|x| agrees to the rounding of one logf (the host's against the device's) carried along.
-    err = std::max(err, std::fabs(double(hlv[i]) - hll[i]) / std::max(1.0, std::fabs(double(hll[i]))));
+    // log|x| agrees to the rounding of one logf (the host's against the device's) carried along,
+    // weighted by |x| below 1: a state that signed terms nearly cancelled magnifies that
+    // one-ulp difference by the cancellation (seed 1023942872537020608 gave 4.5e-5 unweighted
+    // on an H200), while its value, checked next, still agrees.
+    const double weight = std::min(1.0, std::exp(double(hll[i])));
+    err = std::max(err, weight * std::fabs(double(hlv[i]) - hll[i]) / std::max(1.0, std::fabs(double(hll[i]))));
     if (std::fabs(hll[i]) < 30) CHECK((hsv[i] != 0) == (hsl[i] != 0));
     const double want = (hsl[i] ? -1.0 : 1.0) * std::exp(double(hll[i]));
     err_val = std::max(err_val, std::fabs(hxv[i] - want) / std::max(1.0, std::fabs(want)));

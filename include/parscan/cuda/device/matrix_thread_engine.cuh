@@ -3,15 +3,18 @@
 //
 // For small N a (sequence, chunk) task's whole state fits one thread's registers: A and v
 // (N² + N values in aggregate precision) when aggregating, z (N values) when re-running. So
-// each thread owns one task, and the step loop neither shuffles nor waits. The warp engine,
-// with N + 1 lanes per task, spent most of its time staging (N = 2 ran at 10% of copy).
+// each thread owns one task, and the step loop neither shuffles nor waits. (The warp engine,
+// with N + 1 lanes per task, spent its time staging: N = 2 ran at 10–12% of copy.)
 //   - A warp's 32 tasks are staged U steps at a time into the warp's shared memory, two stages
-//     deep: the lanes copy each task's block of W' and b' together (consecutive lanes take
-//     consecutive elements of one task, so the global reads are contiguous runs), with
-//     cp.async for 4- and 8-byte types, so the next stage is in flight while this one computes.
-//   - Each thread then reads its own task's steps back (a task's block is an odd number of
-//     words long, so the 32 tasks fall in distinct banks).
-//   - The re-run's states go out through shared memory the same way, a stage at a time.
+//     deep, with cp.async, so the next stage is in flight while this one computes. A whole
+//     stage (U adjacent, 16-byte aligned steps of W' and of b') is copied by the warp
+//     together, a few tasks per instruction, so each copy touches a few lines: copied by its
+//     own lane, 16 bytes from each of 32 tasks per instruction, the forward at N = 2 reached
+//     only 20% of copy. Any other stage (a sequence's end, strided or misaligned steps, the
+//     transposed run's first step) is copied by its own lane, as wide as alignment allows.
+//   - Each thread reads its own task's steps back 16 bytes at a time (a task's stage is an odd
+//     number of 16-byte units, so 8 lanes' reads fall in distinct banks).
+//   - The re-run's states go out through shared memory, whole stages by the warp together.
 // Phase b (thread_carry_kernel) gives each sequence a block: each thread composes a few
 // consecutive chunk maps, a block scan combines the threads, and each thread walks its chunks
 // from the state entering them, writing their carries. A sequence costs one round of the block
