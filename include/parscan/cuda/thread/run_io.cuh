@@ -99,23 +99,6 @@ __device__ PARSCAN_INLINE bool stage_steps(void* dst, const T* seq, index_t stri
   }
 }
 
-/// Reads back, in processing order, a run staged by stage_steps with the same dir (after this
-/// thread's cp.async.wait_group).
-template <int V, class T>
-__device__ PARSCAN_INLINE void read_staged(const void* src, int dir, T (&out)[V]) {
-  static_assert(sizeof(T) * V == 16, "staged runs are 16 bytes");
-  const uint4 w = *static_cast<const uint4*>(src);
-  T tmp[V];
-  memcpy(tmp, &w, 16);
-  if (dir > 0) {
-#pragma unroll
-    for (int v = 0; v < V; ++v) out[v] = tmp[v];
-  } else {
-#pragma unroll
-    for (int v = 0; v < V; ++v) out[v] = tmp[V - 1 - v];
-  }
-}
-
 /// Starts an asynchronous copy of Bytes (4, 8 or 16) bytes, both ends aligned to Bytes, into
 /// shared memory: the small tensors of a run (a run of V one-byte signs is V bytes).
 template <int Bytes>
@@ -140,6 +123,14 @@ __device__ PARSCAN_INLINE void read_staged_bytes(const void* src, int dir, T (&o
 #pragma unroll
     for (int v = 0; v < V; ++v) out[v] = tmp[V - 1 - v];
   }
+}
+
+/// Reads back, in processing order, a run staged by stage_steps with the same dir (after this
+/// thread's cp.async.wait_group).
+template <int V, class T>
+__device__ PARSCAN_INLINE void read_staged(const void* src, int dir, T (&out)[V]) {
+  static_assert(sizeof(T) * V == 16, "staged runs are 16 bytes");
+  read_staged_bytes(src, dir, out);
 }
 
 /// Brings the cache line of global memory that holds p into L2 (a read that follows soon, not
