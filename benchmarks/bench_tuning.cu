@@ -107,15 +107,16 @@ void time_forward(const forward_case<T>& c, const std::string& variant, double t
 // PerLane steps per lane (and per thread of a lane tile); LoopWarps, ChainedWarps, LaneWarps warps per block of each kernel;
 // LoopStages, ChainedStages: tiles in flight through shared memory (0: loads into registers).
 // WarpTiles: chained tiles of one warp each (scan_chained_staged_kernel<..., WarpTiles>) instead of one block.
+// WindowChain: chained tiles of one block each with the window chain (scan_window_chain_kernel).
 template <class T, int PerLane, int LoopWarps, int ChainedWarps, int LaneWarps, int LoopStages = 2, int ChainedStages = 2,
-          bool WarpTiles = false>
+          bool WarpTiles = false, bool WindowChain = false>
 void variant(const forward_case<T>& c, double tol, result_sink& out) {
   using S = cd::tile_shape_of<cd::recurrence_forward_problem<T>, PerLane, LoopWarps, ChainedWarps, LaneWarps, LoopStages,
-                              ChainedStages, PerLane, WarpTiles>;
+                              ChainedStages, PerLane, WarpTiles, WindowChain>;
   const std::string name = "lane" + std::to_string(PerLane) + "/loop" + std::to_string(LoopWarps) + "w" +
                            (LoopStages ? "s" + std::to_string(LoopStages) : "") + "/chain" +
                            std::to_string(ChainedWarps) + "w" + (ChainedStages ? "s" + std::to_string(ChainedStages) : "") +
-                           (WarpTiles ? "(warp tiles)" : "") +
+                           (WarpTiles ? "(warp tiles)" : "") + (WindowChain ? "(window chain)" : "") +
                            "/lanes" + std::to_string(LaneWarps) + "w";
   time_forward<S>(c, name, tol, out);
 }
@@ -165,6 +166,7 @@ int main(int argc, char** argv) {
     variant<float, 16, 4, 4, 8, 2, 3, true>(c, 1e-5, out);
     variant<float, 32, 4, 4, 8, 2, 2, true>(c, 1e-5, out);
     variant<float, 16, 4, 8, 8, 2, 3, true>(c, 1e-5, out);
+    variant<float, 16, 4, 8, 8, 2, 0, false, true>(c, 1e-5, out);
     c.release();
   }
   {  // one long sequence: chained tiles, 2^28 steps (the generic scan's case)
@@ -176,6 +178,7 @@ int main(int argc, char** argv) {
     variant<float, 16, 4, 4, 8, 2, 2, true>(c, 1e-5, out);
     variant<float, 16, 4, 4, 8, 2, 3, true>(c, 1e-5, out);
     variant<float, 32, 4, 4, 8, 2, 2, true>(c, 1e-5, out);
+    variant<float, 16, 4, 8, 8, 2, 0, false, true>(c, 1e-5, out);
     c.release();
   }
   {  // channel-last: lane tiles

@@ -1,15 +1,19 @@
 // test/core/chained_tiles_test.cu — the chained-tile kernels (CUDA only) with tiles small enough
-// that a sequence spans several hyper-windows of the look-back (tile_state.cuh: 32768 tiles),
-// which the library's own tile shapes reach only beyond 2^27 steps. Each kernel kind (block
-// tiles, staged or not, and warp tiles) scans a few long gated recurrences with x0, forward and
-// reverse; the result must match a float64 loop, write every element and no guard, and be
-// bitwise identical when run again.
+// that a sequence spans several hyper-windows of the persistent grid's look-back (tile_state.cuh:
+// 32768 tiles) or more than 32 windows of 32 tiles of the window chain (agent/window_chain.cuh:
+// several rounds of polls and of window totals), which the library's own tile shapes reach only
+// beyond 2^27 and 2^22 steps. It scans a few long gated
+// recurrences with x0, forward and reverse, with and without head pads; the result must match a
+// float64 loop, write every element and no guard, and be bitwise identical when run again. The
+// two-pass reduce gets spans of several tiles, a partial last span and a partial last tile.
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include <parscan/cuda/device/dispatch_scan.cuh>
+#include <parscan/cuda/device/generic_problem.cuh>
+#include <parscan/ops/basic.hpp>
 #include <parscan/cuda/device/recurrence_head_pads.cuh>
 #include <parscan/cuda/device/recurrence_problems.cuh>
 
@@ -27,13 +31,18 @@ template <bool WarpTiles, int Stages>
 using tiny_shape =
     cd::tile_shape_of<cd::recurrence_forward_problem<float>, 4, 4, WarpTiles ? 4 : 1, 8, 2, Stages, 32, WarpTiles>;
 
+// Window-chain tiles of Warps · 128 steps: one 4-step run per lane.
+template <int Warps, class Problem = cd::recurrence_forward_problem<float>>
+using tiny_window_shape = cd::tile_shape_of<Problem, 4, 4, Warps, 8, 2, 0, 32, false, true>;
+
+
 template <class Shape>
 void check_chained(const std::string& what, index_t sequences, index_t length, bool reverse, bool head_pads = false) {
   INFO(what << ": " << sequences << " sequences of " << length << " steps, reverse=" << reverse
             << ", head pads=" << head_pads);
   PARSCAN_TEST_RNG(r, "chained tiles " + what + (reverse ? " reverse" : ""));
-  REQUIRE(Shape::chained_tile == 128);
-  REQUIRE((length + Shape::chained_tile - 1) / Shape::chained_tile > 2 * cd::lookback_hyper);
+  const index_t tiles = (length + Shape::chained_tile - 1) / Shape::chained_tile;
+  REQUIRE(tiles > (Shape::window_chain ? 3 * cd::chain_window * cd::chain_window : 2 * cd::lookback_hyper));
   const std::size_t n = static_cast<std::size_t>(sequences * length);
   std::vector<float> a(n), b(n), x0(static_cast<std::size_t>(sequences));
   for (auto& v : a) v = static_cast<float>(r.uniform(0.5, 1.0));
@@ -96,5 +105,49 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: sequences spanning several look-back
     check_chained<tiny_shape<false, 2>>("block tiles, staged 2 deep", 3, length, reverse, true);
     check_chained<tiny_shape<true, 2>>("warp tiles, staged 2 deep", 3, length, reverse, true);
     check_chained<tiny_shape<false, 0>>("block tiles, register prefetch", 3, length, reverse, true);
+  }
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("chained tiles: sequences spanning more than 32 windows of the look-back"),
+          PARSCAN_TEST_TAGS("[scan][chained][large]")) {
+  // 3·1024 tiles of 128 steps, plus a partial tile.
+  const index_t length = 3 * cd::chain_window * cd::chain_window * 128 + 3 * 128 + 77;
+  for (bool reverse : {false, true}) {
+    check_chained<tiny_window_shape<1>>("one-warp window-chain tiles", 3, length, reverse);
+    check_chained<tiny_window_shape<2>>("two-warp window-chain tiles", 2, length, reverse);
+    check_chained<tiny_window_shape<1>>("one-warp window-chain tiles", 3, length, reverse, true);
+  }
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("chained tiles: two-pass reduce over spans of several tiles"),
+          PARSCAN_TEST_TAGS("[scan][chained][reduce]")) {
+  PARSCAN_TEST_RNG(r, "chained reduce");
+  // 128-step tiles: 8193 tiles, spans of 3 tiles, the last span and tile partial.
+  const index_t sequences = 3, length = 8192 * 128 + 77;
+  const std::size_t n = static_cast<std::size_t>(sequences * length);
+  std::vector<long long> x(n), carry{5, -7, 11};
+  for (auto& v : x) v = static_cast<long long>(r.uniform(-1e6, 1e6));
+  parscan_test::guarded_buffer<long long> dx(x), dcarry(carry), dtotal(static_cast<std::size_t>(sequences));
+  const auto l = parscan::sequence_layout::time_contiguous(sequences, length);
+  using problem = cd::generic_problem<long long, long long, long long>;
+  for (bool reverse : {false, true}) {
+    INFO("reverse=" << reverse);
+    parscan::scan_options<long long> opts;
+    opts.dir = reverse ? parscan::direction::reverse : parscan::direction::forward;
+    opts.carry_in = dcarry.data();
+    opts.carry_out = dtotal.data();
+    const problem P = problem::from({parscan::scan_kind::reduce, dx.data(), l, nullptr, l, opts, 0, true});
+    REQUIRE(P.reduce_only());
+    REQUIRE(cd::dispatch_scan<tiny_window_shape<1, problem>>(P, parscan::sum_op<long long>{}, sequences, parscan::cuda_backend{}) ==
+            parscan::status::success);
+    PARSCAN_TEST_SYNC();
+    CHECK(dtotal.all_written());
+    const std::vector<long long> got = dtotal.download();
+    for (index_t s = 0; s < sequences; ++s) {
+      long long want = carry[static_cast<std::size_t>(s)];
+      for (index_t t = 0; t < length; ++t) want += x[static_cast<std::size_t>(s * length + t)];
+      CHECK(got[static_cast<std::size_t>(s)] == want);
+    }
+    dtotal.repoison();
   }
 }

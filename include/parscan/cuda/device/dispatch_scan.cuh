@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <type_traits>
+#include <utility>
 
 #include "../runtime.cuh"
 #include "scan_kernels.cuh"
@@ -25,16 +26,29 @@ constexpr int default_lane_steps = sizeof(typename Problem::acc_type) >= 256 ? 1
 template <class Problem>
 constexpr int default_lane_steps<Problem, std::void_t<decltype(Problem::lane_steps)>> = Problem::lane_steps;
 
+/// Which chained kernel a shape uses by default. Measured on an H100 (docs/performance.md):
+/// the window chain ran 4-byte sums over 2^28 elements at 48% of copy against 44% for the
+/// persistent grid, but the affine pair (8 bytes) at 42% against 47%, and the gated
+/// recurrence's 16 × 2^22 rows at 34% against 43%; so it is the default for 4-byte
+/// accumulators only.
+template <class Acc>
+constexpr bool default_window_chain = sizeof(Acc) <= 4;
+
 /// A tile-shape policy. PerLane accumulators per lane, in chunks of Problem::run steps; warps
 /// that loop over whole sequences come LoopWarps to a block, chained tiles are ChainedWarps
 /// warps, lane tiles are 32 sequences × LaneWarps·LaneSteps steps. A Problem that can stage its
 /// loads (has_staging) keeps LoopStages (warp loop) or ChainedStages (chained tiles) tiles in
 /// flight through shared memory; 0 turns staging off. dispatch_scan takes the policy as a
 /// template argument so that benchmarks/bench_tuning.cu can time alternatives in one run.
+/// WindowChain picks the chained kernel: one tile per block with the window chain
+/// (agent/window_chain.cuh), or the persistent grid with the hierarchical look-back; the
+/// stages and warp tiles apply to the latter only.
 template <class Problem, int PerLane = default_per_lane<typename Problem::acc_type>, int LoopWarps = 4,
           int ChainedWarps = 8, int LaneWarps = 8, int LoopStages = 2, int ChainedStages = 2,
-          int LaneSteps = default_lane_steps<Problem>, bool ChainedWarpTiles = false>
+          int LaneSteps = default_lane_steps<Problem>, bool ChainedWarpTiles = false,
+          bool WindowChain = default_window_chain<typename Problem::acc_type>>
 struct tile_shape_of {
+  static constexpr bool window_chain = WindowChain;
   static constexpr bool staged = has_staging<Problem>;
   static constexpr int loop_stages = staged ? LoopStages : 0;
   static constexpr int chained_stages = staged ? ChainedStages : 0;
@@ -46,7 +60,8 @@ struct tile_shape_of {
   // Chained tiles of one warp each (staged Problems only), or of the whole block
   // (scan_chained_staged_kernel; scan_chained_kernel when not staged).
   static constexpr bool chained_warp_tiles = ChainedWarpTiles && chained_stages > 0;
-  static constexpr index_t chained_tile = tile_steps<Problem, chained_warp_tiles ? 1 : chained_warps, chunks>;
+  static constexpr index_t chained_tile =
+      tile_steps<Problem, chained_warp_tiles && !window_chain ? 1 : chained_warps, chunks>;
   static constexpr int lane_steps = LaneSteps;
   static constexpr int lane_warps = LaneWarps;
   static constexpr index_t lane_tile = static_cast<index_t>(lane_warps) * lane_steps;
@@ -61,15 +76,29 @@ using tile_shape = tile_shape_of<Problem>;
 template <class Problem>
 using short_tile_shape = tile_shape_of<Problem, Problem::run, 4, 8, 8, 0, 0>;
 
+/// A reduce of few long sequences folds spans of this many tiles (from the length alone, so
+/// the order of combination never depends on the device): at most max_reduce_spans spans.
+constexpr index_t max_reduce_spans = 4096;
+inline index_t reduce_tiles_per_span(index_t tiles_per_sequence) {
+  return (tiles_per_sequence + max_reduce_spans - 1) / max_reduce_spans;
+}
+
 /// Workspace bytes for `sequences` × `length` steps of Problem (an upper bound over the modes).
 template <class Problem, class shape = tile_shape<Problem>>
 std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
   using Acc = typename Problem::acc_type;
   if (sequences <= 0 || length <= 0) return 0;
-  const index_t tiles = sequences * ((length + shape::chained_tile - 1) / shape::chained_tile);
+  const index_t tiles_per_sequence = (length + shape::chained_tile - 1) / shape::chained_tile;
+  const index_t tiles = sequences * tiles_per_sequence;
+  const index_t windows = sequences * ((tiles_per_sequence + chain_window - 1) / chain_window);
   const index_t lane_tiles = (sequences + 31) / 32 * ((length + shape::lane_tile - 1) / shape::lane_tile);
-  const std::size_t a = tile_state<Acc>::bytes(tiles), b = tile_state<Acc, warp_threads>::bytes(lane_tiles);
-  return (a > b ? a : b) + 256;
+  const index_t spans = sequences * ((tiles_per_sequence + reduce_tiles_per_span(tiles_per_sequence) - 1) /
+                                     reduce_tiles_per_span(tiles_per_sequence));
+  const std::size_t chained = shape::window_chain ? window_chain_state<Acc>::bytes(tiles, windows) : tile_state<Acc>::bytes(tiles);
+  const std::size_t lanes = tile_state<Acc, warp_threads>::bytes(lane_tiles);
+  const std::size_t partials = static_cast<std::size_t>(spans) * sizeof(Acc);
+  const std::size_t most = chained > lanes ? (chained > partials ? chained : partials) : (lanes > partials ? lanes : partials);
+  return most + 256;
 }
 
 /// Claims workspace for the tile state and the tile counter, and zeroes both on the stream.
@@ -149,7 +178,7 @@ status launch_warp_loop(const Problem& P, const Op& op, index_t sequences, const
 /// A persistent grid of chained tiles: as many blocks as fit on the device at once, launched
 /// cooperatively, taking tiles round-robin (scan_kernels.cuh says why).
 template <class shape, class Problem, class Op>
-status launch_chained(const Problem& P, const Op& op, index_t sequences, index_t tiles_per_sequence,
+status launch_persistent_chained(const Problem& P, const Op& op, index_t sequences, index_t tiles_per_sequence,
                       const device_facts& dev, const cuda_backend& be) {
   using Acc = typename Problem::acc_type;
   index_t total_tiles;
@@ -179,6 +208,58 @@ status launch_chained(const Problem& P, const Op& op, index_t sequences, index_t
   }
 }
 
+/// Chained tiles: one block per tile, claimed in order from a counter; the grid needs no
+/// co-residency, so this is a plain launch (scan_window_chain_kernel says why it is safe).
+template <class shape, class Problem, class Op>
+status launch_window_chain(const Problem& P, const Op& op, index_t sequences, index_t tiles_per_sequence,
+                           const cuda_backend& be) {
+  using Acc = typename Problem::acc_type;
+  using state = window_chain_state<Acc>;
+  const index_t windows_per_sequence = (tiles_per_sequence + chain_window - 1) / chain_window;
+  index_t total_tiles;
+  if (__builtin_mul_overflow(sequences, tiles_per_sequence, &total_tiles) || total_tiles > max_grid)
+    return status::exceeds_device_limits;
+  // One memset zeroes the counter (first 256 bytes) and the state after it.
+  const std::size_t state_bytes = state::bytes(total_tiles, sequences * windows_per_sequence);
+  workspace_lease ws(be);
+  if (status s = ws.acquire(state_bytes + 256); s != status::success) return s;
+  unsigned* counter = static_cast<unsigned*>(ws.get());
+  const state st = state::carve(static_cast<char*>(ws.get()) + 256, total_tiles, sequences * windows_per_sequence);
+  if (status s = report(cudaMemsetAsync(ws.get(), 0, state_bytes + 256, be.stream)); s != status::success) return s;
+  return launch(scan_window_chain_kernel<shape::chained_warps, shape::chunks, Problem, Op>, total_tiles,
+                shape::chained_warps * warp_threads, 0, be, P, op, st, counter, tiles_per_sequence, windows_per_sequence);
+}
+
+/// A reduce of few long sequences in two passes over fixed spans of tiles (reduce_spans_kernel,
+/// reduce_partials_kernel): the input is read once, and nothing waits on another block.
+template <class shape, class Problem, class Op>
+status launch_reduce(const Problem& P, const Op& op, index_t sequences, index_t tiles_per_sequence,
+                     const cuda_backend& be) {
+  using Acc = typename Problem::acc_type;
+  const index_t per_span = reduce_tiles_per_span(tiles_per_sequence);
+  const index_t spans_per_sequence = (tiles_per_sequence + per_span - 1) / per_span;
+  index_t spans;
+  if (__builtin_mul_overflow(sequences, spans_per_sequence, &spans) || spans > max_grid || sequences > max_grid)
+    return status::exceeds_device_limits;
+  workspace_lease ws(be);
+  if (status s = ws.acquire(static_cast<std::size_t>(spans) * sizeof(Acc) + 256); s != status::success) return s;
+  Acc* partials = static_cast<Acc*>(ws.get());
+  if (status s = launch(reduce_spans_kernel<shape::chained_warps, shape::chunks, Problem, Op>, spans,
+                        shape::chained_warps * warp_threads, 0, be, P, op, partials, tiles_per_sequence, per_span,
+                        spans_per_sequence);
+      s != status::success)
+    return s;
+  constexpr int threads = 256;
+  return launch(reduce_partials_kernel<threads, Problem, Op>, sequences, threads, 0, be, P, op,
+                static_cast<const Acc*>(partials), spans_per_sequence);
+}
+
+/// Whether a Problem may be a pure reduce (no scan written): then it says so in reduce_only().
+template <class Problem, class = void>
+constexpr bool can_reduce_only = false;
+template <class Problem>
+constexpr bool can_reduce_only<Problem, std::void_t<decltype(std::declval<const Problem&>().reduce_only())>> = true;
+
 /// Runs a validated Problem over `sequences` sequences of P.length steps with tile shape
 /// `shape` (tile_shape<Problem> unless a benchmark asks for another).
 template <class shape, class Problem, class Op>
@@ -205,7 +286,11 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
     }
     return launch_warp_loop<shape>(P, op, sequences, be);
   }
-  return launch_chained<shape>(P, op, sequences, tiles_per_sequence, dev, be);
+  if constexpr (can_reduce_only<Problem>) {
+    if (P.reduce_only()) return launch_reduce<shape>(P, op, sequences, tiles_per_sequence, be);
+  }
+  if constexpr (shape::window_chain) return launch_window_chain<shape>(P, op, sequences, tiles_per_sequence, be);
+  else return launch_persistent_chained<shape>(P, op, sequences, tiles_per_sequence, dev, be);
 }
 
 /// Runs a validated Problem with the library's tile shape, or with `shape` when given.

@@ -71,6 +71,8 @@ struct generic_problem {
     for (int v = 0; v < run; ++v) raw[v] = static_cast<Out>(items[v]);
     write_steps(c.out, out_layout.step_stride, step(pos), reverse ? -1 : 1, count(pos), raw);
   }
+  /// A reduce writes no scan: dispatch_scan then runs its two-pass reduce.
+  bool reduce_only() const { return out == nullptr; }
   __device__ PARSCAN_INLINE maybe<Acc> initial(index_t s) const {
     if (carry_in) return {carry_in[s], true};
     return {init, has_init};

@@ -3,9 +3,12 @@
 //  * warp loop: each warp owns whole sequences and walks their tiles in order, carrying the
 //    running prefix in registers. No barriers and no inter-block traffic; chosen when there
 //    are enough sequences to give every resident warp its own.
-//  * chained tiles: a persistent, cooperatively launched grid takes tiles round-robin and
-//    takes each tile's prefix from the deterministic look-back in tile_state.cuh. Chosen for
-//    fewer, longer sequences.
+//  * chained tiles, for fewer, longer sequences, in one of two forms (tile_shape_of's
+//    WindowChain): one tile per block, claimed in order, each tile's prefix from the window
+//    chain (agent/window_chain.cuh); or a persistent, cooperatively launched grid that takes
+//    tiles round-robin, each tile's prefix from the hierarchical look-back of tile_state.cuh.
+//  * lane tiles: 32 adjacent sequences per tile (channel-last), with the look-back of
+//    tile_state.cuh, one sequence per lane.
 #pragma once
 
 #include <type_traits>
@@ -13,6 +16,8 @@
 #include "../block/lane_tile_scan.cuh"
 #include "../thread/run_io.cuh"
 #include "../block/tile_scan.cuh"
+#include "../agent/tile_reduce.cuh"
+#include "../agent/window_chain.cuh"
 #include "tile_state.cuh"
 
 namespace parscan::cuda_detail {
@@ -203,6 +208,82 @@ __global__ void __launch_bounds__(Warps* warp_threads)
       return lookback(st, tile - k, k, aggregate, carry, op);
     });
     now = next;
+  }
+}
+
+/// Chained tiles: one tile of one sequence per block, tiles claimed from a counter so that they
+/// start in order (agent/window_chain.cuh needs it), each tile's prefix from the window chain.
+/// The tile is loaded straight into registers: with one tile per block and several blocks per
+/// SM, the blocks that are loading cover the ones in their look-back.
+template <int Warps, int Chunks, class Problem, class Op>
+__global__ void __launch_bounds__(Warps* warp_threads)
+    scan_window_chain_kernel(Problem P, Op op, window_chain_state<typename Problem::acc_type> st, unsigned* tile_counter,
+                             index_t tiles_per_sequence, index_t windows_per_sequence) {
+  using Acc = typename Problem::acc_type;
+  __shared__ tile_scan_smem<Acc, Warps> sm;
+  __shared__ unsigned claimed;
+  if (threadIdx.x == 0) claimed = atomicAdd(tile_counter, 1u);
+  __syncthreads();
+  const index_t tile = claimed, s = tile / tiles_per_sequence, k = tile % tiles_per_sequence;
+  tile_items<Problem, Chunks> now;
+  load_tile<Warps, Chunks>(P, s, k, now);
+  scan_tile<Warps, Chunks>(P, op, s, k, now, &sm, [&](const Acc& aggregate) {
+    return window_chain_prefix(st, tile - k, s * windows_per_sequence, k, aggregate, [&] { return P.initial(s); }, op);
+  });
+}
+
+/// A reduce of few long sequences, first pass: block b folds the tiles of span b % spans of
+/// sequence b / spans, in order, into partials[b]. Spans are sized from the length alone, so
+/// the order of every combination is fixed. The next tile loads while this one is reduced.
+template <int Warps, int Chunks, class Problem, class Op>
+__global__ void __launch_bounds__(Warps* warp_threads)
+    reduce_spans_kernel(Problem P, Op op, typename Problem::acc_type* partials, index_t tiles_per_sequence,
+                        index_t tiles_per_span, index_t spans_per_sequence) {
+  using Acc = typename Problem::acc_type;
+  __shared__ tile_reduce_smem<Acc, Warps> sm;
+  const index_t s = blockIdx.x / spans_per_sequence, span = blockIdx.x % spans_per_sequence;
+  const index_t first = span * tiles_per_span;
+  const index_t end = first + tiles_per_span < tiles_per_sequence ? first + tiles_per_span : tiles_per_sequence;
+  tile_items<Problem, Chunks> now, next;
+  load_tile<Warps, Chunks>(P, s, first, now);
+  Acc total = Acc{};
+  for (index_t k = first; k < end; ++k) {
+    if (k + 1 < end) load_tile<Warps, Chunks>(P, s, k + 1, next);
+    const Acc t = reduce_tile<Warps, Chunks>(P, op, k, now, sm);
+    total = k == first ? t : op(total, t);
+    now = next;
+  }
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+/// Second pass: one block per sequence folds its spans' partials (thread i a fixed run of
+/// them, in order, then the threads in one tree), after the sequence's carry in, and finishes.
+template <int Threads, class Problem, class Op>
+__global__ void __launch_bounds__(Threads)
+    reduce_partials_kernel(Problem P, Op op, const typename Problem::acc_type* partials, index_t spans_per_sequence) {
+  using Acc = typename Problem::acc_type;
+  constexpr int warps = Threads / warp_threads;
+  __shared__ tile_reduce_smem<Acc, warps> sm;
+  const index_t s = blockIdx.x;
+  const index_t per_thread = (spans_per_sequence + Threads - 1) / Threads;
+  const index_t first = threadIdx.x * per_thread;
+  const index_t end = first + per_thread < spans_per_sequence ? first + per_thread : spans_per_sequence;
+  const Acc* mine = partials + s * spans_per_sequence;
+  Acc fold = first < end ? mine[first] : Acc{};
+  for (index_t i = first + 1; i < end; ++i) fold = op(fold, mine[i]);
+  // Threads with partials are a prefix of the block, and so are the warps.
+  const index_t threads_with = (spans_per_sequence + per_thread - 1) / per_thread;
+  const int warp = static_cast<int>(threadIdx.x) / warp_threads;
+  const index_t in_warp = threads_with - static_cast<index_t>(warp) * warp_threads;
+  const Acc warp_total = warp_ordered_reduce(fold, in_warp <= 0 ? 1 : in_warp >= warp_threads ? warp_threads : static_cast<int>(in_warp), op);
+  auto& st = sm.get();
+  if (lane_id() == 0) st.warp_total[warp] = warp_total;
+  __syncthreads();
+  if (warp == 0) {
+    const Acc v = st.warp_total[lane_id() < warps ? lane_id() : 0];
+    const int warps_with = static_cast<int>((threads_with + warp_threads - 1) / warp_threads);
+    const Acc total = warp_ordered_reduce(v, warps_with, op);
+    if (lane_id() == 0) P.finish(s, combine(P.initial(s), maybe<Acc>{total, true}, op).value);
   }
 }
 
