@@ -3,9 +3,13 @@
 // (tile_shape_of in include/parscan/cuda/device/dispatch_scan.cuh). Every variant's output
 // is checked against a float64 loop on two sequences before it is timed.
 //   usage: bench_tuning [--json out.json]
+#include <cub/device/device_reduce.cuh>
+#include <cub/device/device_scan.cuh>
+
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <parscan/parscan.cuh>
@@ -109,16 +113,187 @@ void time_forward(const forward_case<T>& c, const std::string& variant, double t
 // WarpTiles: chained tiles of one warp each (scan_chained_staged_kernel<..., WarpTiles>) instead of one block.
 // WindowChain: chained tiles of one block each with the window chain (scan_window_chain_kernel).
 template <class T, int PerLane, int LoopWarps, int ChainedWarps, int LaneWarps, int LoopStages = 2, int ChainedStages = 2,
-          bool WarpTiles = false, bool WindowChain = false>
+          bool WarpTiles = false, bool WindowChain = false, bool Groups = false>
 void variant(const forward_case<T>& c, double tol, result_sink& out) {
   using S = cd::tile_shape_of<cd::recurrence_forward_problem<T>, PerLane, LoopWarps, ChainedWarps, LaneWarps, LoopStages,
-                              ChainedStages, PerLane, WarpTiles, WindowChain>;
+                              ChainedStages, PerLane, WarpTiles, WindowChain, Groups>;
   const std::string name = "lane" + std::to_string(PerLane) + "/loop" + std::to_string(LoopWarps) + "w" +
                            (LoopStages ? "s" + std::to_string(LoopStages) : "") + "/chain" +
                            std::to_string(ChainedWarps) + "w" + (ChainedStages ? "s" + std::to_string(ChainedStages) : "") +
-                           (WarpTiles ? "(warp tiles)" : "") + (WindowChain ? "(window chain)" : "") +
+                           (WarpTiles ? "(warp tiles)" : "") + (Groups ? "(groups)" : WindowChain ? "(window chain)" : "") +
                            "/lanes" + std::to_string(LaneWarps) + "w";
   time_forward<S>(c, name, tol, out);
+}
+
+// The generic inclusive scan of one long sequence (the chained kernels), against CUB in the
+// same run: int32 sums (values in {-1, 0, 1}, checked exactly) and affine<float> pairs
+// (checked against a float64 loop at every 4096th step).
+template <class T>
+__global__ void fill_generic(T* p, index_t n, std::uint32_t seed) {
+  for (index_t i = blockIdx.x * index_t(blockDim.x) + threadIdx.x; i < n; i += index_t(gridDim.x) * blockDim.x) {
+    if constexpr (std::is_same_v<T, int>) p[i] = static_cast<int>(unit(i, seed) * 3.0f) - 1;
+    else p[i] = T(0.5f + 0.5f * unit(2 * i, seed), 2.0f * unit(2 * i + 1, seed) - 1.0f);
+  }
+}
+
+template <class T>
+struct generic_case {
+  std::string name;
+  index_t n;
+  T *in = nullptr, *out = nullptr;
+  std::vector<double> ref;  // the scan (int) or the state (affine) at every 4096th step
+  static constexpr index_t stride = 4096;
+  using op_t = std::conditional_t<std::is_same_v<T, int>, parscan::sum_op<int>, parscan::affine_op<float>>;
+  void alloc() {
+    BENCH_CHECK(cudaMalloc(&in, n * sizeof(T)));
+    BENCH_CHECK(cudaMalloc(&out, n * sizeof(T)));
+    fill_generic<<<2048, 256>>>(in, n, 7u);
+    BENCH_CHECK(cudaDeviceSynchronize());
+    std::vector<T> h(static_cast<size_t>(n));
+    BENCH_CHECK(cudaMemcpy(h.data(), in, n * sizeof(T), cudaMemcpyDeviceToHost));
+    double r = 0;
+    for (index_t i = 0; i < n; ++i) {
+      if constexpr (std::is_same_v<T, int>) r += h[static_cast<size_t>(i)];
+      else r = double(h[static_cast<size_t>(i)].a) * r + double(h[static_cast<size_t>(i)].b);
+      if (i % stride == 0) ref.push_back(r);
+    }
+  }
+  void release() {
+    BENCH_CHECK(cudaFree(in));
+    BENCH_CHECK(cudaFree(out));
+  }
+  double check() const {
+    double worst = 0;
+    for (size_t j = 0; j < ref.size(); ++j) {
+      T got;
+      BENCH_CHECK(cudaMemcpy(&got, out + static_cast<index_t>(j) * stride, sizeof(T), cudaMemcpyDeviceToHost));
+      double v;
+      if constexpr (std::is_same_v<T, int>) v = got;
+      else v = got.b;
+      worst = std::max(worst, std::fabs(v - ref[j]));
+    }
+    return worst;
+  }
+  void record(const std::string& variant, double us, double err, result_sink& sink) const {
+    const double gbs = 2.0 * n * sizeof(T) / us / 1e3;
+    sink.rows.push_back({name + " " + variant, std::is_same_v<T, int> ? "i32" : "affine<f32>", "contiguous", "fwd",
+                         "2^" + std::to_string(static_cast<int>(std::log2(double(n)))), us, gbs, 100 * gbs / sink.copy,
+                         err});
+  }
+};
+
+template <class Shape, class T>
+void generic_variant(const generic_case<T>& c, const std::string& variant, double tol, result_sink& sink) {
+  using problem = cd::generic_problem<T, T, T>;
+  const parscan::scan_problem<T, T, T> sp{parscan::scan_kind::inclusive, c.in, parscan::sequence_layout::contiguous(c.n),
+                                          c.out, parscan::sequence_layout::contiguous(c.n), {}, T{}, false};
+  const problem P = problem::from(sp);
+  auto run = [&](int) {
+    const auto s = cd::dispatch_scan<Shape>(P, typename generic_case<T>::op_t{}, 1, parscan::cuda_backend{});
+    if (s != parscan::status::success) std::printf("%s: %s\n", variant.c_str(), parscan::to_string(s)), std::exit(1);
+  };
+  BENCH_CHECK(cudaMemset(c.out, 0xff, c.n * sizeof(T)));
+  run(0);
+  BENCH_CHECK(cudaDeviceSynchronize());
+  const double err = c.check();
+  if (!(err <= tol)) ++sink.failures, std::printf("FAILED %s %s: error %.3g\n", c.name.c_str(), variant.c_str(), err);
+  c.record(variant, bench::median_us(run, 15, 2), err, sink);
+}
+
+template <class T>
+void generic_cub(const generic_case<T>& c, double tol, result_sink& sink) {
+  std::size_t bytes = 0;
+  const typename generic_case<T>::op_t op{};
+  BENCH_CHECK(cub::DeviceScan::InclusiveScan(nullptr, bytes, c.in, c.out, op, c.n));
+  void* tmp = nullptr;
+  BENCH_CHECK(cudaMalloc(&tmp, bytes));
+  auto run = [&](int) { BENCH_CHECK(cub::DeviceScan::InclusiveScan(tmp, bytes, c.in, c.out, op, c.n)); };
+  BENCH_CHECK(cudaMemset(c.out, 0xff, c.n * sizeof(T)));
+  run(0);
+  BENCH_CHECK(cudaDeviceSynchronize());
+  const double err = c.check();
+  if (!(err <= tol)) ++sink.failures, std::printf("FAILED %s cub: error %.3g\n", c.name.c_str(), err);
+  c.record("cub", bench::median_us(run, 15, 2), err, sink);
+  BENCH_CHECK(cudaFree(tmp));
+}
+
+// The two-pass reduce of the same int32 input (reduce_spans_kernel, reduce_partials_kernel) with
+// PerLane accumulators per lane and Warps warps per block, against CUB's reduce; as % of a kernel
+// that only reads the input.
+template <int PerLane, int Warps>
+void generic_reduce(const generic_case<int>& c, long long want, double read_gbs, result_sink& sink) {
+  using problem = cd::generic_problem<int, int, int>;
+  using S = cd::tile_shape_of<problem, PerLane, 4, Warps, 8, 2, 2, 8, false, true>;
+  int* total = nullptr;
+  BENCH_CHECK(cudaMalloc(&total, sizeof(int)));
+  parscan::scan_options<int> opts;
+  opts.carry_out = total;
+  const problem P = problem::from({parscan::scan_kind::reduce, c.in, parscan::sequence_layout::contiguous(c.n), nullptr,
+                                   parscan::sequence_layout::contiguous(c.n), opts, 0, true});
+  const std::string name = "reduce lane" + std::to_string(PerLane) + "/" + std::to_string(Warps) + "w";
+  auto run = [&](int) {
+    if (cd::dispatch_scan<S>(P, parscan::sum_op<int>{}, 1, parscan::cuda_backend{}) != parscan::status::success)
+      std::printf("%s failed\n", name.c_str()), std::exit(1);
+  };
+  run(0);
+  int got = 0;
+  BENCH_CHECK(cudaMemcpy(&got, total, sizeof(int), cudaMemcpyDeviceToHost));
+  if (got != want) ++sink.failures, std::printf("FAILED %s: %d, want %lld\n", name.c_str(), got, want);
+  const double us = bench::median_us(run, 15, 2), gbs = double(c.n) * sizeof(int) / us / 1e3;
+  sink.rows.push_back({"int32 " + name, "i32", "contiguous", "fwd", "2^28", us, gbs, 100 * gbs / read_gbs, 0});
+  BENCH_CHECK(cudaFree(total));
+}
+
+__global__ void read_only(const int4* p, index_t n4, int* sink) {
+  int acc = 0;
+  for (index_t i = blockIdx.x * index_t(blockDim.x) + threadIdx.x; i < n4; i += index_t(gridDim.x) * blockDim.x) {
+    const int4 v = p[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x7fffffff) *sink = acc;  // keeps the loads
+}
+
+void reduces(const generic_case<int>& c, result_sink& sink) {
+  int* scratch = nullptr;
+  BENCH_CHECK(cudaMalloc(&scratch, sizeof(int)));
+  int sms = 0;
+  BENCH_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const double read_us = bench::median_us([&](int) { read_only<<<sms * 8, 256>>>(reinterpret_cast<const int4*>(c.in), c.n / 4, scratch); }, 15, 2);
+  const double read_gbs = double(c.n) * sizeof(int) / read_us / 1e3;
+  sink.rows.push_back({"int32 read-only kernel", "i32", "contiguous", "fwd", "2^28", read_us, read_gbs, 100.0, 0});
+  long long exact = 0;
+  {
+    std::vector<int> h(static_cast<size_t>(c.n));
+    BENCH_CHECK(cudaMemcpy(h.data(), c.in, c.n * sizeof(int), cudaMemcpyDeviceToHost));
+    for (int v : h) exact += v;
+  }
+  std::size_t bytes = 0;
+  BENCH_CHECK(cub::DeviceReduce::Sum(nullptr, bytes, c.in, scratch, c.n));
+  void* tmp = nullptr;
+  BENCH_CHECK(cudaMalloc(&tmp, bytes));
+  const double cub_us = bench::median_us([&](int) { BENCH_CHECK(cub::DeviceReduce::Sum(tmp, bytes, c.in, scratch, c.n)); }, 15, 2);
+  const double cub_gbs = double(c.n) * sizeof(int) / cub_us / 1e3;
+  sink.rows.push_back({"int32 reduce cub", "i32", "contiguous", "fwd", "2^28", cub_us, cub_gbs, 100 * cub_gbs / read_gbs, 0});
+  BENCH_CHECK(cudaFree(tmp));
+  generic_reduce<16, 8>(c, exact, read_gbs, sink);
+  generic_reduce<32, 8>(c, exact, read_gbs, sink);
+  generic_reduce<16, 4>(c, exact, read_gbs, sink);
+  generic_reduce<32, 4>(c, exact, read_gbs, sink);
+  generic_reduce<64, 4>(c, exact, read_gbs, sink);
+  generic_reduce<16, 16>(c, exact, read_gbs, sink);
+  BENCH_CHECK(cudaFree(scratch));
+}
+
+// PerLane accumulators per lane, ChainedWarps warps per tile, ChainedStages tiles in flight (0: the
+// one-tile-per-block kernel), WindowChain: the window chain (else the persistent hierarchical grid).
+template <class T, int PerLane, int ChainedWarps, int ChainedStages, bool WindowChain = true, bool Groups = false>
+void generic_shape(const generic_case<T>& c, double tol, result_sink& sink) {
+  using S = cd::tile_shape_of<cd::generic_problem<T, T, T>, PerLane, 4, ChainedWarps, 8, 2, ChainedStages, 8, false,
+                              WindowChain, Groups>;
+  const std::string name = "lane" + std::to_string(PerLane) + "/chain" + std::to_string(ChainedWarps) + "w" +
+                           (ChainedStages ? "s" + std::to_string(ChainedStages) : "") +
+                           (Groups ? "(groups)" : WindowChain ? "(window chain)" : "(hierarchical)");
+  generic_variant<S>(c, name, tol, sink);
 }
 
 }  // namespace
@@ -126,6 +301,45 @@ void variant(const forward_case<T>& c, double tol, result_sink& out) {
 int main(int argc, char** argv) {
   result_sink out{bench::copy_bandwidth_gbs()};
   using L = parscan::sequence_layout;
+  if (!bench::has_flag(argc, argv, "--skip-generic")) {
+    {
+      generic_case<int> c{"int32 sum", index_t(1) << 28};
+      c.alloc();
+      generic_cub(c, 0, out);
+      generic_shape<int, 16, 8, 0>(c, 0, out);  // the one-tile-per-block window chain
+      generic_shape<int, 16, 16, 3>(c, 0, out);  // persistent, staged, window chain reducing ahead
+      generic_shape<int, 16, 8, 3, false, true>(c, 0, out);  // the group look-back
+      generic_shape<int, 16, 8, 4, false, true>(c, 0, out);
+      generic_shape<int, 16, 16, 3, false, true>(c, 0, out);
+      generic_shape<int, 16, 16, 4, false, true>(c, 0, out);
+      generic_shape<int, 32, 8, 3, false, true>(c, 0, out);
+      generic_shape<int, 8, 16, 3, false, true>(c, 0, out);
+      generic_shape<int, 8, 16, 4, false, true>(c, 0, out);
+      generic_shape<int, 16, 4, 4, false, true>(c, 0, out);
+      generic_shape<int, 32, 4, 3, false, true>(c, 0, out);
+      generic_cub(c, 0, out);
+      reduces(c, out);
+      c.release();
+    }
+    {
+      generic_case<parscan::affine<float>> c{"affine scan", index_t(1) << 28};
+      c.alloc();
+      generic_cub(c, 1e-4, out);
+      generic_shape<parscan::affine<float>, 16, 8, 2, false>(c, 1e-4, out);  // the persistent hierarchical grid
+      generic_shape<parscan::affine<float>, 16, 8, 3>(c, 1e-4, out);
+      generic_shape<parscan::affine<float>, 16, 8, 3, false, true>(c, 1e-4, out);
+      generic_shape<parscan::affine<float>, 16, 8, 4, false, true>(c, 1e-4, out);
+      generic_shape<parscan::affine<float>, 8, 16, 3, false, true>(c, 1e-4, out);
+      generic_shape<parscan::affine<float>, 8, 8, 4, false, true>(c, 1e-4, out);
+      generic_shape<parscan::affine<float>, 16, 4, 4, false, true>(c, 1e-4, out);
+      c.release();
+    }
+    if (bench::has_flag(argc, argv, "--only-generic")) {
+      bench::print_table(out.rows, out.copy);
+      bench::write_json(bench::json_arg(argc, argv), "bench_tuning", out.rows, out.copy);
+      return out.failures ? 1 : 0;
+    }
+  }
   {  // many time-contiguous sequences: the warp loop
     forward_case<float> c{"fwd (8,1536,4096)", L::time_contiguous(8 * 1536, 4096)};
     c.alloc();
@@ -160,13 +374,22 @@ int main(int argc, char** argv) {
     c.alloc();
     variant<float, 16, 4, 8, 8>(c, 1e-5, out);
     variant<float, 16, 4, 8, 8, 2, 3>(c, 1e-5, out);
-    variant<float, 16, 4, 4, 8, 2, 2>(c, 1e-5, out);
-    variant<float, 16, 4, 4, 8, 2, 3>(c, 1e-5, out);
-    variant<float, 16, 4, 4, 8, 2, 2, true>(c, 1e-5, out);
-    variant<float, 16, 4, 4, 8, 2, 3, true>(c, 1e-5, out);
-    variant<float, 32, 4, 4, 8, 2, 2, true>(c, 1e-5, out);
-    variant<float, 16, 4, 8, 8, 2, 3, true>(c, 1e-5, out);
     variant<float, 16, 4, 8, 8, 2, 0, false, true>(c, 1e-5, out);
+    variant<float, 16, 4, 8, 8, 2, 2, false, true>(c, 1e-5, out);
+    variant<float, 16, 4, 8, 8, 2, 3, false, false, true>(c, 1e-5, out);
+    variant<float, 16, 4, 8, 8, 2, 4, false, false, true>(c, 1e-5, out);
+    variant<float, 8, 4, 16, 8, 2, 3, false, false, true>(c, 1e-5, out);
+    variant<float, 16, 4, 4, 8, 2, 4, false, false, true>(c, 1e-5, out);
+    c.release();
+  }
+  {
+    forward_case<parscan::bfloat16> c{"fwd bf16 (1,16,2^22)", L::time_contiguous(16, index_t(1) << 22)};
+    c.alloc();
+    variant<parscan::bfloat16, 16, 4, 8, 8>(c, 1e-2, out);
+    variant<parscan::bfloat16, 32, 4, 8, 8, 2, 2, false, true>(c, 1e-2, out);
+    variant<parscan::bfloat16, 32, 4, 8, 8, 2, 3, false, false, true>(c, 1e-2, out);
+    variant<parscan::bfloat16, 16, 4, 8, 8, 2, 3, false, false, true>(c, 1e-2, out);
+    variant<parscan::bfloat16, 16, 4, 8, 8, 2, 4, false, false, true>(c, 1e-2, out);
     c.release();
   }
   {  // one long sequence: chained tiles, 2^28 steps (the generic scan's case)
@@ -179,6 +402,9 @@ int main(int argc, char** argv) {
     variant<float, 16, 4, 4, 8, 2, 3, true>(c, 1e-5, out);
     variant<float, 32, 4, 4, 8, 2, 2, true>(c, 1e-5, out);
     variant<float, 16, 4, 8, 8, 2, 0, false, true>(c, 1e-5, out);
+    variant<float, 16, 4, 8, 8, 2, 3, false, true>(c, 1e-5, out);
+    variant<float, 16, 4, 8, 8, 2, 3, false, false, true>(c, 1e-5, out);
+    variant<float, 16, 4, 8, 8, 2, 4, false, false, true>(c, 1e-5, out);
     c.release();
   }
   {  // channel-last: lane tiles

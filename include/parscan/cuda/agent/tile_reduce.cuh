@@ -6,6 +6,9 @@
 // default-constructed element is not an identity for every operator).
 #pragma once
 
+#include <type_traits>
+
+#include "../../ops/basic.hpp"
 #include "../block/tile_scan.cuh"
 
 namespace parscan::cuda_detail {
@@ -92,6 +95,59 @@ __device__ PARSCAN_INLINE typename Problem::acc_type reduce_tile(const Problem& 
     __syncthreads();  // the storage is reused by the next tile
     return total;
   }
+}
+
+/// Operators whose operands may be swapped: sums of arithmetic types (IEEE addition is
+/// commutative, though not associative) and integer max and min (float max and min are not:
+/// a NaN wins or loses by position). A reduce with one of these lets each thread fold its own
+/// elements across a whole span of tiles and combines the threads once at the end; the order
+/// is still fixed by the length alone, so results stay bitwise reproducible.
+template <class Op, class Acc>
+constexpr bool swaps_operands = false;
+template <class T>
+constexpr bool swaps_operands<sum_op<T>, T> = std::is_arithmetic_v<T>;
+template <class T>
+constexpr bool swaps_operands<max_op<T>, T> = std::is_integral_v<T>;
+template <class T>
+constexpr bool swaps_operands<min_op<T>, T> = std::is_integral_v<T>;
+
+/// Folds this thread's loaded items of tile k into `mine` (steps at or past the end take no part).
+template <int Warps, int Chunks, class Problem, class Op>
+__device__ PARSCAN_INLINE void fold_thread_items(const Problem& P, const Op& op, index_t k,
+                                                 const tile_items<Problem, Chunks>& tile,
+                                                 maybe<typename Problem::acc_type>& mine) {
+  constexpr int V = Problem::run;
+  constexpr index_t chunk = static_cast<index_t>(warp_threads) * V;
+  const index_t segment = segment_start<Warps, Chunks, Problem>(k);
+  const bool whole = segment + Chunks * chunk <= P.length;  // the same in every lane of the warp
+  const index_t first = segment + lane_id() * V;
+#pragma unroll
+  for (int j = 0; j < Chunks; ++j)
+#pragma unroll
+    for (int v = 0; v < V; ++v)
+      if (whole || first + j * chunk + v < P.length)
+        mine = {mine.has ? op(mine.value, tile.v[j][v]) : tile.v[j][v], true};
+}
+
+/// The block's threads' folds combined in one fixed tree; the result is valid in thread 0.
+template <int Warps, class Acc, class Op>
+__device__ PARSCAN_INLINE maybe<Acc> reduce_thread_folds(maybe<Acc> mine, const Op& op,
+                                                         maybe<Acc> (&warp_folds)[Warps]) {
+  const int lane = lane_id(), warp = static_cast<int>(threadIdx.x) / warp_threads;
+  auto warp_fold = [&](maybe<Acc> v) {
+#pragma unroll
+    for (int d = warp_threads / 2; d >= 1; d /= 2) {
+      const maybe<Acc> other{shfl_down(v.value, d), shfl_down(static_cast<int>(v.has), d) != 0};
+      if (lane + d < warp_threads) v = combine(v, other, op);
+    }
+    return v;
+  };
+  mine = warp_fold(mine);
+  if (lane == 0) warp_folds[warp] = mine;
+  __syncthreads();
+  maybe<Acc> total{Acc{}, false};
+  if (warp == 0) total = warp_fold(lane < Warps ? warp_folds[lane] : maybe<Acc>{Acc{}, false});
+  return total;
 }
 
 }  // namespace parscan::cuda_detail

@@ -98,16 +98,18 @@ struct window_chain_state {
 /// Everything before tile k of a sequence whose tiles start at `first_tile` and whose windows
 /// start at `first_window`, run by one whole warp with the tile's aggregate; the same in every
 /// lane. `carry_in()` gives the sequence's carry in (maybe<Acc>); it is read only by a tile that
-/// has to chain from the sequence's first window.
+/// has to chain from the sequence's first window. With `aggregate_published` the caller has
+/// already published the tile's aggregate (a block that reduces ahead).
 template <class Acc, class Op, class CarryIn>
 __device__ PARSCAN_INLINE maybe<Acc> window_chain_prefix(const window_chain_state<Acc>& st, index_t first_tile,
                                                          index_t first_window, index_t k, const Acc& aggregate,
-                                                         CarryIn&& carry_in, const Op& op) {
+                                                         CarryIn&& carry_in, const Op& op,
+                                                         bool aggregate_published = false) {
   using state = window_chain_state<Acc>;
   const int lane = lane_id();
   const index_t w = k / chain_window;
   const int before = static_cast<int>(k % chain_window);
-  if (lane == 0) state::store(st.aggregate(first_tile + k), aggregate);
+  if (lane == 0 && !aggregate_published) state::store(st.aggregate(first_tile + k), aggregate);
 
   // One round trip for both questions: the aggregates of this window's earlier tiles (lane i
   // takes tile 32w + i), and which of the 32 previous windows have published C (lane i polls

@@ -119,6 +119,9 @@ __device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t
     const Acc lane_before = shfl_up(lane_inclusive[j], 1);
     const maybe<Acc> lane_prefix = lane == 0 ? run : combine(run, maybe<Acc>{lane_before, true}, op);
     const index_t first = segment + j * chunk + lane * V;
+    // The step of this run that ends the sequence, or -1: one compare per run, not per step.
+    const index_t to_end = length - 1 - first;
+    const int end_v = to_end >= 0 && to_end < V ? static_cast<int>(to_end) : -1;
     Acc r = lane_prefix.value;
 #pragma unroll
     for (int v = 0; v < V; ++v) {
@@ -126,7 +129,7 @@ __device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t
       if (P.exclusive) items[j][v] = r;
       r = (v == 0 && !lane_prefix.has) ? x : op(r, x);
       if (!P.exclusive) items[j][v] = r;
-      if (first + v == length - 1) P.finish(s, r);
+      if (v == end_v) P.finish(s, r);
     }
     run = combine(run, maybe<Acc>{chunk_total[j], true}, op);
     P.store_run(P.at(s), first, items[j]);

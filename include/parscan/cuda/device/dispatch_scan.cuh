@@ -26,13 +26,31 @@ constexpr int default_lane_steps = sizeof(typename Problem::acc_type) >= 256 ? 1
 template <class Problem>
 constexpr int default_lane_steps<Problem, std::void_t<decltype(Problem::lane_steps)>> = Problem::lane_steps;
 
-/// Which chained kernel a shape uses by default. Measured on an H100 (docs/performance.md):
-/// the window chain ran 4-byte sums over 2^28 elements at 48% of copy against 44% for the
-/// persistent grid, but the affine pair (8 bytes) at 42% against 47%, and the gated
-/// recurrence's 16 × 2^22 rows at 34% against 43%; so it is the default for 4-byte
-/// accumulators only.
+/// Whether a Problem may be a pure reduce (no scan written): then it says so in reduce_only().
+template <class Problem, class = void>
+constexpr bool can_reduce_only = false;
+template <class Problem>
+constexpr bool can_reduce_only<Problem, std::void_t<decltype(std::declval<const Problem&>().reduce_only())>> = true;
+
+/// Which chained kernel a shape uses by default: the window chain everywhere. Measured on an
+/// H100 at 2^28 steps (docs/performance.md), the persistent staged grid with the window chain
+/// ran an int32 sum at 59–61% of copy (the one-tile-per-block kernel 45%, the hierarchical
+/// grid 44%), affine<float> at 60% (hierarchical 46%), and the gated recurrence's 16 × 2^22
+/// f32 rows at 48% (hierarchical 41%).
 template <class Acc>
-constexpr bool default_window_chain = sizeof(Acc) <= 4;
+constexpr bool default_window_chain = true;
+
+/// Tiles in flight per block of the chained grid: 3 for the generic algorithms, so that a
+/// block reduces its next tile ahead of each look-back (int32 sum 57% against 36% with 2, affine
+/// 60% against 55%), 2 for the recurrences' Problems, whose larger registers and two input
+/// tensors measured 46–48% either way (f32) and lost to spills at 3 (bf16, 18%).
+template <class Problem>
+constexpr int default_chained_stages = can_reduce_only<Problem> ? 3 : 2;
+
+/// Warps of a chained tile: 16 for 4-byte accumulators (int32 sum 59–61% against 57% with 8),
+/// else 8.
+template <class Acc>
+constexpr int default_chained_warps = sizeof(Acc) <= 4 ? 16 : 8;
 
 /// A tile-shape policy. PerLane accumulators per lane, in chunks of Problem::run steps; warps
 /// that loop over whole sequences come LoopWarps to a block, chained tiles are ChainedWarps
@@ -40,11 +58,12 @@ constexpr bool default_window_chain = sizeof(Acc) <= 4;
 /// loads (has_staging) keeps LoopStages (warp loop) or ChainedStages (chained tiles) tiles in
 /// flight through shared memory; 0 turns staging off. dispatch_scan takes the policy as a
 /// template argument so that benchmarks/bench_tuning.cu can time alternatives in one run.
-/// WindowChain picks the chained kernel: one tile per block with the window chain
-/// (agent/window_chain.cuh), or the persistent grid with the hierarchical look-back; the
-/// stages and warp tiles apply to the latter only.
+/// WindowChain picks the look-back of the chained kernels: the window chain
+/// (agent/window_chain.cuh) — on a persistent staged grid, or with ChainedStages = 0 one tile
+/// per block — or the hierarchical windows of tile_state.cuh; warp tiles apply to the latter.
 template <class Problem, int PerLane = default_per_lane<typename Problem::acc_type>, int LoopWarps = 4,
-          int ChainedWarps = 8, int LaneWarps = 8, int LoopStages = 2, int ChainedStages = 2,
+          int ChainedWarps = default_chained_warps<typename Problem::acc_type>, int LaneWarps = 8, int LoopStages = 2,
+          int ChainedStages = default_chained_stages<Problem>,
           int LaneSteps = default_lane_steps<Problem>, bool ChainedWarpTiles = false,
           bool WindowChain = default_window_chain<typename Problem::acc_type>>
 struct tile_shape_of {
@@ -59,7 +78,7 @@ struct tile_shape_of {
   static constexpr int chained_warps = ChainedWarps;
   // Chained tiles of one warp each (staged Problems only), or of the whole block
   // (scan_chained_staged_kernel; scan_chained_kernel when not staged).
-  static constexpr bool chained_warp_tiles = ChainedWarpTiles && chained_stages > 0;
+  static constexpr bool chained_warp_tiles = ChainedWarpTiles && chained_stages > 0 && !WindowChain;
   static constexpr index_t chained_tile =
       tile_steps<Problem, chained_warp_tiles && !window_chain ? 1 : chained_warps, chunks>;
   static constexpr int lane_steps = LaneSteps;
@@ -185,9 +204,18 @@ status launch_persistent_chained(const Problem& P, const Op& op, index_t sequenc
   if (__builtin_mul_overflow(sequences, tiles_per_sequence, &total_tiles) || total_tiles > max_grid)
     return status::exceeds_device_limits;
   workspace_lease ws(be);
-  tile_state<Acc> st;
-  unsigned* counter;
-  if (status s = prepare_tiles(ws, total_tiles, st, counter, be); s != status::success) return s;
+  // The look-back: the window chain (zeroed whole) or the hierarchical windows.
+  std::conditional_t<shape::window_chain, window_chain_state<Acc>, tile_state<Acc>> st;
+  if constexpr (shape::window_chain) {
+    const index_t windows = sequences * ((tiles_per_sequence + chain_window - 1) / chain_window);
+    const std::size_t bytes = window_chain_state<Acc>::bytes(total_tiles, windows);
+    if (status s = ws.acquire(bytes); s != status::success) return s;
+    st = window_chain_state<Acc>::carve(ws.get(), total_tiles, windows);
+    if (status s = report(cudaMemsetAsync(ws.get(), 0, bytes, be.stream)); s != status::success) return s;
+  } else {
+    unsigned* counter;  // unused: the persistent grid takes its tiles round-robin
+    if (status s = prepare_tiles(ws, total_tiles, st, counter, be); s != status::success) return s;
+  }
   constexpr int threads = shape::chained_warps * warp_threads;
   constexpr index_t tiles_per_block = shape::chained_warp_tiles ? shape::chained_warps : 1;
   auto run = [&](auto kernel, int per_sm, int smem) {
@@ -199,10 +227,11 @@ status launch_persistent_chained(const Problem& P, const Op& op, index_t sequenc
   };
   if constexpr (shape::chained_stages > 0) {
     constexpr auto kernel = scan_chained_staged_kernel<shape::chained_warps, shape::chunks, shape::chained_stages,
-                                                       shape::chained_warp_tiles, Problem, Op>;
+                                                       shape::chained_warp_tiles, Problem, Op, decltype(st)>;
     constexpr int smem = staging_ring<shape::chained_warps, shape::chunks, shape::chained_stages, Problem>::bytes;
     return run(kernel, blocks_per_multiprocessor<kernel>(threads, dev.device, smem), smem);
   } else {
+    static_assert(!shape::window_chain, "the window chain without staging is launch_window_chain");
     constexpr auto kernel = scan_chained_kernel<shape::chained_warps, shape::chunks, Problem, Op>;
     return run(kernel, blocks_per_multiprocessor<kernel>(threads, dev.device), 0);
   }
@@ -254,12 +283,6 @@ status launch_reduce(const Problem& P, const Op& op, index_t sequences, index_t 
                 static_cast<const Acc*>(partials), spans_per_sequence);
 }
 
-/// Whether a Problem may be a pure reduce (no scan written): then it says so in reduce_only().
-template <class Problem, class = void>
-constexpr bool can_reduce_only = false;
-template <class Problem>
-constexpr bool can_reduce_only<Problem, std::void_t<decltype(std::declval<const Problem&>().reduce_only())>> = true;
-
 /// Runs a validated Problem over `sequences` sequences of P.length steps with tile shape
 /// `shape` (tile_shape<Problem> unless a benchmark asks for another).
 template <class shape, class Problem, class Op>
@@ -289,7 +312,8 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
   if constexpr (can_reduce_only<Problem>) {
     if (P.reduce_only()) return launch_reduce<shape>(P, op, sequences, tiles_per_sequence, be);
   }
-  if constexpr (shape::window_chain) return launch_window_chain<shape>(P, op, sequences, tiles_per_sequence, be);
+  if constexpr (shape::window_chain && shape::chained_stages == 0)
+    return launch_window_chain<shape>(P, op, sequences, tiles_per_sequence, be);
   else return launch_persistent_chained<shape>(P, op, sequences, tiles_per_sequence, dev, be);
 }
 

@@ -133,6 +133,28 @@ __global__ void __launch_bounds__(Warps* warp_threads)
   }
 }
 
+/// Everything before tile k of sequence s, from the look-back the state is made for: the
+/// hierarchical windows of tile_state.cuh, or the window chain (agent/window_chain.cuh).
+/// Run by one whole warp with the tile's aggregate.
+template <class Problem, class Op>
+__device__ PARSCAN_INLINE maybe<typename Problem::acc_type> chained_prefix(const tile_state<typename Problem::acc_type>& st,
+                                                                           const Problem& P, const Op& op,
+                                                                           index_t tiles_per_sequence, index_t s, index_t k,
+                                                                           const typename Problem::acc_type& aggregate,
+                                                                           bool = false) {
+  using Acc = typename Problem::acc_type;
+  const maybe<Acc> carry = k < lookback_hyper ? P.initial(s) : maybe<Acc>{Acc{}, false};
+  return lookback(st, s * tiles_per_sequence, k, aggregate, carry, op);
+}
+template <class Problem, class Op>
+__device__ PARSCAN_INLINE maybe<typename Problem::acc_type> chained_prefix(
+    const window_chain_state<typename Problem::acc_type>& st, const Problem& P, const Op& op, index_t tiles_per_sequence,
+    index_t s, index_t k, const typename Problem::acc_type& aggregate, bool aggregate_published = false) {
+  const index_t windows_per_sequence = (tiles_per_sequence + chain_window - 1) / chain_window;
+  return window_chain_prefix(st, s * tiles_per_sequence, s * windows_per_sequence, k, aggregate,
+                             [&] { return P.initial(s); }, op, aggregate_published);
+}
+
 // The persistent chained kernels below are launched cooperatively (every block resident at
 // once) and take their tiles round-robin: worker u of U scans tiles u, u + U, u + 2U, ... in
 // that order. A tile waits only on smaller tiles; the smallest unfinished tile belongs to a
@@ -145,10 +167,9 @@ __global__ void __launch_bounds__(Warps* warp_threads)
 /// Chained tiles with the worker's next Stages-1 tiles in flight (staging_ring). A worker is a
 /// whole block, whose tile spans its warps, or, with WarpTiles, each warp on its own: a warp
 /// tile needs no block barrier, so one warp's look-back never idles the others.
-template <int Warps, int Chunks, int Stages, bool WarpTiles, class Problem, class Op>
+template <int Warps, int Chunks, int Stages, bool WarpTiles, class Problem, class Op, class State>
 __global__ void __launch_bounds__(Warps* warp_threads)
-    scan_chained_staged_kernel(Problem P, Op op, tile_state<typename Problem::acc_type> st,
-                               index_t tiles_per_sequence, index_t total_tiles) {
+    scan_chained_staged_kernel(Problem P, Op op, State st, index_t tiles_per_sequence, index_t total_tiles) {
   using Acc = typename Problem::acc_type;
   using ring_t = staging_ring<Warps, Chunks, Stages, Problem>;
   constexpr int tile_warps = WarpTiles ? 1 : Warps;
@@ -165,21 +186,45 @@ __global__ void __launch_bounds__(Warps* warp_threads)
     if (tile < total_tiles) ring.stage(P, tile / tiles_per_sequence, segment(tile % tiles_per_sequence), slot);
     async_commit();  // one group per tile, empty or not, so the wait below counts tiles
   };
+  // Reduce ahead (the window chain, 3 or more stages): a block publishes the aggregate of its
+  // next tile before the look-back of this one, so that no look-back waits for another block
+  // to finish its own. (Publishing each aggregate in its own turn held a 2^28 int32 sum at 54%
+  // of copy on an H100, reducing ahead at 61%; a look-back that needs nothing but aggregates,
+  // each block recomputing group totals itself, measured 52%: docs/performance.md.)
+  constexpr bool reduce_ahead = std::is_same_v<State, window_chain_state<Acc>> && Stages >= 3 && !WarpTiles;
+  __shared__ tile_reduce_smem<Acc, reduce_ahead ? Warps : 1> reduce_sm;
+  auto publish_aggregate = [&](index_t t, int slot) {
+    if constexpr (reduce_ahead) {
+      const index_t s = t / tiles_per_sequence, k = t % tiles_per_sequence;
+      tile_items<Problem, Chunks> items;
+      ring.load(P, s, segment(k), slot, items);
+      const Acc total = reduce_tile<Warps, Chunks>(P, op, k, items, reduce_sm);
+      if (threadIdx.x == 0) State::store(st.aggregate(t), total);
+    }
+  };
   index_t tile = WarpTiles ? blockIdx.x * Warps + warp : blockIdx.x;
   for (int i = 0; i < Stages - 1; ++i) stage(tile + i * stride, i);
+  if constexpr (reduce_ahead) {
+    async_wait<Stages - 2>();  // the first tile's group is complete
+    if (tile < total_tiles) publish_aggregate(tile, 0);
+  }
   for (int slot = 0; tile < total_tiles; tile += stride, slot = slot + 1 == Stages ? 0 : slot + 1) {
     // The slot refilled now was read back by the previous tile, and each lane refills only
     // runs it staged and read back itself, so no barrier is needed. (Refilling a slot as soon
     // as its tile was in registers, to keep Stages tiles in flight during the look-back,
     // measured 4 points lower on an H100: 9c3945d.)
     stage(tile + (Stages - 1) * stride, slot == 0 ? Stages - 1 : slot - 1);
-    async_wait<Stages - 1>();  // this tile's group is complete
+    if constexpr (reduce_ahead) {
+      async_wait<Stages - 2>();  // this tile's group and the next one's are complete
+      if (tile + stride < total_tiles) publish_aggregate(tile + stride, slot + 1 == Stages ? 0 : slot + 1);
+    } else {
+      async_wait<Stages - 1>();  // this tile's group is complete
+    }
     const index_t s = tile / tiles_per_sequence, k = tile % tiles_per_sequence;
     tile_items<Problem, Chunks> now;
     ring.load(P, s, segment(k), slot, now);
     scan_tile<tile_warps, Chunks>(P, op, s, k, now, &sm, [&](const Acc& aggregate) {
-      const maybe<Acc> carry = k < lookback_hyper ? P.initial(s) : maybe<Acc>{Acc{}, false};
-      return lookback(st, tile - k, k, aggregate, carry, op);
+      return chained_prefix(st, P, op, tiles_per_sequence, s, k, aggregate, reduce_ahead);
     });
   }
   async_wait<0>();
@@ -204,8 +249,7 @@ __global__ void __launch_bounds__(Warps* warp_threads)
       load_tile<Warps, Chunks>(P, upcoming / tiles_per_sequence, upcoming % tiles_per_sequence, next);
     const index_t s = tile / tiles_per_sequence, k = tile % tiles_per_sequence;
     scan_tile<Warps, Chunks>(P, op, s, k, now, &sm, [&](const Acc& aggregate) {
-      const maybe<Acc> carry = k < lookback_hyper ? P.initial(s) : maybe<Acc>{Acc{}, false};
-      return lookback(st, tile - k, k, aggregate, carry, op);
+      return chained_prefix(st, P, op, tiles_per_sequence, s, k, aggregate);
     });
     now = next;
   }
@@ -240,12 +284,25 @@ __global__ void __launch_bounds__(Warps* warp_threads)
     reduce_spans_kernel(Problem P, Op op, typename Problem::acc_type* partials, index_t tiles_per_sequence,
                         index_t tiles_per_span, index_t spans_per_sequence) {
   using Acc = typename Problem::acc_type;
-  __shared__ tile_reduce_smem<Acc, Warps> sm;
   const index_t s = blockIdx.x / spans_per_sequence, span = blockIdx.x % spans_per_sequence;
   const index_t first = span * tiles_per_span;
   const index_t end = first + tiles_per_span < tiles_per_sequence ? first + tiles_per_span : tiles_per_sequence;
   tile_items<Problem, Chunks> now, next;
   load_tile<Warps, Chunks>(P, s, first, now);
+  if constexpr (swaps_operands<Op, Acc>) {
+    // Each thread folds its own items across the span; the block combines them once.
+    __shared__ maybe<Acc> warp_folds[Warps];
+    maybe<Acc> mine{Acc{}, false};
+    for (index_t k = first; k < end; ++k) {
+      if (k + 1 < end) load_tile<Warps, Chunks>(P, s, k + 1, next);
+      fold_thread_items<Warps, Chunks>(P, op, k, now, mine);
+      now = next;
+    }
+    const maybe<Acc> total = reduce_thread_folds<Warps>(mine, op, warp_folds);
+    if (threadIdx.x == 0) partials[blockIdx.x] = total.value;
+    return;
+  }
+  __shared__ tile_reduce_smem<Acc, Warps> sm;
   Acc total = Acc{};
   for (index_t k = first; k < end; ++k) {
     if (k + 1 < end) load_tile<Warps, Chunks>(P, s, k + 1, next);
