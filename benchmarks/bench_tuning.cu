@@ -113,14 +113,14 @@ void time_forward(const forward_case<T>& c, const std::string& variant, double t
 // WarpTiles: chained tiles of one warp each (scan_chained_staged_kernel<..., WarpTiles>) instead of one block.
 // WindowChain: chained tiles of one block each with the window chain (scan_window_chain_kernel).
 template <class T, int PerLane, int LoopWarps, int ChainedWarps, int LaneWarps, int LoopStages = 2, int ChainedStages = 2,
-          bool WarpTiles = false, bool WindowChain = false, bool Groups = false>
+          bool WarpTiles = false, bool WindowChain = false>
 void variant(const forward_case<T>& c, double tol, result_sink& out) {
   using S = cd::tile_shape_of<cd::recurrence_forward_problem<T>, PerLane, LoopWarps, ChainedWarps, LaneWarps, LoopStages,
-                              ChainedStages, PerLane, WarpTiles, WindowChain, Groups>;
+                              ChainedStages, PerLane, WarpTiles, WindowChain>;
   const std::string name = "lane" + std::to_string(PerLane) + "/loop" + std::to_string(LoopWarps) + "w" +
                            (LoopStages ? "s" + std::to_string(LoopStages) : "") + "/chain" +
                            std::to_string(ChainedWarps) + "w" + (ChainedStages ? "s" + std::to_string(ChainedStages) : "") +
-                           (WarpTiles ? "(warp tiles)" : "") + (Groups ? "(groups)" : WindowChain ? "(window chain)" : "") +
+                           (WarpTiles ? "(warp tiles)" : "") + (WindowChain ? "(window chain)" : "") +
                            "/lanes" + std::to_string(LaneWarps) + "w";
   time_forward<S>(c, name, tol, out);
 }
@@ -286,13 +286,13 @@ void reduces(const generic_case<int>& c, result_sink& sink) {
 
 // PerLane accumulators per lane, ChainedWarps warps per tile, ChainedStages tiles in flight (0: the
 // one-tile-per-block kernel), WindowChain: the window chain (else the persistent hierarchical grid).
-template <class T, int PerLane, int ChainedWarps, int ChainedStages, bool WindowChain = true, bool Groups = false>
+template <class T, int PerLane, int ChainedWarps, int ChainedStages, bool WindowChain = true>
 void generic_shape(const generic_case<T>& c, double tol, result_sink& sink) {
   using S = cd::tile_shape_of<cd::generic_problem<T, T, T>, PerLane, 4, ChainedWarps, 8, 2, ChainedStages, 8, false,
-                              WindowChain, Groups>;
+                              WindowChain>;
   const std::string name = "lane" + std::to_string(PerLane) + "/chain" + std::to_string(ChainedWarps) + "w" +
                            (ChainedStages ? "s" + std::to_string(ChainedStages) : "") +
-                           (Groups ? "(groups)" : WindowChain ? "(window chain)" : "(hierarchical)");
+                           (WindowChain ? "(window chain)" : "(hierarchical)");
   generic_variant<S>(c, name, tol, sink);
 }
 
@@ -307,16 +307,11 @@ int main(int argc, char** argv) {
       c.alloc();
       generic_cub(c, 0, out);
       generic_shape<int, 16, 8, 0>(c, 0, out);  // the one-tile-per-block window chain
-      generic_shape<int, 16, 16, 3>(c, 0, out);  // persistent, staged, window chain reducing ahead
-      generic_shape<int, 16, 8, 3, false, true>(c, 0, out);  // the group look-back
-      generic_shape<int, 16, 8, 4, false, true>(c, 0, out);
-      generic_shape<int, 16, 16, 3, false, true>(c, 0, out);
-      generic_shape<int, 16, 16, 4, false, true>(c, 0, out);
-      generic_shape<int, 32, 8, 3, false, true>(c, 0, out);
-      generic_shape<int, 8, 16, 3, false, true>(c, 0, out);
-      generic_shape<int, 8, 16, 4, false, true>(c, 0, out);
-      generic_shape<int, 16, 4, 4, false, true>(c, 0, out);
-      generic_shape<int, 32, 4, 3, false, true>(c, 0, out);
+      generic_shape<int, 16, 8, 2, false>(c, 0, out);  // the persistent hierarchical grid
+      generic_shape<int, 16, 16, 2>(c, 0, out);  // persistent, staged, window chain
+      generic_shape<int, 16, 8, 3>(c, 0, out);   // ... reducing ahead
+      generic_shape<int, 16, 16, 3>(c, 0, out);  // ... reducing ahead (the library's default)
+      generic_shape<int, 32, 8, 3>(c, 0, out);
       generic_cub(c, 0, out);
       reduces(c, out);
       c.release();
@@ -326,12 +321,9 @@ int main(int argc, char** argv) {
       c.alloc();
       generic_cub(c, 1e-4, out);
       generic_shape<parscan::affine<float>, 16, 8, 2, false>(c, 1e-4, out);  // the persistent hierarchical grid
-      generic_shape<parscan::affine<float>, 16, 8, 3>(c, 1e-4, out);
-      generic_shape<parscan::affine<float>, 16, 8, 3, false, true>(c, 1e-4, out);
-      generic_shape<parscan::affine<float>, 16, 8, 4, false, true>(c, 1e-4, out);
-      generic_shape<parscan::affine<float>, 8, 16, 3, false, true>(c, 1e-4, out);
-      generic_shape<parscan::affine<float>, 8, 8, 4, false, true>(c, 1e-4, out);
-      generic_shape<parscan::affine<float>, 16, 4, 4, false, true>(c, 1e-4, out);
+      generic_shape<parscan::affine<float>, 16, 8, 2>(c, 1e-4, out);
+      generic_shape<parscan::affine<float>, 16, 8, 3>(c, 1e-4, out);  // the library's default
+      generic_shape<parscan::affine<float>, 16, 16, 3>(c, 1e-4, out);
       c.release();
     }
     if (bench::has_flag(argc, argv, "--only-generic")) {
@@ -376,10 +368,6 @@ int main(int argc, char** argv) {
     variant<float, 16, 4, 8, 8, 2, 3>(c, 1e-5, out);
     variant<float, 16, 4, 8, 8, 2, 0, false, true>(c, 1e-5, out);
     variant<float, 16, 4, 8, 8, 2, 2, false, true>(c, 1e-5, out);
-    variant<float, 16, 4, 8, 8, 2, 3, false, false, true>(c, 1e-5, out);
-    variant<float, 16, 4, 8, 8, 2, 4, false, false, true>(c, 1e-5, out);
-    variant<float, 8, 4, 16, 8, 2, 3, false, false, true>(c, 1e-5, out);
-    variant<float, 16, 4, 4, 8, 2, 4, false, false, true>(c, 1e-5, out);
     c.release();
   }
   {
@@ -387,9 +375,6 @@ int main(int argc, char** argv) {
     c.alloc();
     variant<parscan::bfloat16, 16, 4, 8, 8>(c, 1e-2, out);
     variant<parscan::bfloat16, 32, 4, 8, 8, 2, 2, false, true>(c, 1e-2, out);
-    variant<parscan::bfloat16, 32, 4, 8, 8, 2, 3, false, false, true>(c, 1e-2, out);
-    variant<parscan::bfloat16, 16, 4, 8, 8, 2, 3, false, false, true>(c, 1e-2, out);
-    variant<parscan::bfloat16, 16, 4, 8, 8, 2, 4, false, false, true>(c, 1e-2, out);
     c.release();
   }
   {  // one long sequence: chained tiles, 2^28 steps (the generic scan's case)
@@ -403,8 +388,6 @@ int main(int argc, char** argv) {
     variant<float, 32, 4, 4, 8, 2, 2, true>(c, 1e-5, out);
     variant<float, 16, 4, 8, 8, 2, 0, false, true>(c, 1e-5, out);
     variant<float, 16, 4, 8, 8, 2, 3, false, true>(c, 1e-5, out);
-    variant<float, 16, 4, 8, 8, 2, 3, false, false, true>(c, 1e-5, out);
-    variant<float, 16, 4, 8, 8, 2, 4, false, false, true>(c, 1e-5, out);
     c.release();
   }
   {  // channel-last: lane tiles

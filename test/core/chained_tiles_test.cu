@@ -35,11 +35,6 @@ using tiny_shape =
 template <int Warps, class Problem = cd::recurrence_forward_problem<float>>
 using tiny_window_shape = cd::tile_shape_of<Problem, 4, 4, Warps, 8, 2, 0, 32, false, true>;
 
-// The persistent staged grid with the group look-back (agent/group_lookback.cuh): Warps · 128-step
-// tiles, Stages tiles in flight per block.
-template <int Warps, int Stages, class Problem = cd::recurrence_forward_problem<float>>
-using tiny_group_shape = cd::tile_shape_of<Problem, 4, 4, Warps, 8, 2, Stages, 32, false, false, true>;
-
 // The persistent staged window chain (scan_window_chain_staged_kernel): Warps · 128-step tiles,
 // Stages tiles in flight per block.
 template <int Warps, int Stages, class Problem = cd::recurrence_forward_problem<float>>
@@ -52,9 +47,7 @@ void check_chained(const std::string& what, index_t sequences, index_t length, b
             << ", head pads=" << head_pads);
   PARSCAN_TEST_RNG(r, "chained tiles " + what + (reverse ? " reverse" : ""));
   const index_t tiles = (length + Shape::chained_tile - 1) / Shape::chained_tile;
-  REQUIRE(tiles > (Shape::group_lookback ? 3 * cd::lookback_group
-                   : Shape::window_chain  ? 3 * cd::chain_window * cd::chain_window
-                                          : 2 * cd::lookback_hyper));
+  REQUIRE(tiles > (Shape::window_chain ? 3 * cd::chain_window * cd::chain_window : 2 * cd::lookback_hyper));
   const std::size_t n = static_cast<std::size_t>(sequences * length);
   std::vector<float> a(n), b(n), x0(static_cast<std::size_t>(sequences));
   for (auto& v : a) v = static_cast<float>(r.uniform(0.5, 1.0));
@@ -138,22 +131,7 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: sequences spanning more than 32 wind
   }
 }
 
-TEST_CASE(PARSCAN_TEST_NAME("chained tiles: sequences spanning several groups of the group look-back"),
-          PARSCAN_TEST_TAGS("[scan][chained][large]")) {
-  // More than three groups of 256 tiles per sequence, plus a partial tile; with the device's
-  // whole persistent grid on such short sequences, a block steps over several groups at once.
-  for (bool reverse : {false, true}) {
-    const index_t one_warp = 5 * cd::lookback_group * 128 + 3 * 128 + 77;
-    check_chained<tiny_group_shape<1, 3>>("one-warp group tiles", 3, one_warp, reverse);
-    const index_t two_warps = 4 * cd::lookback_group * 256 + 3 * 256 + 77;
-    check_chained<tiny_group_shape<2, 3>>("two-warp group tiles", 3, two_warps, reverse);
-    check_chained<tiny_group_shape<2, 4>>("two-warp group tiles 4 deep", 2, two_warps, reverse, true);
-    const index_t four_warps = 4 * cd::lookback_group * 512 + 5;
-    check_chained<tiny_group_shape<4, 3>>("four-warp group tiles", 2, four_warps, reverse);
-  }
-}
-
-TEST_CASE(PARSCAN_TEST_NAME("chained tiles: generic int32 scans through the staged window chain and the group look-back"),
+TEST_CASE(PARSCAN_TEST_NAME("chained tiles: generic int32 scans through the staged window chain"),
           PARSCAN_TEST_TAGS("[scan][chained][large]")) {
   // Exact integer sums over three sequences of 3200 tiles of 256 steps, a partial last tile and
   // one sequence starting off a 16-byte boundary (its runs are read directly, not staged).
@@ -165,22 +143,22 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: generic int32 scans through the stag
   parscan_test::guarded_buffer<int> dx(x), dout(n), dcarry(carry), dtotal(static_cast<std::size_t>(sequences));
   const auto l = parscan::sequence_layout::time_contiguous(sequences, length);
   using problem = cd::generic_problem<int, int, int>;
-  for (int variant = 0; variant < 8; ++variant) {  // bits: exclusive, reverse, group look-back
+  for (int variant = 0; variant < 8; ++variant) {  // bits: exclusive, reverse, reducing ahead (3 stages)
     {
-      const bool groups = (variant & 4) != 0, reverse = (variant & 2) != 0;
+      const bool reduce_ahead = (variant & 4) != 0, reverse = (variant & 2) != 0;
       const auto kind = variant & 1 ? parscan::scan_kind::exclusive : parscan::scan_kind::inclusive;
       const bool exclusive = kind == parscan::scan_kind::exclusive;
-      INFO("exclusive=" << exclusive << " reverse=" << reverse << " group look-back=" << groups);
+      INFO("exclusive=" << exclusive << " reverse=" << reverse << " reducing ahead=" << reduce_ahead);
       parscan::scan_options<int> opts;
       opts.dir = reverse ? parscan::direction::reverse : parscan::direction::forward;
       opts.carry_in = dcarry.data();
       opts.carry_out = dtotal.data();
       const problem P = problem::from({kind, dx.data(), l, dout.data(), l, opts, 0, exclusive});
       auto run = [&] {
-        const auto st = groups ? cd::dispatch_scan<tiny_group_shape<2, 3, problem>>(P, parscan::sum_op<int>{}, sequences,
-                                                                                 parscan::cuda_backend{})
-                               : cd::dispatch_scan<tiny_staged_window_shape<2, 3, problem>>(
-                                     P, parscan::sum_op<int>{}, sequences, parscan::cuda_backend{});
+        const auto st = reduce_ahead ? cd::dispatch_scan<tiny_staged_window_shape<2, 3, problem>>(
+                                           P, parscan::sum_op<int>{}, sequences, parscan::cuda_backend{})
+                                     : cd::dispatch_scan<tiny_staged_window_shape<2, 2, problem>>(
+                                           P, parscan::sum_op<int>{}, sequences, parscan::cuda_backend{});
         REQUIRE(st == parscan::status::success);
         PARSCAN_TEST_SYNC();
       };
