@@ -22,16 +22,17 @@ void scan_sequences(const scan_problem<In, Out, Acc>& p, const Op& op) {
     Acc run{};
     if (p.opts.carry_in) run = p.opts.carry_in[s], has = true;
     else if (p.has_init) run = p.init, has = true;
-    const In* in = p.in + il.sequence_offset(s);
-    Out* out = p.out ? p.out + p.out_layout.sequence_offset(s) : nullptr;
+    const auto in = p.in + il.sequence_offset(s);
+    // Iterators (pointers included); a reduce has no output (its out is null).
+    const auto out = p.kind == scan_kind::reduce ? p.out : p.out + p.out_layout.sequence_offset(s);
     for (index_t i = 0; i < n; ++i) {
       const index_t t = reverse ? n - 1 - i : i;
       // Read before writing: the output may alias the input exactly.
       const Acc x = static_cast<Acc>(in[t * il.step_stride]);
-      if (p.kind == scan_kind::exclusive) out[t * p.out_layout.step_stride] = static_cast<Out>(run);
+      if (p.kind == scan_kind::exclusive) parscan::detail::write_element(out, t * p.out_layout.step_stride, run);
       run = has ? op(run, x) : x;
       has = true;
-      if (p.kind == scan_kind::inclusive) out[t * p.out_layout.step_stride] = static_cast<Out>(run);
+      if (p.kind == scan_kind::inclusive) parscan::detail::write_element(out, t * p.out_layout.step_stride, run);
     }
     if (p.opts.carry_out && has) p.opts.carry_out[s] = run;
   }

@@ -1,6 +1,14 @@
 // parscan/cuda/device/generic_problem.cuh — the generic algorithms (inclusive, exclusive,
 // reduce over any operator and strided batch) as a Problem for the shared kernels.
+//
+// In and Out are as in scan_problem: element types (raw pointers) or iterator types. A raw
+// pointer input keeps the vector loads and the cp.async staging of thread/run_io.cuh, a raw
+// pointer output the vector stores; any other iterator is read and written one element at a
+// time (it[i]) and never staged, so the kernels see no staged_tensors for it.
+// (cuda/scan.cuh hands thrust::device_ptr and device_vector iterators over as raw pointers.)
 #pragma once
+
+#include <type_traits>
 
 #include "../../scan.hpp"
 #include "../block/lane_tile_scan.cuh"
@@ -9,11 +17,36 @@
 
 namespace parscan::cuda_detail {
 
+/// staged_tensors, the member that makes the kernels stage a Problem (has_staging), for a raw
+/// pointer input only. An empty base, so the Problem's layout is its members'.
+template <bool Staged>
+struct generic_staging {};
+template <>
+struct generic_staging<true> {
+  static constexpr int staged_tensors = 1;
+};
+
+/// Whether the Problem writes its output, for an output that is not a raw pointer (false for a
+/// reduce; a raw pointer output is null instead). An empty base for raw pointers.
+template <bool Flag>
+struct generic_output_use {};
+template <>
+struct generic_output_use<true> {
+  bool writes_out;
+};
+
 template <class In, class Out, class Acc>
-struct generic_problem {
+struct generic_problem : generic_staging<std::is_pointer_v<input_iterator_t<In>>>,
+                         generic_output_use<!std::is_pointer_v<output_iterator_t<Out>>> {
   using acc_type = Acc;
-  const In* in;
-  Out* out;  // null for reduce
+  using in_iterator = input_iterator_t<In>;
+  using out_iterator = output_iterator_t<Out>;
+  using in_value = iterator_value_t<in_iterator>;  // In itself for a raw pointer
+  static constexpr bool pointer_in = std::is_pointer_v<in_iterator>;
+  static constexpr bool pointer_out = std::is_pointer_v<out_iterator>;
+
+  in_iterator in;
+  out_iterator out;  // a raw pointer: null for reduce; any other iterator: see writes_out
   sequence_layout in_layout, out_layout;
   index_t length;
   bool reverse, exclusive;
@@ -24,32 +57,44 @@ struct generic_problem {
   bool has_init;
 
   struct cursor {
-    const In* in;
-    Out* out;
+    in_iterator in;
+    out_iterator out;
   };
   __device__ PARSCAN_INLINE cursor at(index_t s) const {
-    return {in + in_layout.sequence_offset(s), out ? out + out_layout.sequence_offset(s) : nullptr};
+    if constexpr (pointer_out)
+      return {in + in_layout.sequence_offset(s), out ? out + out_layout.sequence_offset(s) : nullptr};
+    else
+      return {in + in_layout.sequence_offset(s), out + out_layout.sequence_offset(s)};
   }
-  static constexpr int run = run_length<In>;
+  static constexpr int run = run_length<in_value>;
   __device__ PARSCAN_INLINE index_t step(index_t pos) const { return reverse ? length - 1 - pos : pos; }
   __device__ PARSCAN_INLINE int count(index_t pos) const { return steps_in_run<run>(length, pos); }
   __device__ PARSCAN_INLINE void load_run(const cursor& c, index_t pos, Acc (&items)[run]) const {
-    In raw[run];
     const int n = count(pos);
-    read_steps(c.in, in_layout.step_stride, step(pos), reverse ? -1 : 1, n, raw);
+    if constexpr (pointer_in) {
+      in_value raw[run];
+      read_steps(c.in, in_layout.step_stride, step(pos), reverse ? -1 : 1, n, raw);
 #pragma unroll
-    for (int v = 0; v < run; ++v) items[v] = v < n ? static_cast<Acc>(raw[v]) : Acc{};
+      for (int v = 0; v < run; ++v) items[v] = v < n ? static_cast<Acc>(raw[v]) : Acc{};
+    } else {
+      const index_t t0 = step(pos), dir = reverse ? -1 : 1;
+#pragma unroll
+      for (int v = 0; v < run; ++v) items[v] = v < n ? static_cast<Acc>(c.in[(t0 + v * dir) * in_layout.step_stride]) : Acc{};
+    }
   }
-  // Staging through shared memory (the staged kernels): the input's 16-byte run at slot.
-  static constexpr int staged_tensors = 1;
+  // Staging through shared memory (the staged kernels, raw pointer inputs only): the input's
+  // 16-byte run at slot.
   __device__ PARSCAN_INLINE bool stage_run(const cursor& c, index_t pos, unsigned char* slot, int) const {
-    return stage_steps<run>(slot, c.in, in_layout.step_stride, step(pos), reverse ? -1 : 1, count(pos));
+    if constexpr (pointer_in)
+      return stage_steps<run>(slot, c.in, in_layout.step_stride, step(pos), reverse ? -1 : 1, count(pos));
+    else
+      return false;
   }
   __device__ PARSCAN_INLINE void load_staged(const cursor& c, index_t pos, const unsigned char* slot, int, bool staged,
                                              Acc (&items)[run]) const {
-    if constexpr (sizeof(In) * run == 16) {
+    if constexpr (pointer_in && sizeof(in_value) * run == 16) {
       if (staged) {
-        In raw[run];
+        in_value raw[run];
         read_staged(slot, reverse ? -1 : 1, raw);
 #pragma unroll
         for (int v = 0; v < run; ++v) items[v] = static_cast<Acc>(raw[v]);
@@ -62,17 +107,34 @@ struct generic_problem {
     return static_cast<Acc>(c.in[step(pos) * in_layout.step_stride]);
   }
   __device__ PARSCAN_INLINE void store_at(const cursor& c, index_t pos, const Acc& v) const {
-    if (c.out) c.out[step(pos) * out_layout.step_stride] = static_cast<Out>(v);
+    if constexpr (pointer_out) {
+      if (c.out) c.out[step(pos) * out_layout.step_stride] = static_cast<std::remove_pointer_t<out_iterator>>(v);
+    } else {
+      if (this->writes_out) c.out[step(pos) * out_layout.step_stride] = v;
+    }
   }
   __device__ PARSCAN_INLINE void store_run(const cursor& c, index_t pos, const Acc (&items)[run]) const {
-    if (!c.out) return;
-    Out raw[run];
+    if constexpr (pointer_out) {
+      using out_value = std::remove_pointer_t<out_iterator>;
+      if (!c.out) return;
+      out_value raw[run];
 #pragma unroll
-    for (int v = 0; v < run; ++v) raw[v] = static_cast<Out>(items[v]);
-    write_steps(c.out, out_layout.step_stride, step(pos), reverse ? -1 : 1, count(pos), raw);
+      for (int v = 0; v < run; ++v) raw[v] = static_cast<out_value>(items[v]);
+      write_steps(c.out, out_layout.step_stride, step(pos), reverse ? -1 : 1, count(pos), raw);
+    } else {
+      if (!this->writes_out) return;
+      const int n = count(pos);
+      const index_t t0 = step(pos), dir = reverse ? -1 : 1;
+#pragma unroll
+      for (int v = 0; v < run; ++v)
+        if (v < n) c.out[(t0 + v * dir) * out_layout.step_stride] = items[v];
+    }
   }
   /// A reduce writes no scan: dispatch_scan then runs its two-pass reduce.
-  bool reduce_only() const { return out == nullptr; }
+  bool reduce_only() const {
+    if constexpr (pointer_out) return out == nullptr;
+    else return !this->writes_out;
+  }
   __device__ PARSCAN_INLINE maybe<Acc> initial(index_t s) const {
     if (carry_in) return {carry_in[s], true};
     return {init, has_init};
@@ -82,8 +144,18 @@ struct generic_problem {
   }
 
   static generic_problem from(const scan_problem<In, Out, Acc>& p) {
-    return {p.in,
-            p.kind == scan_kind::reduce ? nullptr : p.out,
+    const bool writes = p.kind != scan_kind::reduce;
+    out_iterator out = p.out;
+    generic_output_use<!pointer_out> use{};
+    if constexpr (pointer_out) {
+      if (!writes) out = nullptr;
+    } else {
+      use.writes_out = writes;
+    }
+    return {{},
+            use,
+            p.in,
+            out,
             p.in_layout,
             p.out_layout,
             p.in_layout.length,
