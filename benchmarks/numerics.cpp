@@ -7,8 +7,9 @@
 //                  in float32, with complex logarithms where values are negative
 // Four input families: gates in (0,1) with positive b; gates near 1; signed gates and values;
 // gates above 1 whose products overflow float. The same comparison is made for the gradients
-// of a loss through the recurrence (see gradient_study below). It runs on the host backend (the
-// scans are sequential there), prints tables and writes JSON for benchmarks/numerics_report.py.
+// of a loss through the recurrence (see gradient_study below). It runs on the host backend
+// (whose scans combine in an order fixed by T alone, whatever its thread count), prints tables
+// and writes JSON for benchmarks/numerics_report.py.
 //   usage: numerics [--json out.json] [--check] [--seed N]
 // --check exits non-zero unless log_space meets docs/numerics.md's targets on the host, for x
 // and for the gradients; it draws fresh inputs (the seed is printed) unless --seed is given, and

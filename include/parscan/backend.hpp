@@ -8,8 +8,12 @@ struct CUstream_st;  // cudaStream_t is CUstream_st*; declared here so users nee
 
 namespace parscan {
 
-/// Runs on the CPU, synchronously. Needs no GPU and no CUDA runtime.
-struct host_backend {};
+/// Runs on the CPU, synchronously. Needs no GPU and no CUDA runtime. The generic algorithms
+/// share large problems out over threads started for the call (parscan/host/scan.hpp); their
+/// results are bitwise the same whatever the thread count. The recurrences ignore `threads`.
+struct host_backend {
+  int threads = 0;  // 0: all hardware threads; 1: run on the calling thread only
+};
 
 /// Source of temporary device memory for the CUDA backend. allocate/deallocate are called on
 /// the host, ordered on `stream` (like cudaMallocAsync); a null return means out of memory.

@@ -8,7 +8,7 @@
 #include <vector>
 
 int main() {
-  constexpr int n = 1000;
+  constexpr int n = 1 << 18;  // long enough to be chunked and shared out over threads
   std::mt19937 rng(12345);
   std::uniform_real_distribution<float> gate(0.5f, 1.0f), input(-1.0f, 1.0f);
 
