@@ -13,7 +13,7 @@
 #include <vector>
 
 #include <parscan/parscan.cuh>
-#include <parscan/cuda/device/recurrence_problems.cuh>
+#include <parscan/cuda/recurrence/recurrence_problems.cuh>
 
 #include "bench_common.cuh"
 

@@ -1,7 +1,7 @@
 // src/cuda/log_recurrence.cu — the log-space recurrence on the CUDA backend: validate with the
 // host's planner, build the forward or backward Problem, run the shared scan kernels.
 #include <parscan/cuda/device/dispatch_scan.cuh>
-#include <parscan/cuda/device/log_recurrence_problem.cuh>
+#include <parscan/cuda/recurrence/log_recurrence_problem.cuh>
 #include <parscan/log_recurrence.hpp>
 #include <parscan/ops/log_affine.hpp>
 

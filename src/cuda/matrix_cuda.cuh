@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <type_traits>
 
-#include <parscan/cuda/device/chain_kernels.cuh>
-#include <parscan/cuda/device/matrix_kernels.cuh>
-#include <parscan/cuda/device/matrix_thread_engine.cuh>
+#include <parscan/cuda/matrix/chain_kernels.cuh>
+#include <parscan/cuda/matrix/matrix_kernels.cuh>
+#include <parscan/cuda/matrix/matrix_thread_engine.cuh>
 #include <parscan/cuda/runtime.cuh>
 #include <parscan/matrix_recurrence.hpp>
 

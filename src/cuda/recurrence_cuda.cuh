@@ -4,10 +4,10 @@
 #pragma once
 
 #include <parscan/cuda/device/dispatch_scan.cuh>
-#include <parscan/cuda/device/generic_problem.cuh>
-#include <parscan/cuda/device/recurrence_head_pads.cuh>
-#include <parscan/cuda/device/recurrence_lane_packs.cuh>
-#include <parscan/cuda/device/recurrence_problems.cuh>
+#include <parscan/cuda/generic/generic_problem.cuh>
+#include <parscan/cuda/recurrence/recurrence_head_pads.cuh>
+#include <parscan/cuda/recurrence/recurrence_lane_packs.cuh>
+#include <parscan/cuda/recurrence/recurrence_problems.cuh>
 #include <parscan/ops/affine.hpp>
 #include <parscan/recurrence.hpp>
 

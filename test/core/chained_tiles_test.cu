@@ -12,10 +12,10 @@
 #include <vector>
 
 #include <parscan/cuda/device/dispatch_scan.cuh>
-#include <parscan/cuda/device/generic_problem.cuh>
+#include <parscan/cuda/generic/generic_problem.cuh>
 #include <parscan/ops/basic.hpp>
-#include <parscan/cuda/device/recurrence_head_pads.cuh>
-#include <parscan/cuda/device/recurrence_problems.cuh>
+#include <parscan/cuda/recurrence/recurrence_head_pads.cuh>
+#include <parscan/cuda/recurrence/recurrence_problems.cuh>
 
 #include "support/env.hpp"
 #include "support/random.hpp"

@@ -24,7 +24,7 @@
 #include "../backend.hpp"
 #include "../scan.hpp"
 #include "device/dispatch_scan.cuh"
-#include "device/generic_problem.cuh"
+#include "generic/generic_problem.cuh"
 
 namespace parscan {
 

@@ -8,9 +8,22 @@
 #include <utility>
 
 #include "../runtime.cuh"
-#include "scan_kernels.cuh"
+#include "../agent/chained_tiles.cuh"
+#include "../agent/lane_tiles.cuh"
+#include "../agent/reduce_spans.cuh"
+#include "../agent/warp_loop.cuh"
 
 namespace parscan::cuda_detail {
+
+/// Sequences of length 0: their carry out is their carry in (or init), if they have one.
+template <class Problem>
+__global__ void empty_sequences_kernel(Problem P, index_t sequences) {
+  for (index_t s = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; s < sequences;
+       s += static_cast<index_t>(gridDim.x) * blockDim.x) {
+    const auto c = P.initial(s);
+    if (c.has) P.finish(s, c.value);
+  }
+}
 
 /// Default accumulators per lane: about 128 bytes (16 affine pairs of float), at most 16.
 template <class Acc>
@@ -195,7 +208,7 @@ status launch_warp_loop(const Problem& P, const Op& op, index_t sequences, const
 }
 
 /// A persistent grid of chained tiles: as many blocks as fit on the device at once, launched
-/// cooperatively, taking tiles round-robin (scan_kernels.cuh says why).
+/// cooperatively, taking tiles round-robin (agent/chained_tiles.cuh says why).
 template <class shape, class Problem, class Op>
 status launch_persistent_chained(const Problem& P, const Op& op, index_t sequences, index_t tiles_per_sequence,
                       const device_facts& dev, const cuda_backend& be) {

@@ -1,4 +1,4 @@
-// parscan/cuda/device/chain_kernels.cuh — the kernels behind the CUDA matrix-chain products
+// parscan/cuda/matrix/chain_kernels.cuh — the kernels behind the CUDA matrix-chain products
 // (src/cuda/matrix_cuda.cuh drives them; docs/design.md explains the plan):
 //   - chain_tree_kernel: the whole total product of chains of d ≤ 32 in one launch;
 //   - gemm_kernel: a batched SIMT GEMM in compute precision (exact), for d > 32 and prefixes;

@@ -1,4 +1,4 @@
-// parscan/cuda/device/log_recurrence_problem.cuh — the log-space recurrence, forward and
+// parscan/cuda/recurrence/log_recurrence_problem.cuh — the log-space recurrence, forward and
 // backward, as Problems for the shared scan kernels. Forward: element (log|a|, sign a, log|b|,
 // sign b) under log_affine_op<float>; the carry (a = 0, b = x0) brings in the state exactly.
 // Backward: the linear gradient db, carried in log form under the same operator (below).

@@ -1,4 +1,4 @@
-// parscan/cuda/device/generic_problem.cuh — the generic algorithms (inclusive, exclusive,
+// parscan/cuda/generic/generic_problem.cuh — the generic algorithms (inclusive, exclusive,
 // reduce over any operator and strided batch) as a Problem for the shared kernels.
 //
 // In and Out are as in scan_problem: element types (raw pointers) or iterator types. A raw

@@ -1,4 +1,4 @@
-// parscan/cuda/device/recurrence_lane_packs.cuh — lane tiles whose lanes own K adjacent
+// parscan/cuda/recurrence/recurrence_lane_packs.cuh — lane tiles whose lanes own K adjacent
 // channels each, for the gated recurrence on lane-major (channel-last) layouts.
 //
 // A lane tile gives each lane one sequence, so a warp load of a 2-byte type reads only 64
@@ -18,7 +18,7 @@
 
 #include "../../layout.hpp"
 #include "../runtime.cuh"
-#include "dispatch_scan.cuh"
+#include "../device/dispatch_scan.cuh"
 #include "recurrence_problems.cuh"
 
 namespace parscan::cuda_detail {

@@ -1,4 +1,4 @@
-// parscan/cuda/device/matrix_kernels.cuh — the kernels behind the CUDA matrix recurrence and
+// parscan/cuda/matrix/matrix_kernels.cuh — the kernels behind the CUDA matrix recurrence and
 // matrix chains (src/cuda/matrix_cuda.cuh drives them; docs/design.md explains the plan).
 //
 // The recurrence engine runs z[m] = W'[m]·z[m-1] + b'[m] over "engine steps" m = 0..T-1 of

@@ -1,4 +1,4 @@
-// parscan/cuda/device/recurrence_problems.cuh — the gated recurrence, forward and backward,
+// parscan/cuda/recurrence/recurrence_problems.cuh — the gated recurrence, forward and backward,
 // as Problems for the shared scan kernels (block/tile_scan.cuh). The step arithmetic comes
 // from detail/recurrence_math.hpp, the same code the host backend runs.
 #pragma once

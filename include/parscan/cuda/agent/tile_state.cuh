@@ -1,4 +1,4 @@
-// parscan/cuda/device/tile_state.cuh — the per-tile state of the single-pass chained scan
+// parscan/cuda/agent/tile_state.cuh — the per-tile state of the single-pass chained scan
 // (decoupled look-back, Merrill & Garland 2016), in a deterministic form.
 //
 // CUB's look-back takes whichever predecessors happen to be ready, so the association of a

@@ -1,4 +1,4 @@
-// parscan/cuda/device/matrix_thread_engine.cuh — the thread engine: the three phases of the
+// parscan/cuda/matrix/matrix_thread_engine.cuh — the thread engine: the three phases of the
 // matrix recurrence engine (matrix_kernels.cuh) for N ≤ thread_engine_max_n.
 //
 // For small N a (sequence, chunk) task's whole state fits one thread's registers: A and v

@@ -1,4 +1,4 @@
-// parscan/cuda/device/recurrence_head_pads.cuh — the gated recurrence's Problems
+// parscan/cuda/recurrence/recurrence_head_pads.cuh — the gated recurrence's Problems
 // (recurrence_problems.cuh) for sequences that start off 16-byte boundaries.
 //
 // A run of V = 16/sizeof(T) steps is one 16-byte access only when it is aligned. In a (B, D, T)
@@ -27,7 +27,7 @@
 #include <utility>
 
 #include "../../layout.hpp"
-#include "dispatch_scan.cuh"
+#include "../device/dispatch_scan.cuh"
 #include "recurrence_problems.cuh"
 
 namespace parscan::cuda_detail {

@@ -1,0 +1,78 @@
+// parscan/cuda/agent/reduce_spans.cuh — a reduce of few long sequences in two passes: blocks
+// fold fixed spans of tiles into partials, then one block per sequence folds the partials.
+#pragma once
+
+#include "../block/tile_scan.cuh"
+#include "tile_reduce.cuh"
+
+namespace parscan::cuda_detail {
+
+/// A reduce of few long sequences, first pass: block b folds the tiles of span b % spans of
+/// sequence b / spans, in order, into partials[b]. Spans are sized from the length alone, so
+/// the order of every combination is fixed. The next tile loads while this one is reduced.
+template <int Warps, int Chunks, class Problem, class Op>
+__global__ void __launch_bounds__(Warps* warp_threads)
+    reduce_spans_kernel(Problem P, Op op, typename Problem::acc_type* partials, index_t tiles_per_sequence,
+                        index_t tiles_per_span, index_t spans_per_sequence) {
+  using Acc = typename Problem::acc_type;
+  const index_t s = blockIdx.x / spans_per_sequence, span = blockIdx.x % spans_per_sequence;
+  const index_t first = span * tiles_per_span;
+  const index_t end = first + tiles_per_span < tiles_per_sequence ? first + tiles_per_span : tiles_per_sequence;
+  tile_items<Problem, Chunks> now, next;
+  load_tile<Warps, Chunks>(P, s, first, now);
+  if constexpr (swaps_operands<Op, Acc>) {
+    // Each thread folds its own items across the span; the block combines them once.
+    __shared__ maybe<Acc> warp_folds[Warps];
+    maybe<Acc> mine{Acc{}, false};
+    for (index_t k = first; k < end; ++k) {
+      if (k + 1 < end) load_tile<Warps, Chunks>(P, s, k + 1, next);
+      fold_thread_items<Warps, Chunks>(P, op, k, now, mine);
+      now = next;
+    }
+    const maybe<Acc> total = reduce_thread_folds<Warps>(mine, op, warp_folds);
+    if (threadIdx.x == 0) partials[blockIdx.x] = total.value;
+    return;
+  }
+  __shared__ tile_reduce_smem<Acc, Warps> sm;
+  Acc total = Acc{};
+  for (index_t k = first; k < end; ++k) {
+    if (k + 1 < end) load_tile<Warps, Chunks>(P, s, k + 1, next);
+    const Acc t = reduce_tile<Warps, Chunks>(P, op, k, now, sm);
+    total = k == first ? t : op(total, t);
+    now = next;
+  }
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+/// Second pass: one block per sequence folds its spans' partials (thread i a fixed run of
+/// them, in order, then the threads in one tree), after the sequence's carry in, and finishes.
+template <int Threads, class Problem, class Op>
+__global__ void __launch_bounds__(Threads)
+    reduce_partials_kernel(Problem P, Op op, const typename Problem::acc_type* partials, index_t spans_per_sequence) {
+  using Acc = typename Problem::acc_type;
+  constexpr int warps = Threads / warp_threads;
+  __shared__ tile_reduce_smem<Acc, warps> sm;
+  const index_t s = blockIdx.x;
+  const index_t per_thread = (spans_per_sequence + Threads - 1) / Threads;
+  const index_t first = threadIdx.x * per_thread;
+  const index_t end = first + per_thread < spans_per_sequence ? first + per_thread : spans_per_sequence;
+  const Acc* mine = partials + s * spans_per_sequence;
+  Acc fold = first < end ? mine[first] : Acc{};
+  for (index_t i = first + 1; i < end; ++i) fold = op(fold, mine[i]);
+  // Threads with partials are a prefix of the block, and so are the warps.
+  const index_t threads_with = (spans_per_sequence + per_thread - 1) / per_thread;
+  const int warp = static_cast<int>(threadIdx.x) / warp_threads;
+  const index_t in_warp = threads_with - static_cast<index_t>(warp) * warp_threads;
+  const Acc warp_total = warp_ordered_reduce(fold, in_warp <= 0 ? 1 : in_warp >= warp_threads ? warp_threads : static_cast<int>(in_warp), op);
+  auto& st = sm.get();
+  if (lane_id() == 0) st.warp_total[warp] = warp_total;
+  __syncthreads();
+  if (warp == 0) {
+    const Acc v = st.warp_total[lane_id() < warps ? lane_id() : 0];
+    const int warps_with = static_cast<int>((threads_with + warp_threads - 1) / warp_threads);
+    const Acc total = warp_ordered_reduce(v, warps_with, op);
+    if (lane_id() == 0) P.finish(s, combine(P.initial(s), maybe<Acc>{total, true}, op).value);
+  }
+}
+
+}  // namespace parscan::cuda_detail
