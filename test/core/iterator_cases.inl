@@ -445,7 +445,7 @@ void with_scenario(int i, F&& f) {
 // =============================================================================================
 // Test cases.
 
-TEST_CASE(PARSCAN_TEST_NAME("iterator scans: fancy iterators in every layout, both directions, with carries"),
+TEST_CASE(PARSCAN_TEST_NAME("iterator scans: fancy iterators in every layout in both directions with carries"),
           PARSCAN_TEST_TAGS("[scan][iterators]")) {
   using namespace parscan_iterator_cases;
   const int sc = GENERATE(range(0, num_scenarios));
