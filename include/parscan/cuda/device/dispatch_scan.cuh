@@ -45,20 +45,30 @@ constexpr bool can_reduce_only = false;
 template <class Problem>
 constexpr bool can_reduce_only<Problem, std::void_t<decltype(std::declval<const Problem&>().reduce_only())>> = true;
 
-/// Which chained kernel a shape uses by default: the window chain everywhere. Measured on an
+/// Whether a Problem's runs can go through the staging ring whole (a Problem whose element is
+/// not 16 bytes a run, such as a 12-byte struct, says so in stages_runs): the staged window
+/// chain reads the runs it cannot stage straight from global memory twice, once to reduce ahead
+/// and once to scan (a 12-byte argmax scan fell from 33% to 19% of copy on an H100).
+template <class Problem, class = void>
+constexpr bool stages_whole_runs = true;
+template <class Problem>
+constexpr bool stages_whole_runs<Problem, std::void_t<decltype(Problem::stages_runs)>> = Problem::stages_runs;
+
+/// Which chained kernel a shape uses by default: the window chain wherever runs stage whole
+/// (otherwise the persistent grid with the hierarchical look-back, as before). Measured on an
 /// H100 at 2^28 steps (docs/performance.md), the persistent staged grid with the window chain
 /// ran an int32 sum at 59–61% of copy (the one-tile-per-block kernel 45%, the hierarchical
 /// grid 44%), affine<float> at 60% (hierarchical 46%), and the gated recurrence's 16 × 2^22
 /// f32 rows at 48% (hierarchical 41%).
-template <class Acc>
-constexpr bool default_window_chain = true;
+template <class Problem>
+constexpr bool default_window_chain = stages_whole_runs<Problem>;
 
 /// Tiles in flight per block of the chained grid: 3 for the generic algorithms, so that a
 /// block reduces its next tile ahead of each look-back (int32 sum 57% against 36% with 2, affine
 /// 60% against 55%), 2 for the recurrences' Problems, whose larger registers and two input
 /// tensors measured 46–48% either way (f32) and lost to spills at 3 (bf16, 18%).
 template <class Problem>
-constexpr int default_chained_stages = can_reduce_only<Problem> ? 3 : 2;
+constexpr int default_chained_stages = can_reduce_only<Problem> && stages_whole_runs<Problem> ? 3 : 2;
 
 /// Warps of a chained tile: 16 for 4-byte accumulators (int32 sum 59–61% against 57% with 8),
 /// else 8.
@@ -78,7 +88,7 @@ template <class Problem, int PerLane = default_per_lane<typename Problem::acc_ty
           int ChainedWarps = default_chained_warps<typename Problem::acc_type>, int LaneWarps = 8, int LoopStages = 2,
           int ChainedStages = default_chained_stages<Problem>,
           int LaneSteps = default_lane_steps<Problem>, bool ChainedWarpTiles = false,
-          bool WindowChain = default_window_chain<typename Problem::acc_type>>
+          bool WindowChain = default_window_chain<Problem>>
 struct tile_shape_of {
   static constexpr bool window_chain = WindowChain;
   static constexpr bool staged = has_staging<Problem>;

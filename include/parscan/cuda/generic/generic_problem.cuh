@@ -67,6 +67,8 @@ struct generic_problem : generic_staging<std::is_pointer_v<input_iterator_t<In>>
       return {in + in_layout.sequence_offset(s), out + out_layout.sequence_offset(s)};
   }
   static constexpr int run = run_length<in_value>;
+  // A run is one 16-byte cp.async only when the element divides 16 bytes (not a 12-byte struct).
+  static constexpr bool stages_runs = pointer_in && sizeof(in_value) * run == 16;
   __device__ PARSCAN_INLINE index_t step(index_t pos) const { return reverse ? length - 1 - pos : pos; }
   __device__ PARSCAN_INLINE int count(index_t pos) const { return steps_in_run<run>(length, pos); }
   __device__ PARSCAN_INLINE void load_run(const cursor& c, index_t pos, Acc (&items)[run]) const {
