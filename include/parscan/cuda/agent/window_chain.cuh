@@ -99,7 +99,14 @@ struct window_chain_state {
 /// start at `first_window`, run by one whole warp with the tile's aggregate; the same in every
 /// lane. `carry_in()` gives the sequence's carry in (maybe<Acc>); it is read only by a tile that
 /// has to chain from the sequence's first window. With `aggregate_published` the caller has
-/// already published the tile's aggregate (a block that reduces ahead).
+/// already published the tile's aggregate (a block that reduces ahead); it must then have read
+/// the carry in of a tile of the first window before publishing, and hand that over.
+///
+/// Why the carry in of the first window's tiles is read before their aggregates go out: carry
+/// in and carry out may be one array (chunks chained in place), and the sequence's last tile,
+/// which writes the carry out, can finish as soon as every aggregate before it is out. A tile
+/// of a later window reads the carry in only while no window prefix is published, and the last
+/// tile publishes every one before it finishes.
 template <class Acc, class Op, class CarryIn>
 __device__ PARSCAN_INLINE maybe<Acc> window_chain_prefix(const window_chain_state<Acc>& st, index_t first_tile,
                                                          index_t first_window, index_t k, const Acc& aggregate,
@@ -109,6 +116,8 @@ __device__ PARSCAN_INLINE maybe<Acc> window_chain_prefix(const window_chain_stat
   const int lane = lane_id();
   const index_t w = k / chain_window;
   const int before = static_cast<int>(k % chain_window);
+  const maybe<Acc> first_window_carry = w == 0 ? carry_in() : maybe<Acc>{Acc{}, false};
+  __syncwarp();  // every lane has read it before lane 0 publishes
   if (lane == 0 && !aggregate_published) state::store(st.aggregate(first_tile + k), aggregate);
 
   // One round trip for both questions: the aggregates of this window's earlier tiles (lane i
@@ -126,7 +135,7 @@ __device__ PARSCAN_INLINE maybe<Acc> window_chain_prefix(const window_chain_stat
     const Acc total = warp_ordered_reduce(mine, chain_window, op);
     if (lane == 0) state::store(st.total(first_window + w), total);
   }
-  if (w == 0) return combine(carry_in(), in_window, op);
+  if (w == 0) return combine(first_window_carry, in_window, op);
 
   // The newest published C_m, m < w: the lowest polling lane that found one, 32 windows a round.
   maybe<Acc> start{Acc{}, false};
