@@ -35,11 +35,10 @@ using tiny_shape =
 template <int Warps, class Problem = cd::recurrence_forward_problem<float>>
 using tiny_window_shape = cd::tile_shape_of<Problem, 4, 4, Warps, 8, 2, 0, 32, false, true>;
 
-// The persistent staged grid with the window chain: Warps · PerLane · 32-step tiles, Stages
-// tiles in flight per block, read in striped or blocked order.
-template <int Warps, int Stages, class Problem = cd::recurrence_forward_problem<float>, int PerLane = 4,
-          bool Blocked = false>
-using tiny_staged_window_shape = cd::tile_shape_of<Problem, PerLane, 4, Warps, 8, 2, Stages, 32, false, true, Blocked>;
+// The persistent staged window chain (scan_window_chain_staged_kernel): Warps · 128-step tiles,
+// Stages tiles in flight per block.
+template <int Warps, int Stages, class Problem = cd::recurrence_forward_problem<float>>
+using tiny_staged_window_shape = cd::tile_shape_of<Problem, 4, 4, Warps, 8, 2, Stages, 32, false, true>;
 
 
 template <class Shape>
@@ -132,7 +131,7 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: sequences spanning more than 32 wind
   }
 }
 
-TEST_CASE(PARSCAN_TEST_NAME("chained tiles: generic int32 scans through the staged window chain in striped and blocked order"),
+TEST_CASE(PARSCAN_TEST_NAME("chained tiles: generic int32 scans through the staged window chain"),
           PARSCAN_TEST_TAGS("[scan][chained][large]")) {
   // Exact integer sums over three sequences of 3200 tiles of 256 steps, a partial last tile and
   // one sequence starting off a 16-byte boundary (its runs are read directly, not staged).
@@ -144,28 +143,22 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: generic int32 scans through the stag
   parscan_test::guarded_buffer<int> dx(x), dout(n), dcarry(carry), dtotal(static_cast<std::size_t>(sequences));
   const auto l = parscan::sequence_layout::time_contiguous(sequences, length);
   using problem = cd::generic_problem<int, int, int>;
-  for (int variant = 0; variant < 16; ++variant) {  // bits 0-1: exclusive, reverse; bits 2-3: the shape
+  for (int variant = 0; variant < 8; ++variant) {  // bits: exclusive, reverse, reducing ahead (3 stages)
     {
-      const int order = variant >> 2;  // reducing ahead, two stages, blocked order, blocked on one warp
-      const bool reverse = (variant & 2) != 0;
+      const bool reduce_ahead = (variant & 4) != 0, reverse = (variant & 2) != 0;
       const auto kind = variant & 1 ? parscan::scan_kind::exclusive : parscan::scan_kind::inclusive;
       const bool exclusive = kind == parscan::scan_kind::exclusive;
-      INFO("exclusive=" << exclusive << " reverse=" << reverse << " shape=" << order);
+      INFO("exclusive=" << exclusive << " reverse=" << reverse << " reducing ahead=" << reduce_ahead);
       parscan::scan_options<int> opts;
       opts.dir = reverse ? parscan::direction::reverse : parscan::direction::forward;
       opts.carry_in = dcarry.data();
       opts.carry_out = dtotal.data();
       const problem P = problem::from({kind, dx.data(), l, dout.data(), l, opts, 0, exclusive});
       auto run = [&] {
-        const parscan::sum_op<int> op;
-        const parscan::cuda_backend be;
-        // 4-step runs: 1 per lane (striped), 4 per lane in blocked order (4 chunks, 512-step warp
-        // segments), with 1 and 2 warps.
-        const auto st =
-            order == 0   ? cd::dispatch_scan<tiny_staged_window_shape<2, 3, problem>>(P, op, sequences, be)
-            : order == 1 ? cd::dispatch_scan<tiny_staged_window_shape<2, 2, problem>>(P, op, sequences, be)
-            : order == 2 ? cd::dispatch_scan<tiny_staged_window_shape<2, 3, problem, 16, true>>(P, op, sequences, be)
-                         : cd::dispatch_scan<tiny_staged_window_shape<1, 3, problem, 16, true>>(P, op, sequences, be);
+        const auto st = reduce_ahead ? cd::dispatch_scan<tiny_staged_window_shape<2, 3, problem>>(
+                                           P, parscan::sum_op<int>{}, sequences, parscan::cuda_backend{})
+                                     : cd::dispatch_scan<tiny_staged_window_shape<2, 2, problem>>(
+                                           P, parscan::sum_op<int>{}, sequences, parscan::cuda_backend{});
         REQUIRE(st == parscan::status::success);
         PARSCAN_TEST_SYNC();
       };

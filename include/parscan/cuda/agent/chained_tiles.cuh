@@ -24,8 +24,7 @@ __device__ PARSCAN_INLINE maybe<typename Problem::acc_type> chained_prefix(const
                                                                            const Problem& P, const Op& op,
                                                                            index_t tiles_per_sequence, index_t s, index_t k,
                                                                            const typename Problem::acc_type& aggregate,
-                                                                           bool = false,
-                                                                           const maybe<typename Problem::acc_type>& = {}) {
+                                                                           bool = false) {
   using Acc = typename Problem::acc_type;
   const maybe<Acc> carry = k < lookback_hyper ? P.initial(s) : maybe<Acc>{Acc{}, false};
   return lookback(st, s * tiles_per_sequence, k, aggregate, carry, op);
@@ -33,13 +32,10 @@ __device__ PARSCAN_INLINE maybe<typename Problem::acc_type> chained_prefix(const
 template <class Problem, class Op>
 __device__ PARSCAN_INLINE maybe<typename Problem::acc_type> chained_prefix(
     const window_chain_state<typename Problem::acc_type>& st, const Problem& P, const Op& op, index_t tiles_per_sequence,
-    index_t s, index_t k, const typename Problem::acc_type& aggregate, bool aggregate_published = false,
-    const maybe<typename Problem::acc_type>& carry_read_early = {}) {
+    index_t s, index_t k, const typename Problem::acc_type& aggregate, bool aggregate_published = false) {
   const index_t windows_per_sequence = (tiles_per_sequence + chain_window - 1) / chain_window;
-  return window_chain_prefix(
-      st, s * tiles_per_sequence, s * windows_per_sequence, k, aggregate,
-      [&] { return aggregate_published && k < chain_window ? carry_read_early : P.initial(s); }, op,
-      aggregate_published);
+  return window_chain_prefix(st, s * tiles_per_sequence, s * windows_per_sequence, k, aggregate,
+                             [&] { return P.initial(s); }, op, aggregate_published);
 }
 
 // The persistent chained kernels below are launched cooperatively (every block resident at
@@ -54,11 +50,7 @@ __device__ PARSCAN_INLINE maybe<typename Problem::acc_type> chained_prefix(
 /// Chained tiles with the worker's next Stages-1 tiles in flight (staging_ring). A worker is a
 /// whole block, whose tile spans its warps, or, with WarpTiles, each warp on its own: a warp
 /// tile needs no block barrier, so one warp's look-back never idles the others.
-///
-/// Blocked (with reducing ahead): each lane reads its Chunks runs of consecutive steps from the
-/// ring (staging_ring::load_blocked), so that one warp scan and one warp reduce serve Chunks·V
-/// steps instead of V.
-template <int Warps, int Chunks, int Stages, bool WarpTiles, class Problem, class Op, class State, bool Blocked = false>
+template <int Warps, int Chunks, int Stages, bool WarpTiles, class Problem, class Op, class State>
 __global__ void __launch_bounds__(Warps* warp_threads)
     scan_chained_staged_kernel(Problem P, Op op, State st, index_t tiles_per_sequence, index_t total_tiles) {
   using Acc = typename Problem::acc_type;
@@ -74,15 +66,8 @@ __global__ void __launch_bounds__(Warps* warp_threads)
     return WarpTiles ? k * tile_steps<Problem, 1, Chunks> : segment_start<Warps, Chunks, Problem>(k);
   };
   auto stage = [&](index_t tile, int slot) {
-    if (tile < total_tiles) {
-      if constexpr (Blocked) ring.stage_swizzled(P, tile / tiles_per_sequence, segment(tile % tiles_per_sequence), slot);
-      else ring.stage(P, tile / tiles_per_sequence, segment(tile % tiles_per_sequence), slot);
-    }
+    if (tile < total_tiles) ring.stage(P, tile / tiles_per_sequence, segment(tile % tiles_per_sequence), slot);
     async_commit();  // one group per tile, empty or not, so the wait below counts tiles
-  };
-  auto load = [&](index_t s, index_t k, int slot, tile_items<Problem, Chunks>& items) {
-    if constexpr (Blocked) ring.load_blocked(P, s, segment(k), slot, items);
-    else ring.load(P, s, segment(k), slot, items);
   };
   // Reduce ahead (the window chain, 3 or more stages): a block publishes the aggregate of its
   // next tile before the look-back of this one, so that no look-back waits for another block
@@ -90,18 +75,17 @@ __global__ void __launch_bounds__(Warps* warp_threads)
   // of copy on an H100, reducing ahead at 61%; a look-back that needs nothing but aggregates,
   // each block recomputing group totals itself, measured 52%: docs/performance.md.)
   constexpr bool reduce_ahead = std::is_same_v<State, window_chain_state<Acc>> && Stages >= 3 && !WarpTiles;
-  static_assert(!Blocked || reduce_ahead, "blocked order with the window chain reducing ahead only");
   __shared__ tile_reduce_smem<Acc, reduce_ahead ? Warps : 1> reduce_sm;
-  // The carry in of the tile whose aggregate went out last, if it is in its sequence's first
-  // window: read before the aggregate goes out (window_chain_prefix says why).
-  maybe<Acc> early_carry{Acc{}, false};
+  // The first 32 windows of a sequence (window_chain_prefix: the tiles that may read the carry
+  // in) publish their aggregates in their own look-backs.
+  constexpr index_t ahead_from = static_cast<index_t>(chain_window) * chain_window;
   auto publish_aggregate = [&](index_t t, int slot) {
     if constexpr (reduce_ahead) {
       const index_t s = t / tiles_per_sequence, k = t % tiles_per_sequence;
-      if (k < chain_window) early_carry = P.initial(s);  // every thread, before reduce_tile's barriers
+      if (k < ahead_from) return;  // the same in every thread
       tile_items<Problem, Chunks> items;
-      load(s, k, slot, items);
-      const Acc total = reduce_tile<Warps, Chunks, Blocked>(P, op, k, items, reduce_sm);
+      ring.load(P, s, segment(k), slot, items);
+      const Acc total = reduce_tile<Warps, Chunks>(P, op, k, items, reduce_sm);
       if (threadIdx.x == 0) State::store(st.aggregate(t), total);
     }
   };
@@ -117,7 +101,6 @@ __global__ void __launch_bounds__(Warps* warp_threads)
     // as its tile was in registers, to keep Stages tiles in flight during the look-back,
     // measured 4 points lower on an H100: 9c3945d.)
     stage(tile + (Stages - 1) * stride, slot == 0 ? Stages - 1 : slot - 1);
-    const maybe<Acc> carry_read_early = early_carry;  // this tile's, if in its sequence's first window
     if constexpr (reduce_ahead) {
       async_wait<Stages - 2>();  // this tile's group and the next one's are complete
       if (tile + stride < total_tiles) publish_aggregate(tile + stride, slot + 1 == Stages ? 0 : slot + 1);
@@ -126,12 +109,10 @@ __global__ void __launch_bounds__(Warps* warp_threads)
     }
     const index_t s = tile / tiles_per_sequence, k = tile % tiles_per_sequence;
     tile_items<Problem, Chunks> now;
-    load(s, k, slot, now);
-    auto prefix = [&](const Acc& aggregate) {
-      return chained_prefix(st, P, op, tiles_per_sequence, s, k, aggregate, reduce_ahead, carry_read_early);
-    };
-    if constexpr (Blocked) scan_tile_blocked<tile_warps, Chunks>(P, op, s, k, now, &sm, prefix);
-    else scan_tile<tile_warps, Chunks>(P, op, s, k, now, &sm, prefix);
+    ring.load(P, s, segment(k), slot, now);
+    scan_tile<tile_warps, Chunks>(P, op, s, k, now, &sm, [&](const Acc& aggregate) {
+      return chained_prefix(st, P, op, tiles_per_sequence, s, k, aggregate, reduce_ahead && k >= ahead_from);
+    });
   }
   async_wait<0>();
 }

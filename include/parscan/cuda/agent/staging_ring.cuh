@@ -57,43 +57,6 @@ struct staging_ring {
       P.load_staged(cur, segment + j * chunk + lane_id() * V, run_at(slot, j), tensor_stride, (mask >> j) & 1u,
                     items.v[j]);
   }
-
-  // Blocked reads (load_blocked): lane l takes the runs l·Chunks … l·Chunks + Chunks-1 of its
-  // warp's segment, Chunks·V consecutive steps, which other lanes of the warp copied. A copy's
-  // place within its chunk is swizzled (lane ^ lane/8), so that the eight lanes of one 16-byte
-  // shared-memory phase read eight different bank groups instead of two.
-  __device__ static PARSCAN_INLINE int swizzled(int lane) { return lane ^ (lane >> 3); }
-  __device__ PARSCAN_INLINE unsigned char* swizzled_run_at(int slot, int warp, int j, int lane) const {
-    return base + slot * slot_bytes + (warp * Chunks + j) * chunk_bytes + swizzled(lane) * 16;
-  }
-  /// stage() for load_blocked: the same copies, at their swizzled places.
-  __device__ PARSCAN_INLINE void stage_swizzled(const Problem& P, index_t s, index_t segment, int slot) const {
-    const auto cur = P.at(s);
-    const int warp = static_cast<int>(threadIdx.x) / warp_threads;
-    unsigned mask = 0;
-#pragma unroll
-    for (int j = 0; j < Chunks; ++j)
-      if (P.stage_run(cur, segment + j * chunk + lane_id() * V, swizzled_run_at(slot, warp, j, lane_id()), tensor_stride))
-        mask |= 1u << j;
-    staged(slot) = mask;
-  }
-  /// The segment staged by stage_swizzled in `slot`, in blocked order: items.v[j] is run
-  /// lane·Chunks + j. Every lane must have waited for its own copies; the warp barrier here
-  /// makes them visible to the lanes that read them.
-  __device__ PARSCAN_INLINE void load_blocked(const Problem& P, index_t s, index_t segment, int slot,
-                                              tile_items<Problem, Chunks>& items) const {
-    __syncwarp();
-    const auto cur = P.at(s);
-    const int warp = static_cast<int>(threadIdx.x) / warp_threads;
-    const unsigned* masks = reinterpret_cast<const unsigned*>(base + Stages * slot_bytes) +
-                            (slot * BlockWarps + warp) * warp_threads;
-#pragma unroll
-    for (int j = 0; j < Chunks; ++j) {
-      const int run = lane_id() * Chunks + j, c = run / warp_threads, copier = run % warp_threads;
-      P.load_staged(cur, segment + run * V, swizzled_run_at(slot, warp, c, copier), tensor_stride,
-                    (masks[copier] >> c) & 1u, items.v[j]);
-    }
-  }
 };
 
 }  // namespace parscan::cuda_detail

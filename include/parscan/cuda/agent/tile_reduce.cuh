@@ -65,39 +65,13 @@ __device__ PARSCAN_INLINE maybe<typename Problem::acc_type> reduce_warp_segment(
   return total;
 }
 
-/// reduce_warp_segment for a tile in blocked order (staging_ring::load_blocked): each lane folds
-/// its Chunks·V consecutive steps, and one warp_ordered_reduce combines the lanes.
+/// The total of tile k (which holds at least one step), the same in every thread of the block.
 template <int Warps, int Chunks, class Problem, class Op>
-__device__ PARSCAN_INLINE maybe<typename Problem::acc_type> reduce_warp_segment_blocked(
-    const Problem& P, const Op& op, index_t k, const tile_items<Problem, Chunks>& tile) {
-  using Acc = typename Problem::acc_type;
-  constexpr int V = Problem::run;
-  constexpr index_t per_lane = static_cast<index_t>(Chunks) * V;
-  const index_t segment = segment_start<Warps, Chunks, Problem>(k);
-  const index_t length = P.length;
-  if (segment >= length) return {Acc{}, false};
-  const index_t first = segment + lane_id() * per_lane;
-  const bool whole = segment + warp_threads * per_lane <= length;  // the same in every lane
-  Acc fold = tile.v[0][0];
-#pragma unroll
-  for (int j = 0; j < Chunks; ++j)
-#pragma unroll
-    for (int v = j == 0 ? 1 : 0; v < V; ++v)
-      if (whole || first + j * V + v < length) fold = op(fold, tile.v[j][v]);
-  const index_t left = length - segment;
-  const int lanes = whole ? warp_threads : static_cast<int>((left + per_lane - 1) / per_lane);
-  return {warp_ordered_reduce(fold, lanes, op), true};
-}
-
-/// The total of tile k (which holds at least one step), the same in every thread of the block;
-/// Blocked: the tile was loaded in blocked order.
-template <int Warps, int Chunks, bool Blocked = false, class Problem, class Op>
 __device__ PARSCAN_INLINE typename Problem::acc_type reduce_tile(const Problem& P, const Op& op, index_t k,
                                                                  const tile_items<Problem, Chunks>& tile,
                                                                  tile_reduce_smem<typename Problem::acc_type, Warps>& smem) {
   using Acc = typename Problem::acc_type;
-  const maybe<Acc> mine = Blocked ? reduce_warp_segment_blocked<Warps, Chunks>(P, op, k, tile)
-                                  : reduce_warp_segment<Warps, Chunks>(P, op, k, tile);
+  const maybe<Acc> mine = reduce_warp_segment<Warps, Chunks>(P, op, k, tile);
   if constexpr (Warps == 1) {
     return shfl_idx(mine.value, 0);
   } else {

@@ -99,14 +99,14 @@ struct window_chain_state {
 /// start at `first_window`, run by one whole warp with the tile's aggregate; the same in every
 /// lane. `carry_in()` gives the sequence's carry in (maybe<Acc>); it is read only by a tile that
 /// has to chain from the sequence's first window. With `aggregate_published` the caller has
-/// already published the tile's aggregate (a block that reduces ahead); it must then have read
-/// the carry in of a tile of the first window before publishing, and hand that over.
+/// already published the tile's aggregate (a block that reduces ahead).
 ///
-/// Why the carry in of the first window's tiles is read before their aggregates go out: carry
-/// in and carry out may be one array (chunks chained in place), and the sequence's last tile,
-/// which writes the carry out, can finish as soon as every aggregate before it is out. A tile
-/// of a later window reads the carry in only while no window prefix is published, and the last
-/// tile publishes every one before it finishes.
+/// The carry in is read before the tile's aggregate goes out, and only then: carry in and carry
+/// out may be one array (chunks chained in place), and the sequence's last tile, which writes
+/// the carry out, finishes as soon as every aggregate before it is out. So a tile of the first
+/// 32 windows (the only ones that may chain from the carry in) reads it first, and a tile whose
+/// aggregate went out before its look-back (aggregate_published) never reads it: if it finds
+/// no window prefix at all it polls again, until a tile of the first 32 windows publishes one.
 template <class Acc, class Op, class CarryIn>
 __device__ PARSCAN_INLINE maybe<Acc> window_chain_prefix(const window_chain_state<Acc>& st, index_t first_tile,
                                                          index_t first_window, index_t k, const Acc& aggregate,
@@ -116,8 +116,13 @@ __device__ PARSCAN_INLINE maybe<Acc> window_chain_prefix(const window_chain_stat
   const int lane = lane_id();
   const index_t w = k / chain_window;
   const int before = static_cast<int>(k % chain_window);
-  const maybe<Acc> first_window_carry = w == 0 ? carry_in() : maybe<Acc>{Acc{}, false};
-  __syncwarp();  // every lane has read it before lane 0 publishes
+  const bool reads_carry = !aggregate_published && w < chain_window;
+  maybe<Acc> carry{Acc{}, false};
+  if (reads_carry) {
+    carry = carry_in();
+    // Lane 0's read is bound before its store below: the shuffles consume it.
+    carry = {shfl_idx(carry.value, 0), shfl_idx(static_cast<int>(carry.has), 0) != 0};
+  }
   if (lane == 0 && !aggregate_published) state::store(st.aggregate(first_tile + k), aggregate);
 
   // One round trip for both questions: the aggregates of this window's earlier tiles (lane i
@@ -135,7 +140,7 @@ __device__ PARSCAN_INLINE maybe<Acc> window_chain_prefix(const window_chain_stat
     const Acc total = warp_ordered_reduce(mine, chain_window, op);
     if (lane == 0) state::store(st.total(first_window + w), total);
   }
-  if (w == 0) return combine(first_window_carry, in_window, op);
+  if (w == 0) return combine(carry, in_window, op);
 
   // The newest published C_m, m < w: the lowest polling lane that found one, 32 windows a round.
   maybe<Acc> start{Acc{}, false};
@@ -149,8 +154,11 @@ __device__ PARSCAN_INLINE maybe<Acc> window_chain_prefix(const window_chain_stat
       break;
     }
     if (newest_polled < chain_window) {  // polled down to window 0: chain from the carry in
-      start = carry_in();
-      break;
+      if (reads_carry) {
+        start = carry;
+        break;
+      }
+      newest_polled = w - 1 + chain_window;  // or poll again from the newest window
     }
     newest_polled -= chain_window;
     chained_ready = lane <= newest_polled && state::try_load(st.prefix(first_window + newest_polled - lane), chained);

@@ -68,30 +68,6 @@ __device__ PARSCAN_INLINE void load_tile(const Problem& P, index_t s, index_t k,
   for (int j = 0; j < Chunks; ++j) P.load_run(cur, segment + j * chunk + lane_id() * Problem::run, items.v[j]);
 }
 
-/// Everything before this warp's part of the tile, from the warps' totals (through shared
-/// memory) and `tile_prefix`, which warp 0 runs with the tile's aggregate.
-template <int Warps, class Acc, class Op, class TilePrefix>
-__device__ PARSCAN_INLINE maybe<Acc> warp_prefix(const Op& op, const Acc& warp_total, tile_scan_smem<Acc, Warps>* smem,
-                                                 TilePrefix& tile_prefix) {
-  if constexpr (Warps == 1) {
-    return tile_prefix(warp_total);
-  } else {
-    const int lane = lane_id(), warp = static_cast<int>(threadIdx.x) / warp_threads;
-    auto& sm = smem->get();
-    if (lane == 0) sm.warp_total[warp] = warp_total;
-    __syncthreads();
-    if (warp == 0) {
-      const Acc total = sm.warp_total[lane < Warps ? lane : 0];
-      const Acc warps_inclusive = warp_inclusive_scan(total, op);
-      const maybe<Acc> prefix = tile_prefix(shfl_idx(warps_inclusive, Warps - 1));
-      const Acc before = shfl_up(warps_inclusive, 1);
-      if (lane < Warps) sm.warp_prefix[lane] = lane == 0 ? prefix : combine(prefix, maybe<Acc>{before, true}, op);
-    }
-    __syncthreads();
-    return sm.warp_prefix[warp];
-  }
-}
-
 /// Scans the loaded tile k of sequence s and stores it. `tile_prefix` is run by one warp with
 /// the tile's aggregate and returns what precedes the tile. `smem` is unused when Warps == 1.
 template <int Warps, int Chunks, class Problem, class Op, class TilePrefix>
@@ -102,7 +78,7 @@ __device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t
   using Acc = typename Problem::acc_type;
   constexpr int V = Problem::run;
   constexpr index_t chunk = static_cast<index_t>(warp_threads) * V;
-  const int lane = lane_id();
+  const int lane = lane_id(), warp = Warps == 1 ? 0 : static_cast<int>(threadIdx.x) / warp_threads;
   const index_t segment = segment_start<Warps, Chunks, Problem>(k);
   auto& items = tile.v;
 
@@ -119,7 +95,23 @@ __device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t
 #pragma unroll
   for (int j = 1; j < Chunks; ++j) warp_total = op(warp_total, chunk_total[j]);
 
-  maybe<Acc> run = warp_prefix<Warps>(op, warp_total, smem, tile_prefix);
+  maybe<Acc> run;
+  if constexpr (Warps == 1) {
+    run = tile_prefix(warp_total);
+  } else {
+    auto& sm = smem->get();
+    if (lane == 0) sm.warp_total[warp] = warp_total;
+    __syncthreads();
+    if (warp == 0) {
+      const Acc total = sm.warp_total[lane < Warps ? lane : 0];
+      const Acc warps_inclusive = warp_inclusive_scan(total, op);
+      const maybe<Acc> prefix = tile_prefix(shfl_idx(warps_inclusive, Warps - 1));
+      const Acc before = shfl_up(warps_inclusive, 1);
+      if (lane < Warps) sm.warp_prefix[lane] = lane == 0 ? prefix : combine(prefix, maybe<Acc>{before, true}, op);
+    }
+    __syncthreads();
+    run = sm.warp_prefix[warp];
+  }
 
   const index_t length = P.length;
 #pragma unroll
@@ -141,49 +133,6 @@ __device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t
     }
     run = combine(run, maybe<Acc>{chunk_total[j], true}, op);
     P.store_run(P.at(s), first, items[j]);
-  }
-}
-
-/// scan_tile for a tile loaded in blocked order (staging_ring::load_blocked): lane l of warp w
-/// holds runs (w·Chunks·32 + l·Chunks + j), j < Chunks, so its Chunks·V items are consecutive
-/// steps and one warp scan serves them all (scan_tile's striped order needs one per run).
-/// Steps past the sequence's end follow the real ones in every lane and are never stored.
-template <int Warps, int Chunks, class Problem, class Op, class TilePrefix>
-__device__ PARSCAN_INLINE void scan_tile_blocked(const Problem& P, const Op& op, index_t s, index_t k,
-                                                 tile_items<Problem, Chunks>& tile,
-                                                 tile_scan_smem<typename Problem::acc_type, Warps>* smem,
-                                                 TilePrefix&& tile_prefix) {
-  using Acc = typename Problem::acc_type;
-  constexpr int V = Problem::run;
-  const int lane = lane_id();
-  const index_t segment = segment_start<Warps, Chunks, Problem>(k);
-  auto& items = tile.v;
-  Acc fold = items[0][0];
-#pragma unroll
-  for (int j = 0; j < Chunks; ++j)
-#pragma unroll
-    for (int v = j == 0 ? 1 : 0; v < V; ++v) fold = op(fold, items[j][v]);
-  const Acc inclusive = warp_inclusive_scan(fold, op);
-  const maybe<Acc> run = warp_prefix<Warps>(op, shfl_idx(inclusive, warp_threads - 1), smem, tile_prefix);
-  const Acc lane_before = shfl_up(inclusive, 1);
-  const maybe<Acc> lane_prefix = lane == 0 ? run : combine(run, maybe<Acc>{lane_before, true}, op);
-  const index_t length = P.length;
-  const auto cur = P.at(s);
-  Acc r = lane_prefix.value;
-#pragma unroll
-  for (int j = 0; j < Chunks; ++j) {
-    const index_t first = segment + (static_cast<index_t>(lane) * Chunks + j) * V;
-    const index_t to_end = length - 1 - first;
-    const int end_v = to_end >= 0 && to_end < V ? static_cast<int>(to_end) : -1;
-#pragma unroll
-    for (int v = 0; v < V; ++v) {
-      const Acc x = items[j][v];
-      if (P.exclusive) items[j][v] = r;
-      r = (j == 0 && v == 0 && !lane_prefix.has) ? x : op(r, x);
-      if (!P.exclusive) items[j][v] = r;
-      if (v == end_v) P.finish(s, r);
-    }
-    P.store_run(cur, first, items[j]);
   }
 }
 

@@ -70,10 +70,6 @@ constexpr bool default_window_chain = stages_whole_runs<Problem>;
 template <class Problem>
 constexpr int default_chained_stages = can_reduce_only<Problem> && stages_whole_runs<Problem> ? 3 : 2;
 
-/// Whether chained tiles are read in blocked order by default (bench_tuning times both).
-template <class Problem>
-constexpr bool default_blocked = false;
-
 /// Warps of a chained tile: 16 for 4-byte accumulators (int32 sum 59–61% against 57% with 8),
 /// else 8.
 template <class Acc>
@@ -92,12 +88,9 @@ template <class Problem, int PerLane = default_per_lane<typename Problem::acc_ty
           int ChainedWarps = default_chained_warps<typename Problem::acc_type>, int LaneWarps = 8, int LoopStages = 2,
           int ChainedStages = default_chained_stages<Problem>,
           int LaneSteps = default_lane_steps<Problem>, bool ChainedWarpTiles = false,
-          bool WindowChain = default_window_chain<Problem>, bool Blocked = default_blocked<Problem>>
+          bool WindowChain = default_window_chain<Problem>>
 struct tile_shape_of {
   static constexpr bool window_chain = WindowChain;
-  // Chained tiles read in blocked order (staging_ring::load_blocked): with the window chain
-  // reducing ahead only.
-  static constexpr bool blocked = Blocked && WindowChain && has_staging<Problem> && ChainedStages >= 3;
   static constexpr bool staged = has_staging<Problem>;
   static constexpr int loop_stages = staged ? LoopStages : 0;
   static constexpr int chained_stages = staged ? ChainedStages : 0;
@@ -257,7 +250,7 @@ status launch_persistent_chained(const Problem& P, const Op& op, index_t sequenc
   };
   if constexpr (shape::chained_stages > 0) {
     constexpr auto kernel = scan_chained_staged_kernel<shape::chained_warps, shape::chunks, shape::chained_stages,
-                                                       shape::chained_warp_tiles, Problem, Op, decltype(st), shape::blocked>;
+                                                       shape::chained_warp_tiles, Problem, Op, decltype(st)>;
     constexpr int smem = staging_ring<shape::chained_warps, shape::chunks, shape::chained_stages, Problem>::bytes;
     return run(kernel, blocks_per_multiprocessor<kernel>(threads, dev.device, smem), smem);
   } else {
