@@ -119,7 +119,7 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: sequences spanning more than 32 wind
   const index_t length = 3 * cd::chain_window * cd::chain_window * 128 + 3 * 128 + 77;
   for (bool reverse : {false, true}) {
     check_chained<tiny_window_shape<1>>("one-warp window-chain tiles", 3, length, reverse);
-    check_chained<tiny_window_shape<2>>("two-warp window-chain tiles", 2, length, reverse);
+    check_chained<tiny_window_shape<2>>("two-warp window-chain tiles", 2, 2 * length, reverse);  // 256-step tiles
     check_chained<tiny_window_shape<1>>("one-warp window-chain tiles", 3, length, reverse, true);
   }
   // Two-warp tiles of 256 steps for the staged window chain.
