@@ -71,9 +71,8 @@ __global__ void __launch_bounds__(Warps* warp_threads)
   };
   // Reduce ahead (the window chain, 3 or more stages): a block publishes the aggregate of its
   // next tile before the look-back of this one, so that no look-back waits for another block
-  // to finish its own. (Publishing each aggregate in its own turn held a 2^28 int32 sum at 54%
-  // of copy on an H100, reducing ahead at 61%; a look-back that needs nothing but aggregates,
-  // each block recomputing group totals itself, measured 52%: docs/performance.md.)
+  // to finish its own (a 2^28 int32 sum on an H100: 52.5% of copy with 2 stages, 54.6% reducing
+  // ahead with 3; other designs measured are in docs/performance.md).
   constexpr bool reduce_ahead = std::is_same_v<State, window_chain_state<Acc>> && Stages >= 3 && !WarpTiles;
   __shared__ tile_reduce_smem<Acc, reduce_ahead ? Warps : 1> reduce_sm;
   // The first 32 windows of a sequence (window_chain_prefix: the tiles that may read the carry

@@ -47,8 +47,9 @@ constexpr bool can_reduce_only<Problem, std::void_t<decltype(std::declval<const 
 
 /// Whether a Problem's runs can go through the staging ring whole (a Problem whose element is
 /// not 16 bytes a run, such as a 12-byte struct, says so in stages_runs): the staged window
-/// chain reads the runs it cannot stage straight from global memory twice, once to reduce ahead
-/// and once to scan (a 12-byte argmax scan fell from 33% to 19% of copy on an H100).
+/// chain would read the runs it cannot stage straight from global memory twice, once to reduce
+/// ahead and once to scan, so such shapes keep the hierarchical grid. (A 12-byte argmax scan
+/// measured 18.7% of copy on an H100 with the window chain, 19.5% with the hierarchical grid.)
 template <class Problem, class = void>
 constexpr bool stages_whole_runs = true;
 template <class Problem>
@@ -56,22 +57,22 @@ constexpr bool stages_whole_runs<Problem, std::void_t<decltype(Problem::stages_r
 
 /// Which chained kernel a shape uses by default: the window chain wherever runs stage whole
 /// (otherwise the persistent grid with the hierarchical look-back, as before). Measured on an
-/// H100 at 2^28 steps (docs/performance.md), the persistent staged grid with the window chain
-/// ran an int32 sum at 59–61% of copy (the one-tile-per-block kernel 45%, the hierarchical
-/// grid 44%), affine<float> at 60% (hierarchical 46%), and the gated recurrence's 16 × 2^22
-/// f32 rows at 48% (hierarchical 41%).
+/// H100 at 2^28 steps in one run at f87de05 (docs/performance.md), the persistent staged grid
+/// with the window chain ran an int32 sum at 54.6% of copy (the one-tile-per-block kernel 45.4%,
+/// the hierarchical grid 40.9%) and affine<float> at 59.3% (hierarchical 44.8%); the gated
+/// recurrence's 16 × 2^22 f32 rows measured 48% against 41% (558553c).
 template <class Problem>
 constexpr bool default_window_chain = stages_whole_runs<Problem>;
 
 /// Tiles in flight per block of the chained grid: 3 for the generic algorithms, so that a
-/// block reduces its next tile ahead of each look-back (int32 sum 57% against 36% with 2, affine
-/// 60% against 55%), 2 for the recurrences' Problems, whose larger registers and two input
+/// block reduces its next tile ahead of each look-back (at f87de05: int32 sum 54.6% against
+/// 52.5% with 2, affine 59.3% against 55.5%), 2 for the recurrences' Problems, whose larger registers and two input
 /// tensors measured 46–48% either way (f32) and lost to spills at 3 (bf16, 18%).
 template <class Problem>
 constexpr int default_chained_stages = can_reduce_only<Problem> && stages_whole_runs<Problem> ? 3 : 2;
 
-/// Warps of a chained tile: 16 for 4-byte accumulators (int32 sum 59–61% against 57% with 8),
-/// else 8.
+/// Warps of a chained tile: 16 for 4-byte accumulators (int32 sum 54.6% against 49.9% with 8 at
+/// f87de05), else 8.
 template <class Acc>
 constexpr int default_chained_warps = sizeof(Acc) <= 4 ? 16 : 8;
 
