@@ -2,14 +2,17 @@
 # cmake/quickstart.sh — the README's quick start, from the root of a parscan checkout:
 #
 #   bash cmake/quickstart.sh demo   configure (Release), build and run docs/examples/recurrence_demo
-#                                   (on the GPU when one is visible, else on the CPU)
+#                                   (on the GPU when one is visible; else on the CPU, built without
+#                                   the CUDA backend in build/quickstart-host)
 #   bash cmake/quickstart.sh test   make sure Catch2 is installed, build everything and run the
 #                                   host tests; with a GPU (nvidia-smi -L works) also build and
 #                                   run the GPU tests
 #
 # Works on a machine with no GPU and no CUDA toolkit too: the CUDA backend is then left out.
-# Both commands share the build directory build/quickstart. Optional environment:
-#   PARSCAN_BUILD_DIR   build directory (default build/quickstart)
+# Both commands share the build directory build/quickstart (the demo without a GPU uses
+# build/quickstart-host). Optional environment:
+#   PARSCAN_BUILD_DIR   build directory (default build/quickstart; build/quickstart-host for the
+#                       demo without a GPU)
 #   PARSCAN_JOBS        parallel build jobs (default: the number of cores)
 #   PARSCAN_CMAKE_ARGS  extra arguments for the configure step (split on spaces)
 set -euo pipefail
@@ -25,6 +28,17 @@ mode=$1
 [[ $mode == demo || $mode == test ]] || usage
 
 build_dir=${PARSCAN_BUILD_DIR:-build/quickstart}
+have_gpu=0
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+  have_gpu=1
+fi
+# The demo without a GPU runs on the CPU: it builds the host backend alone, in its own folder,
+# so that it compiles no CUDA kernel it would not run (minutes on a small machine).
+host_only_demo=0
+if [[ $mode == demo && $have_gpu -eq 0 ]]; then
+  host_only_demo=1
+  build_dir=${PARSCAN_BUILD_DIR:-build/quickstart-host}
+fi
 jobs=${PARSCAN_JOBS:-$(nproc 2>/dev/null || echo 2)}
 export CMAKE_BUILD_PARALLEL_LEVEL=$jobs  # also used by the nested consumer builds
 
@@ -57,11 +71,6 @@ if [[ -n $cuda_root ]]; then
       case ";$prefix_path;" in *";$(cd "$d" && pwd -P);"*) ;; *) prefix_path=${prefix_path:+$prefix_path;}$(cd "$d" && pwd -P) ;; esac
     fi
   done
-fi
-
-have_gpu=0
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
-  have_gpu=1
 fi
 
 # --- Catch2 (tests only): present, or installed from the distribution's packages.
@@ -109,6 +118,7 @@ cmake_args=(-S . -B "$build_dir" -G "$generator" -DCMAKE_BUILD_TYPE=Release)
 if [[ $mode == demo ]]; then
   cmake_args+=(-DPARSCAN_BUILD_EXAMPLES=ON -DPARSCAN_BUILD_TESTS=OFF -DPARSCAN_GPU_TESTS=OFF
                -DPARSCAN_BUILD_BENCHMARKS=OFF)
+  [[ $host_only_demo -eq 1 ]] && cmake_args+=(-DPARSCAN_ENABLE_CUDA=OFF)
 else
   gpu_tests=OFF
   [[ $have_gpu -eq 1 ]] && gpu_tests=ON
