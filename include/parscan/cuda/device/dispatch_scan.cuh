@@ -104,7 +104,7 @@ struct tile_shape_of {
   // (scan_chained_staged_kernel; scan_chained_kernel when not staged).
   static constexpr bool chained_warp_tiles = ChainedWarpTiles && chained_stages > 0 && !WindowChain;
   static constexpr index_t chained_tile =
-      tile_steps<Problem, chained_warp_tiles && !window_chain ? 1 : chained_warps, chunks>;
+      tile_steps<Problem, chained_warp_tiles ? 1 : chained_warps, chunks>;
   static constexpr int lane_steps = LaneSteps;
   static constexpr int lane_warps = LaneWarps;
   static constexpr index_t lane_tile = static_cast<index_t>(lane_warps) * lane_steps;
