@@ -120,6 +120,7 @@ inline int rotation_for(size_t working_set_bytes) {
 template <class T> struct dtype_name;
 template <> struct dtype_name<float> { static constexpr const char* v = "f32"; };
 template <> struct dtype_name<parscan::bfloat16> { static constexpr const char* v = "bf16"; };
+template <> struct dtype_name<parscan::float16> { static constexpr const char* v = "f16"; };
 template <> struct dtype_name<parscan::complex<float>> { static constexpr const char* v = "c64"; };
 
 /// A counter-based hash (splitmix64's finaliser) and a uniform float in [0, 1) from it, for
@@ -179,6 +180,14 @@ inline const char* json_arg(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::string(argv[i]) == "--json") return argv[i + 1];
   return nullptr;
+}
+
+/// The value after `--filter`, or "" (every row): benchmarks run only the rows whose name
+/// contains it.
+inline std::string filter_arg(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--filter") return argv[i + 1];
+  return "";
 }
 
 inline bool has_flag(int argc, char** argv, const char* flag) {

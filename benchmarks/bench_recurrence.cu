@@ -2,7 +2,9 @@
 // CUDA backend, over the cases of the speed table in docs/benchmarks.md. Effective bandwidth
 // counts each tensor once: forward reads a, b and writes x; backward reads a, x, dx and writes
 // da, db. A few sequences of every case are checked against a float64 host loop.
-//   usage: bench_recurrence [--json out.json] [--quick]
+// A backward with x = null recomputes x from b (and x0) first; its bytes are counted as the
+// call's own: a, b, dx read, da, db written.
+//   usage: bench_recurrence [--json out.json] [--quick] [--filter <part of a row name>]
 #include <cmath>
 #include <complex>
 #include <cstdint>
@@ -55,7 +57,8 @@ struct case_spec {
   index_t B, D, T;
   parscan::recurrence_layout layout;
   bool backward = false;
-  bool state = false;  // x0 and x_final
+  bool state = false;      // x0 and x_final
+  bool recompute = false;  // backward given b instead of x
 };
 
 template <class T>
@@ -147,7 +150,9 @@ bench::row run_case(const case_spec& c, double copy, double& max_err) {
     parscan::status s;
     if (c.backward) {
       parscan::gated_backward_args<T> g{};
-      g.shape = sh, g.a = z.a, g.x = z.x, g.dx = z.dx, g.da = z.da, g.db = z.db;
+      g.shape = sh, g.a = z.a, g.dx = z.dx, g.da = z.da, g.db = z.db;
+      if (c.recompute) g.b = z.b;
+      else g.x = z.x;
       if (!ws_bytes) ws_bytes = parscan::gated_recurrence_workspace_size(g) + 1;
       s = parscan::gated_recurrence_backward(be, g);
     } else {
@@ -263,14 +268,17 @@ int main(int argc, char** argv) {
   const auto tc = L::time_contiguous, cl = L::channel_last;
   std::vector<bench::row> rows;
   double max_err = 0, max_err_16 = 0, max_err_log = 0;
-  auto f32 = [&](case_spec c) { rows.push_back(run_case<float>(c, copy, max_err)); };
-  auto bf16 = [&](case_spec c) { rows.push_back(run_case<parscan::bfloat16>(c, copy, max_err_16)); };
-  auto c64 = [&](case_spec c) { rows.push_back(run_case<parscan::complex<float>>(c, copy, max_err)); };
+  const std::string filter = bench::filter_arg(argc, argv);
+  auto wanted = [&](const std::string& name) { return name.find(filter) != std::string::npos; };
+  auto f32 = [&](case_spec c) { if (wanted(c.name)) rows.push_back(run_case<float>(c, copy, max_err)); };
+  auto bf16 = [&](case_spec c) { if (wanted(c.name)) rows.push_back(run_case<parscan::bfloat16>(c, copy, max_err_16)); };
+  auto f16 = [&](case_spec c) { if (wanted(c.name)) rows.push_back(run_case<parscan::float16>(c, copy, max_err_16)); };
+  auto c64 = [&](case_spec c) { if (wanted(c.name)) rows.push_back(run_case<parscan::complex<float>>(c, copy, max_err)); };
 
   std::vector<index_t> pow2 = {128, 1024, 4096, 16384, 65536};
   if (quick) pow2 = {128, 1024, 4096};
   for (index_t T : pow2) f32({"fwd f32 T=" + std::to_string(T), 8, 1536, T, tc});
-  {  // The floor for the T = 128 row: a copy of as many bytes (read a, b; write x), as cold.
+  if (wanted("copy, fwd f32 T=128's bytes")) {  // The floor for the T = 128 row: a copy of as many bytes (read a, b; write x), as cold.
     const size_t moved = size_t(3) * 8 * 1536 * 128 * sizeof(float);
     const double us = bench::copy_us(moved);
     rows.push_back({"copy, fwd f32 T=128's bytes", "f32", "-", "copy", "18.9 MB", us, moved / us / 1e3,
@@ -282,25 +290,46 @@ int main(int argc, char** argv) {
     f32({"fwd f32 T=" + std::to_string(T), 8, 1536, T, tc});
   }
   for (index_t T : pow2) bf16({"fwd bf16 T=" + std::to_string(T), 8, 1536, T, tc});
-  for (index_t T : {index_t(4096), index_t(16384)}) {
-    f32({"fwd f32 channel-last T=" + std::to_string(T), 8, 1536, T, cl});
-    bf16({"fwd bf16 channel-last T=" + std::to_string(T), 8, 1536, T, cl});
-    f32({"fwd f32 D=256 channel-last T=" + std::to_string(T), 8, 256, T, cl});
+  for (index_t T : {index_t(4096), index_t(16384)}) f16({"fwd f16 T=" + std::to_string(T), 8, 1536, T, tc});
+  for (index_t T : {index_t(1024), index_t(4096), index_t(16384)}) {
+    const std::string t = " T=" + std::to_string(T);
+    f32({"fwd f32 channel-last" + t, 8, 1536, T, cl});
+    bf16({"fwd bf16 channel-last" + t, 8, 1536, T, cl});
+    f16({"fwd f16 channel-last" + t, 8, 1536, T, cl});
+    f32({"fwd f32 D=256 channel-last" + t, 8, 256, T, cl});
   }
   f32({"fwd f32 few long", 1, 16, index_t(1) << 22, tc});
   bf16({"fwd bf16 few long", 1, 16, index_t(1) << 22, tc});
-  for (index_t T : {index_t(4096), index_t(16384)}) {
-    f32({"bwd f32 T=" + std::to_string(T), 8, 1536, T, tc, true});
-    bf16({"bwd bf16 T=" + std::to_string(T), 8, 1536, T, tc, true});
-    f32({"bwd f32 channel-last T=" + std::to_string(T), 8, 1536, T, cl, true});
-    bf16({"bwd bf16 channel-last T=" + std::to_string(T), 8, 1536, T, cl, true});
+  for (index_t T : {index_t(1024), index_t(4096), index_t(16384)}) {
+    const std::string t = " T=" + std::to_string(T);
+    if (T > 1024) {
+      f32({"bwd f32" + t, 8, 1536, T, tc, true});
+      bf16({"bwd bf16" + t, 8, 1536, T, tc, true});
+      f16({"bwd f16" + t, 8, 1536, T, tc, true});
+    }
+    f32({"bwd f32 channel-last" + t, 8, 1536, T, cl, true});
+    bf16({"bwd bf16 channel-last" + t, 8, 1536, T, cl, true});
+    f16({"bwd f16 channel-last" + t, 8, 1536, T, cl, true});
+  }
+  for (auto lay : {tc, cl}) {
+    const std::string l = lay == cl ? " channel-last" : "";
+    f32({"bwd f32 recomputed x" + l + " T=4096", 8, 1536, 4096, lay, true, false, true});
+    bf16({"bwd bf16 recomputed x" + l + " T=4096", 8, 1536, 4096, lay, true, false, true});
   }
   f32({"fwd f32 x0+x_final T=16384", 8, 1536, 16384, tc, false, true});
-  for (index_t T : {index_t(4096), index_t(16384)}) c64({"fwd c64 T=" + std::to_string(T), 8, 1536, T, tc});
+  for (index_t T : {index_t(4096), index_t(16384)}) {
+    const std::string t = " T=" + std::to_string(T);
+    c64({"fwd c64" + t, 8, 1536, T, tc});
+    c64({"bwd c64" + t, 8, 1536, T, tc, true});
+    c64({"fwd c64 channel-last" + t, 8, 1536, T, cl});
+    c64({"bwd c64 channel-last" + t, 8, 1536, T, cl, true});
+  }
   for (bool bwd : {false, true}) {
     const std::string dir = bwd ? "bwd" : "fwd";
-    rows.push_back(run_log_case<float>("log " + dir + " f32 T=4096", 8, 1536, 4096, bwd, copy, max_err_log));
-    rows.push_back(run_log_case<parscan::bfloat16>("log " + dir + " bf16 T=4096", 8, 1536, 4096, bwd, copy, max_err_16));
+    if (wanted("log " + dir + " f32 T=4096"))
+      rows.push_back(run_log_case<float>("log " + dir + " f32 T=4096", 8, 1536, 4096, bwd, copy, max_err_log));
+    if (wanted("log " + dir + " bf16 T=4096"))
+      rows.push_back(run_log_case<parscan::bfloat16>("log " + dir + " bf16 T=4096", 8, 1536, 4096, bwd, copy, max_err_16));
   }
   // Odd T: every sequence but the first starts off a 16-byte boundary (head pads). Last: its
   // 17 ms calls, timed before the x0 + x_final row, left that row 10 points lower on an H100.

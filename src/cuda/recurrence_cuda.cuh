@@ -33,13 +33,13 @@ recurrence_forward_problem<T> make_forward(const gated_forward_args<T>& g, const
 template <class T>
 bool uses_lane_packs(const recurrence_forward_problem<T>& f) {
   constexpr int K = channels_per_lane<T>;
-  return K > 1 && f.lane_major && f.length > 0 && lane_packs_fit<K>(f.la, f.a) && lane_packs_fit<K>(f.lb, f.b) &&
+  return f.lane_major && f.length > 0 && lane_packs_fit<K>(f.la, f.a) && lane_packs_fit<K>(f.lb, f.b) &&
          lane_packs_fit<K>(f.lx, f.x);
 }
 template <class T>
 bool uses_lane_packs(const recurrence_backward_problem<T>& b) {
   constexpr int K = channels_per_lane<T>;
-  return K > 1 && b.lane_major && b.length > 0 && lane_packs_fit<K>(b.la, b.a) && lane_packs_fit<K>(b.lx, b.x) &&
+  return b.lane_major && b.length > 0 && lane_packs_fit<K>(b.la, b.a) && lane_packs_fit<K>(b.lx, b.x) &&
          lane_packs_fit<K>(b.ldx, b.dx) && lane_packs_fit<K>(b.lda, b.da) && lane_packs_fit<K>(b.ldb, b.db);
 }
 
@@ -48,10 +48,7 @@ bool uses_lane_packs(const recurrence_backward_problem<T>& b) {
 template <template <class, int> class Lanes, class T, class Problem>
 status run_recurrence(const Problem& P, index_t sequences, const cuda_backend& be) {
   constexpr int K = channels_per_lane<T>;
-  if constexpr (K > 1) {
-    if (uses_lane_packs(P))
-      return dispatch_lane_tiles(Lanes<T, K>(P), lanewise_op<affine_op<T>, K>{}, sequences / K, be);
-  }
+  if (uses_lane_packs(P)) return dispatch_lane_tiles(Lanes<T, K>(P), lanewise_op<affine_op<T>, K>{}, sequences / K, be);
   return dispatch_recurrence(P, affine_op<T>{}, sequences, be);
 }
 
@@ -60,11 +57,9 @@ template <template <class, int> class Lanes, class T, class Problem>
 std::size_t recurrence_scan_bytes(index_t sequences, index_t length, bool packs_fit) {
   std::size_t bytes = recurrence_workspace_bytes<Problem>(sequences, length);
   constexpr int K = channels_per_lane<T>;
-  if constexpr (K > 1) {
-    if (packs_fit) {
-      const std::size_t packed = lane_tile_workspace_bytes<Lanes<T, K>>(sequences / K, length);
-      if (packed > bytes) bytes = packed;
-    }
+  if (packs_fit) {
+    const std::size_t packed = lane_tile_workspace_bytes<Lanes<T, K>>(sequences / K, length);
+    if (packed > bytes) bytes = packed;
   }
   return bytes;
 }

@@ -33,13 +33,39 @@ struct alignas(16) lane_tile_smem {
   }
 };
 
+/// The prefix of this thread's steps within its lane's sequence, given the thread's total:
+/// warp 0 folds the warps' totals per lane, asks `tile_prefix` (the look-back) for what
+/// precedes the tile with the tile's aggregate, and hands each warp its prefix. Called by the
+/// whole block.
+template <int Warps, class Acc, class Op, class TilePrefix>
+__device__ PARSCAN_INLINE maybe<Acc> lane_tile_warp_prefix(const maybe<Acc>& total, const Op& op,
+                                                           lane_tile_smem<Acc, Warps>& smem, TilePrefix&& tile_prefix) {
+  auto& sm = smem.get();
+  const int lane = lane_id(), warp = static_cast<int>(threadIdx.x) / warp_threads;
+  __syncthreads();  // the previous tile may still read the shared values
+  sm.warp_value[warp][lane] = total;
+  __syncthreads();
+  if (warp == 0) {
+    maybe<Acc> tile_total{Acc{}, false};
+    for (int w = 0; w < Warps; ++w) {
+      const maybe<Acc> t = sm.warp_value[w][lane];
+      sm.warp_value[w][lane] = tile_total;  // becomes warp w's exclusive prefix within the tile
+      tile_total = combine(tile_total, t, op);
+    }
+    const maybe<Acc> before = tile_prefix(tile_total);
+#pragma unroll 1
+    for (int w = 0; w < Warps; ++w) sm.warp_value[w][lane] = combine(before, sm.warp_value[w][lane], op);
+  }
+  __syncthreads();
+  return sm.warp_value[warp][lane];
+}
+
 /// Scans steps [k·Warps·Steps, (k+1)·Warps·Steps) of sequences 32g … 32g+31.
 template <int Warps, int Steps, class Problem, class Op, class TilePrefix>
 __device__ PARSCAN_INLINE void scan_lane_tile(const Problem& P, const Op& op, index_t sequences, index_t g, index_t k,
                                               lane_tile_smem<typename Problem::acc_type, Warps>& smem,
                                               TilePrefix&& tile_prefix) {
   using Acc = typename Problem::acc_type;
-  auto& sm = smem.get();
   const int lane = lane_id(), warp = static_cast<int>(threadIdx.x) / warp_threads;
   const index_t s = g * warp_threads + lane;
   const bool active = s < sequences;
@@ -57,22 +83,7 @@ __device__ PARSCAN_INLINE void scan_lane_tile(const Problem& P, const Op& op, in
   for (int i = 1; i < Steps; ++i)
     if (i < n) total = items[i] = op(items[i - 1], items[i]);
 
-  __syncthreads();  // the previous tile may still read the shared values
-  sm.warp_value[warp][lane] = {total, n > 0};
-  __syncthreads();
-  if (warp == 0) {
-    maybe<Acc> tile_total{Acc{}, false};
-    for (int w = 0; w < Warps; ++w) {
-      const maybe<Acc> t = sm.warp_value[w][lane];
-      sm.warp_value[w][lane] = tile_total;  // becomes warp w's exclusive prefix within the tile
-      tile_total = combine(tile_total, t, op);
-    }
-    const maybe<Acc> before = tile_prefix(tile_total);
-#pragma unroll 1
-    for (int w = 0; w < Warps; ++w) sm.warp_value[w][lane] = combine(before, sm.warp_value[w][lane], op);
-  }
-  __syncthreads();
-  const maybe<Acc> prefix = sm.warp_value[warp][lane];
+  const maybe<Acc> prefix = lane_tile_warp_prefix<Warps>(maybe<Acc>{total, n > 0}, op, smem, tile_prefix);
 #pragma unroll
   for (int i = 0; i < Steps; ++i) {
     if (i >= n) break;

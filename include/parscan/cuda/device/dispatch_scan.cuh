@@ -11,6 +11,7 @@
 #include "../agent/chained_tiles.cuh"
 #include "../agent/lane_tiles.cuh"
 #include "../agent/reduce_spans.cuh"
+#include "../agent/staged_lane_tiles.cuh"
 #include "../agent/warp_loop.cuh"
 
 namespace parscan::cuda_detail {
@@ -198,6 +199,33 @@ status launch_lane_tiles(const Problem& P, const Op& op, index_t sequences, cons
   if (status s = prepare_tiles(ws, tiles, st, counter, be); s != status::success) return s;
   return launch(scan_lane_chained_kernel<shape::lane_warps, shape::lane_steps, Problem, Op>, tiles,
                 shape::lane_warps * warp_threads, 0, be, P, op, st, counter, tiles_per_group, sequences);
+}
+
+/// Staged lane tiles (agent/staged_lane_tiles.cuh): a persistent grid, launched cooperatively,
+/// as many blocks as fit on the device at once or as there are tiles.
+template <class shape, class Problem, class Op>
+status launch_staged_lane_tiles(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
+  using Acc = typename Problem::acc_type;
+  using state = tile_state<Acc, warp_threads>;
+  const index_t groups = (sequences + warp_threads - 1) / warp_threads;
+  const index_t tiles_per_group = (P.length + shape::lane_tile - 1) / shape::lane_tile;
+  index_t tiles;
+  if (__builtin_mul_overflow(groups, tiles_per_group, &tiles) || tiles > max_grid) return status::exceeds_device_limits;
+  const device_facts dev = current_device();
+  if (dev.st != status::success) return dev.st;
+  constexpr auto kernel =
+      scan_lane_staged_kernel<shape::lane_warps, shape::lane_steps, shape::lane_stages, Problem, Op>;
+  constexpr int threads = shape::lane_warps * warp_threads;
+  constexpr int smem = lane_staging_ring<shape::lane_warps, shape::lane_steps, shape::lane_stages, Problem>::bytes;
+  const int per_sm = blocks_per_multiprocessor<kernel>(threads, dev.device, smem);
+  if (per_sm == 0) return status::exceeds_device_limits;
+  workspace_lease ws(be);
+  state st;
+  unsigned* counter;  // unused: the persistent grid takes its tiles round-robin
+  if (status s = prepare_tiles(ws, tiles, st, counter, be); s != status::success) return s;
+  const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
+  return launch_cooperative(kernel, resident < tiles ? resident : tiles, threads, smem, be, P, op, st, groups,
+                            tiles_per_group, sequences);
 }
 
 /// Warps that loop over whole sequences: no workspace, no inter-block traffic.

@@ -123,9 +123,6 @@ struct recurrence_forward_lanes : lane_pack_problem<recurrence_forward_problem<T
   using typename common::cursor;
   using common::base;
   static constexpr bool exclusive = false;
-  // 12 steps: 128 registers, two 256-thread blocks per SM (bf16, sm_90). 16 steps, as many
-  // accumulator bytes as the one-channel forward's 32, took 150 registers and one block.
-  static constexpr int lane_steps = 12;
 
   using common::common;
 
@@ -145,6 +142,29 @@ struct recurrence_forward_lanes : lane_pack_problem<recurrence_forward_problem<T
     for (int j = 0; j < K; ++j) rx[j] = static_cast<T>(v.v[j].b);
     write_channels(c.x + base.step(pos) * base.lx.step_stride, rx);
   }
+
+  // Staged lane tiles (agent/staged_lane_tiles.cuh): a and b of a step.
+  static constexpr int staged_lane_tensors = 2;
+  static constexpr int staged_lane_bytes = K * static_cast<int>(sizeof(T));
+  __device__ PARSCAN_INLINE void stage_lane_step(const cursor& c, index_t pos, unsigned char* slot,
+                                                 int tensor_stride) const {
+    const index_t t = base.step(pos);
+    stage_bytes<staged_lane_bytes>(slot, c.a + t * base.la.step_stride);
+    stage_bytes<staged_lane_bytes>(slot + tensor_stride, c.b + t * base.lb.step_stride);
+  }
+  __device__ PARSCAN_INLINE acc_type staged_element(const unsigned char* slot, int tensor_stride) const {
+    T ra[K], rb[K];
+    read_staged_bytes(slot, 1, ra);
+    read_staged_bytes(slot + tensor_stride, 1, rb);
+    acc_type r;
+#pragma unroll
+    for (int j = 0; j < K; ++j) r.v[j] = affine<C>(detail::load_gate<C>(ra[j], base.log_gate), static_cast<C>(rb[j]));
+    return r;
+  }
+  __device__ PARSCAN_INLINE void store_staged(const cursor& c, index_t pos, const unsigned char*, int,
+                                              const acc_type& v) const {
+    store_at(c, pos, v);
+  }
 };
 
 /// The backward Problem over packs of K channels, as recurrence_forward_lanes does the forward.
@@ -157,9 +177,6 @@ struct recurrence_backward_lanes : lane_pack_problem<recurrence_backward_problem
   using common::base;
   using common::length;
   static constexpr bool exclusive = true;
-  // As many accumulator bytes per thread as the one-channel backward's 16 steps (more
-  // registers cost the one-channel backward 9 points of copy; recurrence_problems.cuh).
-  static constexpr int lane_steps = recurrence_backward_problem<T>::lane_steps / K;
 
   using common::common;
 
@@ -192,18 +209,71 @@ struct recurrence_backward_lanes : lane_pack_problem<recurrence_backward_problem
     write_channels(c.db + t * base.ldb.step_stride, rdb);
     write_channels(c.da + t * base.lda.step_stride, rda);
   }
+
+  // Staged lane tiles (agent/staged_lane_tiles.cuh): a, dx and x[prev] of a step (x[prev] only
+  // where the step has a predecessor). Staged before anything of the tile is written, so db or
+  // da written over dx is safe.
+  static constexpr int staged_lane_tensors = 3;
+  static constexpr int staged_lane_bytes = K * static_cast<int>(sizeof(T));
+  __device__ PARSCAN_INLINE void stage_lane_step(const cursor& c, index_t p, unsigned char* slot,
+                                                 int tensor_stride) const {
+    const index_t t = base.step(p);
+    stage_bytes<staged_lane_bytes>(slot, c.a + t * base.la.step_stride);
+    stage_bytes<staged_lane_bytes>(slot + tensor_stride, c.dx + t * base.ldx.step_stride);
+    if (p != length - 1)
+      stage_bytes<staged_lane_bytes>(slot + 2 * tensor_stride, c.x + (t + base.dir()) * base.lx.step_stride);
+  }
+  __device__ PARSCAN_INLINE acc_type staged_element(const unsigned char* slot, int tensor_stride) const {
+    T ra[K], rdx[K];
+    read_staged_bytes(slot, 1, ra);
+    read_staged_bytes(slot + tensor_stride, 1, rdx);
+    acc_type r;
+#pragma unroll
+    for (int j = 0; j < K; ++j) r.v[j] = base.element(ra[j], rdx[j]);
+    return r;
+  }
+  // v.v[j].b is y[next] of channel j, as in store_at.
+  __device__ PARSCAN_INLINE void store_staged(const cursor& c, index_t p, const unsigned char* slot, int tensor_stride,
+                                              const acc_type& v) const {
+    const index_t t = base.step(p);
+    T ra[K], rdx[K], rx[K], rdb[K], rda[K];
+    read_staged_bytes(slot, 1, ra);
+    read_staged_bytes(slot + tensor_stride, 1, rdx);
+    if (p != length - 1) {
+      read_staged_bytes(slot + 2 * tensor_stride, 1, rx);
+    } else {
+#pragma unroll
+      for (int j = 0; j < K; ++j) rx[j] = T{};
+    }
+#pragma unroll
+    for (int j = 0; j < K; ++j) {
+      const C grad = static_cast<C>(rdx[j]) + v.v[j].b;
+      rdb[j] = static_cast<T>(grad);
+      rda[j] = static_cast<T>(base.gate_gradient(c.s + j, p, grad, rx[j], ra[j]));
+    }
+    write_channels(c.db + t * base.ldb.step_stride, rdb);
+    write_channels(c.da + t * base.lda.step_stride, rda);
+  }
 };
 
-/// The lane-tile part of a tile shape (launch_lane_tiles reads nothing else).
-template <class Problem, int LaneWarps = 8, int LaneSteps = default_lane_steps<Problem>>
-struct lane_tile_shape {
-  static constexpr int lane_warps = LaneWarps;
-  static constexpr int lane_steps = LaneSteps;
+/// The shape of the staged lane tiles (agent/staged_lane_tiles.cuh) of a lane-pack Problem:
+/// 8 warps, and a ring of about 96 KB per block so that two blocks fit on an H100 or H200
+/// multiprocessor. A thread stages `per_step` bytes a step; 16 steps a thread where that keeps
+/// at least two stages (forward: a and b; backward of 2- and 4-byte types: a, dx and x), else 8.
+template <class Problem>
+struct staged_lane_shape {
+  static constexpr int lane_warps = 8;
+  static constexpr int per_step = Problem::staged_lane_tensors * Problem::staged_lane_bytes;
+  static constexpr int ring_budget = 96 * 1024;
+  static constexpr int lane_steps = 16 * per_step * 2 * lane_warps * warp_threads <= ring_budget ? 16 : 8;
+  static constexpr int fitting_stages = ring_budget / (lane_steps * per_step * lane_warps * warp_threads);
+  static constexpr int lane_stages = fitting_stages > 4 ? 4 : fitting_stages;
   static constexpr index_t lane_tile = static_cast<index_t>(lane_warps) * lane_steps;
+  static_assert(lane_stages >= 2, "the ring holds at least the tile being scanned and the next");
 };
 
 /// Workspace bytes of the lane tiles of `sequences` × `length` steps of Problem.
-template <class Problem, class shape = lane_tile_shape<Problem>>
+template <class Problem, class shape = staged_lane_shape<Problem>>
 std::size_t lane_tile_workspace_bytes(index_t sequences, index_t length) {
   if (sequences <= 0 || length <= 0) return 0;
   const index_t groups = (sequences + warp_threads - 1) / warp_threads;
@@ -220,7 +290,7 @@ status dispatch_lane_tiles(const Problem& P, const Op& op, index_t sequences, co
     const index_t blocks = (sequences + 255) / 256;
     return launch(empty_sequences_kernel<Problem>, blocks < 65535 ? blocks : 65535, 256, 0, be, P, sequences);
   }
-  return launch_lane_tiles<lane_tile_shape<Problem>>(P, op, sequences, be);
+  return launch_staged_lane_tiles<staged_lane_shape<Problem>>(P, op, sequences, be);
 }
 
 }  // namespace parscan::cuda_detail
