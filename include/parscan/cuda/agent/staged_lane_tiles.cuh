@@ -23,8 +23,12 @@
 //   void stage_lane_step(cursor, index_t pos, unsigned char* slot, int tensor_stride);
 //   acc_type staged_element(const unsigned char* slot, int tensor_stride);
 //   void store_staged(cursor, index_t pos, const unsigned char* slot, int tensor_stride, acc_type);
+//   bool stages_lanes() const;                  (host) whether this call's pointers allow it
 // where tensor j of a step sits at slot + j·tensor_stride.
 #pragma once
+
+#include <cstddef>
+#include <type_traits>
 
 #include "../block/lane_tile_scan.cuh"
 #include "../thread/run_io.cuh"
@@ -62,6 +66,39 @@ struct lane_tile_place {
     if (s < sequences && first < length) n = length - first < Steps ? static_cast<int>(length - first) : Steps;
   }
 };
+
+/// Whether a Problem can run as staged lane tiles (it names what it stages), and whether this
+/// call's pointers allow it (Problem::stages_lanes(), on the host: cp.async needs each word
+/// aligned to its size).
+template <class Problem, class = void>
+constexpr bool has_staged_lanes = false;
+template <class Problem>
+constexpr bool has_staged_lanes<Problem, std::void_t<decltype(Problem::staged_lane_tensors)>> = true;
+
+/// The shape of the staged lane tiles of a Problem: 8 warps, and a ring of about 96 KB per block so that two blocks fit on an H100 or H200
+/// multiprocessor. A thread stages `per_step` bytes a step; 16 steps a thread where that keeps
+/// at least two stages (for the gated recurrence: the forward, and the backward of 2- and 4-byte
+/// types, which stages a, dx and x), else 8.
+template <class Problem>
+struct staged_lane_shape {
+  static constexpr int lane_warps = 8;
+  static constexpr int per_step = Problem::staged_lane_tensors * Problem::staged_lane_bytes;
+  static constexpr int ring_budget = 96 * 1024;
+  static constexpr int lane_steps = 16 * per_step * 2 * lane_warps * warp_threads <= ring_budget ? 16 : 8;
+  static constexpr int fitting_stages = ring_budget / (lane_steps * per_step * lane_warps * warp_threads);
+  static constexpr int lane_stages = fitting_stages > 4 ? 4 : fitting_stages;
+  static constexpr index_t lane_tile = static_cast<index_t>(lane_warps) * lane_steps;
+  static_assert(lane_stages >= 2, "the ring holds at least the tile being scanned and the next");
+};
+
+/// Workspace bytes of the staged lane tiles of `sequences` × `length` steps of Problem.
+template <class Problem, class shape = staged_lane_shape<Problem>>
+std::size_t staged_lane_workspace_bytes(index_t sequences, index_t length) {
+  if (sequences <= 0 || length <= 0) return 0;
+  const index_t groups = (sequences + warp_threads - 1) / warp_threads;
+  const index_t tiles = groups * ((length + shape::lane_tile - 1) / shape::lane_tile);
+  return tile_state<typename Problem::acc_type, warp_threads>::bytes(tiles) + 256;
+}
 
 template <int Warps, int Steps, int Stages, class Problem, class Op>
 __global__ void __launch_bounds__(Warps* warp_threads)

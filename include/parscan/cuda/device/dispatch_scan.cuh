@@ -139,7 +139,11 @@ std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
   const index_t spans = sequences * ((tiles_per_sequence + reduce_tiles_per_span(tiles_per_sequence) - 1) /
                                      reduce_tiles_per_span(tiles_per_sequence));
   const std::size_t chained = shape::window_chain ? window_chain_state<Acc>::bytes(tiles, windows) : tile_state<Acc>::bytes(tiles);
-  const std::size_t lanes = tile_state<Acc, warp_threads>::bytes(lane_tiles);
+  std::size_t lanes = tile_state<Acc, warp_threads>::bytes(lane_tiles);
+  if constexpr (has_staged_lanes<Problem>) {
+    const std::size_t staged = staged_lane_workspace_bytes<Problem>(sequences, length);
+    if (staged > lanes) lanes = staged;
+  }
   const std::size_t partials = static_cast<std::size_t>(spans) * sizeof(Acc);
   const std::size_t most = chained > lanes ? (chained > partials ? chained : partials) : (lanes > partials ? lanes : partials);
   return most + 256;
@@ -346,7 +350,12 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
   }
   const device_facts dev = current_device();
   if (dev.st != status::success) return dev.st;
-  if (P.lane_major) return launch_lane_tiles<shape>(P, op, sequences, be);
+  if (P.lane_major) {
+    if constexpr (has_staged_lanes<Problem>) {
+      if (P.stages_lanes()) return launch_staged_lane_tiles<staged_lane_shape<Problem>>(P, op, sequences, be);
+    }
+    return launch_lane_tiles<shape>(P, op, sequences, be);
+  }
 
   // Enough sequences to give every resident warp its own: warps loop over whole sequences.
   // (Resident warps of the unstaged loop: the staged one holds as many or fewer.)

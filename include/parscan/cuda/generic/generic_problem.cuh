@@ -8,6 +8,7 @@
 // (cuda/scan.cuh hands thrust::device_ptr and device_vector iterators over as raw pointers.)
 #pragma once
 
+#include <cstdint>
 #include <type_traits>
 
 #include "../../scan.hpp"
@@ -26,6 +27,21 @@ struct generic_staging<true> {
   static constexpr int staged_tensors = 1;
 };
 
+/// staged_lane_tensors / staged_lane_bytes, the members that let channel-last batches run as
+/// staged lane tiles (agent/staged_lane_tiles.cuh): a raw pointer input whose element is one
+/// cp.async word (4, 8 or 16 bytes). An empty base otherwise.
+template <bool Staged, int Bytes>
+struct generic_lane_staging {};
+template <int Bytes>
+struct generic_lane_staging<true, Bytes> {
+  static constexpr int staged_lane_tensors = 1;
+  static constexpr int staged_lane_bytes = Bytes;
+};
+template <class In>
+constexpr bool is_lane_stageable = std::is_pointer_v<In> && (sizeof(iterator_value_t<In>) == 4 ||
+                                                             sizeof(iterator_value_t<In>) == 8 ||
+                                                             sizeof(iterator_value_t<In>) == 16);
+
 /// Whether the Problem writes its output, for an output that is not a raw pointer (false for a
 /// reduce; a raw pointer output is null instead). An empty base for raw pointers.
 template <bool Flag>
@@ -37,6 +53,8 @@ struct generic_output_use<true> {
 
 template <class In, class Out, class Acc>
 struct generic_problem : generic_staging<std::is_pointer_v<input_iterator_t<In>>>,
+                         generic_lane_staging<is_lane_stageable<input_iterator_t<In>>,
+                                              static_cast<int>(sizeof(iterator_value_t<input_iterator_t<In>>))>,
                          generic_output_use<!std::is_pointer_v<output_iterator_t<Out>>> {
   using acc_type = Acc;
   using in_iterator = input_iterator_t<In>;
@@ -132,6 +150,26 @@ struct generic_problem : generic_staging<std::is_pointer_v<input_iterator_t<In>>
         if (v < n) c.out[(t0 + v * dir) * out_layout.step_stride] = items[v];
     }
   }
+  // Staged lane tiles (agent/staged_lane_tiles.cuh; a raw pointer input of 4, 8 or 16 bytes):
+  // the input's element of a step.
+  bool stages_lanes() const {
+    if constexpr (is_lane_stageable<in_iterator>) return reinterpret_cast<std::uintptr_t>(in) % sizeof(in_value) == 0;
+    else return false;
+  }
+  __device__ PARSCAN_INLINE void stage_lane_step(const cursor& c, index_t pos, unsigned char* slot, int) const {
+    if constexpr (is_lane_stageable<in_iterator>)
+      stage_bytes<static_cast<int>(sizeof(in_value))>(slot, c.in + step(pos) * in_layout.step_stride);
+  }
+  __device__ PARSCAN_INLINE Acc staged_element(const unsigned char* slot, int) const {
+    in_value raw[1];
+    read_staged_bytes(slot, 1, raw);
+    return static_cast<Acc>(raw[0]);
+  }
+  __device__ PARSCAN_INLINE void store_staged(const cursor& c, index_t pos, const unsigned char*, int,
+                                              const Acc& v) const {
+    store_at(c, pos, v);
+  }
+
   /// A reduce writes no scan: dispatch_scan then runs its two-pass reduce.
   bool reduce_only() const {
     if constexpr (pointer_out) return out == nullptr;
@@ -155,6 +193,7 @@ struct generic_problem : generic_staging<std::is_pointer_v<input_iterator_t<In>>
       use.writes_out = writes;
     }
     return {{},
+            {},
             use,
             p.in,
             out,

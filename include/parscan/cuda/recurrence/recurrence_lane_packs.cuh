@@ -146,6 +146,7 @@ struct recurrence_forward_lanes : lane_pack_problem<recurrence_forward_problem<T
   // Staged lane tiles (agent/staged_lane_tiles.cuh): a and b of a step.
   static constexpr int staged_lane_tensors = 2;
   static constexpr int staged_lane_bytes = K * static_cast<int>(sizeof(T));
+  bool stages_lanes() const { return true; }  // the packs fit: every word is aligned to its size
   __device__ PARSCAN_INLINE void stage_lane_step(const cursor& c, index_t pos, unsigned char* slot,
                                                  int tensor_stride) const {
     const index_t t = base.step(pos);
@@ -215,6 +216,7 @@ struct recurrence_backward_lanes : lane_pack_problem<recurrence_backward_problem
   // da written over dx is safe.
   static constexpr int staged_lane_tensors = 3;
   static constexpr int staged_lane_bytes = K * static_cast<int>(sizeof(T));
+  bool stages_lanes() const { return true; }  // the packs fit: every word is aligned to its size
   __device__ PARSCAN_INLINE void stage_lane_step(const cursor& c, index_t p, unsigned char* slot,
                                                  int tensor_stride) const {
     const index_t t = base.step(p);
@@ -256,29 +258,10 @@ struct recurrence_backward_lanes : lane_pack_problem<recurrence_backward_problem
   }
 };
 
-/// The shape of the staged lane tiles (agent/staged_lane_tiles.cuh) of a lane-pack Problem:
-/// 8 warps, and a ring of about 96 KB per block so that two blocks fit on an H100 or H200
-/// multiprocessor. A thread stages `per_step` bytes a step; 16 steps a thread where that keeps
-/// at least two stages (forward: a and b; backward of 2- and 4-byte types: a, dx and x), else 8.
-template <class Problem>
-struct staged_lane_shape {
-  static constexpr int lane_warps = 8;
-  static constexpr int per_step = Problem::staged_lane_tensors * Problem::staged_lane_bytes;
-  static constexpr int ring_budget = 96 * 1024;
-  static constexpr int lane_steps = 16 * per_step * 2 * lane_warps * warp_threads <= ring_budget ? 16 : 8;
-  static constexpr int fitting_stages = ring_budget / (lane_steps * per_step * lane_warps * warp_threads);
-  static constexpr int lane_stages = fitting_stages > 4 ? 4 : fitting_stages;
-  static constexpr index_t lane_tile = static_cast<index_t>(lane_warps) * lane_steps;
-  static_assert(lane_stages >= 2, "the ring holds at least the tile being scanned and the next");
-};
-
 /// Workspace bytes of the lane tiles of `sequences` × `length` steps of Problem.
-template <class Problem, class shape = staged_lane_shape<Problem>>
+template <class Problem>
 std::size_t lane_tile_workspace_bytes(index_t sequences, index_t length) {
-  if (sequences <= 0 || length <= 0) return 0;
-  const index_t groups = (sequences + warp_threads - 1) / warp_threads;
-  const index_t tiles = groups * ((length + shape::lane_tile - 1) / shape::lane_tile);
-  return tile_state<typename Problem::acc_type, warp_threads>::bytes(tiles) + 256;
+  return staged_lane_workspace_bytes<Problem>(sequences, length);
 }
 
 /// Runs a Problem that has only the lane-tile interface (the lane packs above) over
