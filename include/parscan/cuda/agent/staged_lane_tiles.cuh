@@ -8,12 +8,14 @@
 //   * blocks stay resident (a cooperative launch) and take tiles round-robin in time-major
 //     order: every channel group's first time window, then every group's second, and so on. A
 //     tile's predecessors in its sequences were taken a wave of tiles earlier;
-//   * each thread copies its own steps of the next Stages - 1 tiles into a ring in shared memory
-//     with cp.async and reads back only those, so the ring needs no barrier and the copies stay
-//     in flight through the look-back;
+//   * each thread copies its own steps of the next tiles into a ring in shared memory with
+//     cp.async and reads back only those, so the ring needs no barrier and the copies stay in
+//     flight whatever else the block waits for;
 //   * a thread keeps no steps in registers: it folds its staged elements into its total, and
-//     after the look-back folds them again from its prefix, storing each result as it goes.
-//     For the gated recurrence the second fold is the sequential recurrence itself.
+//     once the tile's prefix is known folds them again from it, storing each result as it
+//     goes. For the gated recurrence the second fold is the sequential recurrence itself;
+//   * one extra warp per block runs the look-back, a tile behind the compute warps, so a
+//     tile's look-back overlaps the next tile's fold (the kernel's comment says how).
 // The grid never deadlocks: a tile waits only on tiles of smaller index, and every block takes
 // its tiles in increasing order, so the smallest unfinished tile always has a block on it.
 //
@@ -75,20 +77,22 @@ constexpr bool has_staged_lanes = false;
 template <class Problem>
 constexpr bool has_staged_lanes<Problem, std::void_t<decltype(Problem::staged_lane_tensors)>> = true;
 
-/// The shape of the staged lane tiles of a Problem: 8 warps, and a ring of about 96 KB per block so that two blocks fit on an H100 or H200
-/// multiprocessor. A thread stages `per_step` bytes a step; 16 steps a thread where that keeps
-/// at least two stages (for the gated recurrence: the forward, and the backward of 2- and 4-byte
-/// types, which stages a, dx and x), else 8.
+/// The shape of the staged lane tiles of a Problem: 8 compute warps (and the look-back warp),
+/// and a ring of at least three stages in about 96 KB per block, so that two blocks fit on an
+/// H100 or H200 multiprocessor. A thread stages `per_step` bytes a step; 16 steps a thread where
+/// three stages of them fit, else 8 (the gated recurrence's backward stages a, dx and x). Where
+/// even three stages of 8 steps exceed the budget (the backward of 8-byte types), the ring takes
+/// what they need and the block has its multiprocessor alone.
 template <class Problem>
 struct staged_lane_shape {
   static constexpr int lane_warps = 8;
   static constexpr int per_step = Problem::staged_lane_tensors * Problem::staged_lane_bytes;
   static constexpr int ring_budget = 96 * 1024;
-  static constexpr int lane_steps = 16 * per_step * 2 * lane_warps * warp_threads <= ring_budget ? 16 : 8;
-  static constexpr int fitting_stages = ring_budget / (lane_steps * per_step * lane_warps * warp_threads);
-  static constexpr int lane_stages = fitting_stages > 4 ? 4 : fitting_stages;
+  static constexpr int stage_bytes(int steps) { return steps * per_step * lane_warps * warp_threads; }
+  static constexpr int lane_steps = 3 * stage_bytes(16) <= ring_budget ? 16 : 8;
+  static constexpr int fitting_stages = ring_budget / stage_bytes(lane_steps);
+  static constexpr int lane_stages = fitting_stages < 3 ? 3 : (fitting_stages > 4 ? 4 : fitting_stages);
   static constexpr index_t lane_tile = static_cast<index_t>(lane_warps) * lane_steps;
-  static_assert(lane_stages >= 2, "the ring holds at least the tile being scanned and the next");
 };
 
 /// Workspace bytes of the staged lane tiles of `sequences` × `length` steps of Problem.
@@ -100,17 +104,106 @@ std::size_t staged_lane_workspace_bytes(index_t sequences, index_t length) {
   return tile_state<typename Problem::acc_type, warp_threads>::bytes(tiles) + 256;
 }
 
+/// What the compute warps and the look-back warp hand each other through shared memory, two
+/// tiles deep: each compute warp's per-lane total of a tile, which the look-back warp turns in
+/// place into that warp's prefix.
+template <class Acc, int Warps>
+struct lane_relay_storage {
+  Acc value[2][Warps][warp_threads];
+  bool has[2][Warps][warp_threads];
+};
+template <class Acc, int Warps>
+struct alignas(16) lane_relay_smem {
+  alignas(Acc) unsigned char raw[sizeof(lane_relay_storage<Acc, Warps>)];
+  __device__ PARSCAN_INLINE lane_relay_storage<Acc, Warps>& get() {
+    return *reinterpret_cast<lane_relay_storage<Acc, Warps>*>(raw);
+  }
+};
+
+/// Named barriers between the compute warps and the look-back warp (0 is __syncthreads), one
+/// pair per tile parity so that a barrier is never reused before its last use completed:
+/// "totals of tile i are in" (compute warps arrive, the look-back warp waits) and "prefixes of
+/// tile i are out" (the look-back warp arrives, the compute warps wait).
+template <int Id, int Threads>
+__device__ PARSCAN_INLINE void named_arrive() {
+  asm volatile("bar.arrive %0, %1;\n" ::"n"(Id), "n"(Threads) : "memory");
+}
+template <int Id, int Threads>
+__device__ PARSCAN_INLINE void named_sync() {
+  asm volatile("bar.sync %0, %1;\n" ::"n"(Id), "n"(Threads) : "memory");
+}
+// Immediate barrier numbers, so that ptxas counts four barriers, not all sixteen.
+template <int Threads>
+__device__ PARSCAN_INLINE void arrive_totals_in(index_t i) {
+  if (i & 1) named_arrive<2, Threads>();
+  else named_arrive<1, Threads>();
+}
+template <int Threads>
+__device__ PARSCAN_INLINE void wait_totals_in(index_t i) {
+  if (i & 1) named_sync<2, Threads>();
+  else named_sync<1, Threads>();
+}
+template <int Threads>
+__device__ PARSCAN_INLINE void arrive_prefixes_out(index_t i) {
+  if (i & 1) named_arrive<4, Threads>();
+  else named_arrive<3, Threads>();
+}
+template <int Threads>
+__device__ PARSCAN_INLINE void wait_prefixes_out(index_t i) {
+  if (i & 1) named_sync<4, Threads>();
+  else named_sync<3, Threads>();
+}
+
+/// Warps 0 … Warps-1 stage, fold and store; warp Warps runs the look-back of each tile while the
+/// compute warps fold the next one, so a tile costs the longer of the two, not their sum. Per
+/// block iteration i (tile blockIdx.x + i·gridDim.x), a compute thread
+///   1. starts copying its steps of tile i + Stages - 2 (into the slot tile i - 2 has left),
+///   2. waits for its copies of tile i and folds them into its total,
+///   3. hands the total to the look-back warp,
+///   4. takes tile i - 1's prefix back and stores tile i - 1, folding its steps again.
+/// So the ring holds tile i - 1 (to store), tile i (to fold) and Stages - 2 tiles in flight.
 template <int Warps, int Steps, int Stages, class Problem, class Op>
-__global__ void __launch_bounds__(Warps* warp_threads)
+__global__ void __launch_bounds__((Warps + 1) * warp_threads,
+                                  lane_staging_ring<Warps, Steps, Stages, Problem>::bytes <= 100 * 1024 ? 2 : 1)
     scan_lane_staged_kernel(Problem P, Op op, tile_state<typename Problem::acc_type, warp_threads> st, index_t groups,
                             index_t tiles_per_group, index_t sequences) {
+  static_assert(Stages >= 3, "the ring holds the tile to store, the tile to fold and one in flight");
   using Acc = typename Problem::acc_type;
   using ring_type = lane_staging_ring<Warps, Steps, Stages, Problem>;
   using place = lane_tile_place<Warps, Steps>;
+  constexpr int all_threads = (Warps + 1) * warp_threads;
   extern __shared__ __align__(16) unsigned char ring_bytes[];
-  __shared__ lane_tile_smem<Acc, Warps> sm;
+  __shared__ lane_relay_smem<Acc, Warps> relay_smem;
+  auto& relay = relay_smem.get();
   const ring_type ring{ring_bytes};
   const index_t tiles = groups * tiles_per_group, length = P.length;
+  const int lane = lane_id(), warp = static_cast<int>(threadIdx.x) / warp_threads;
+
+  if (warp == Warps) {  // the look-back warp
+    index_t i = 0;
+    for (index_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++i) {
+      const int b = static_cast<int>(i & 1);
+      wait_totals_in<all_threads>(i);
+      maybe<Acc> tile_total{Acc{}, false};
+      for (int w = 0; w < Warps; ++w) {
+        const maybe<Acc> t{relay.value[b][w][lane], relay.has[b][w][lane]};
+        relay.value[b][w][lane] = tile_total.value;  // becomes warp w's exclusive prefix within the tile
+        relay.has[b][w][lane] = tile_total.has;
+        tile_total = combine(tile_total, t, op);
+      }
+      const place p(tile, groups, sequences, length);
+      const maybe<Acc> carry = p.k < lookback_hyper && p.s < sequences ? P.initial(p.s) : maybe<Acc>{Acc{}, false};
+      const maybe<Acc> before = lookback(st, p.g * tiles_per_group, p.k, tile_total, carry, op);
+#pragma unroll 1
+      for (int w = 0; w < Warps; ++w) {
+        const maybe<Acc> r = combine(before, maybe<Acc>{relay.value[b][w][lane], relay.has[b][w][lane]}, op);
+        relay.value[b][w][lane] = r.value;
+        relay.has[b][w][lane] = r.has;
+      }
+      arrive_prefixes_out<all_threads>(i);
+    }
+    return;
+  }
 
   auto stage = [&](index_t tile, int slot) {
     if (tile < tiles) {
@@ -122,47 +215,54 @@ __global__ void __launch_bounds__(Warps* warp_threads)
     }
     async_commit();  // a group per tile, empty or not, so that every thread counts the same
   };
-
-#pragma unroll
-  for (int j = 0; j < Stages - 1; ++j) stage(blockIdx.x + static_cast<index_t>(j) * gridDim.x, j);
-  int slot = 0;
-  for (index_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    stage(tile + static_cast<index_t>(Stages - 1) * gridDim.x, slot == 0 ? Stages - 1 : slot - 1);
-    async_wait<Stages - 1>();  // this thread's copies for `tile` have landed
+  // Stores tile `tile` (block iteration i, in `slot`) from its prefix, folding its steps again.
+  auto store = [&](index_t tile, index_t i, int slot) {
+    wait_prefixes_out<all_threads>(i);
+    const int b = static_cast<int>(i & 1);
+    maybe<Acc> acc{relay.value[b][warp][lane], relay.has[b][warp][lane]};  // exclusive: always a prefix
     const place p(tile, groups, sequences, length);
-
-    Acc total{};
-#pragma unroll
-    for (int i = 0; i < Steps; ++i) {
-      if (i < p.n) {
-        const Acc e = P.staged_element(ring.step(slot, i), ring_type::tensor_stride);
-        total = i == 0 ? e : op(total, e);
-      }
-    }
-    const maybe<Acc> prefix =
-        lane_tile_warp_prefix<Warps>(maybe<Acc>{total, p.n > 0}, op, sm, [&](const maybe<Acc>& aggregate) {
-          const maybe<Acc> carry = p.k < lookback_hyper && p.s < sequences ? P.initial(p.s) : maybe<Acc>{Acc{}, false};
-          return lookback(st, p.g * tiles_per_group, p.k, aggregate, carry, op);
-        });
-
     const auto cur = P.at(p.n > 0 ? p.s : 0);
-    maybe<Acc> acc = prefix;  // exclusive: there is always a prefix (init or carry)
 #pragma unroll
-    for (int i = 0; i < Steps; ++i) {
-      if (i >= p.n) break;
-      const unsigned char* step = ring.step(slot, i);
+    for (int j = 0; j < Steps; ++j) {
+      if (j >= p.n) break;
+      const unsigned char* step = ring.step(slot, j);
       const maybe<Acc> e{P.staged_element(step, ring_type::tensor_stride), true};
       if (P.exclusive) {
-        P.store_staged(cur, p.first + i, step, ring_type::tensor_stride, acc.value);
+        P.store_staged(cur, p.first + j, step, ring_type::tensor_stride, acc.value);
         acc = combine(acc, e, op);
       } else {
         acc = combine(acc, e, op);
-        P.store_staged(cur, p.first + i, step, ring_type::tensor_stride, acc.value);
+        P.store_staged(cur, p.first + j, step, ring_type::tensor_stride, acc.value);
       }
-      if (p.first + i == length - 1) P.finish(p.s, acc.value);
+      if (p.first + j == length - 1) P.finish(p.s, acc.value);
     }
+  };
+
+#pragma unroll
+  for (int j = 0; j < Stages - 2; ++j) stage(blockIdx.x + static_cast<index_t>(j) * gridDim.x, j);
+  int slot = 0, previous_slot = 0;
+  index_t i = 0;
+  for (index_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++i) {
+    stage(tile + static_cast<index_t>(Stages - 2) * gridDim.x, slot < 2 ? slot + Stages - 2 : slot - 2);
+    async_wait<Stages - 2>();  // this thread's copies for `tile` have landed
+    const place p(tile, groups, sequences, length);
+    Acc total{};
+#pragma unroll
+    for (int j = 0; j < Steps; ++j) {
+      if (j < p.n) {
+        const Acc e = P.staged_element(ring.step(slot, j), ring_type::tensor_stride);
+        total = j == 0 ? e : op(total, e);
+      }
+    }
+    const int b = static_cast<int>(i & 1);
+    relay.value[b][warp][lane] = total;
+    relay.has[b][warp][lane] = p.n > 0;
+    arrive_totals_in<all_threads>(i);
+    if (i > 0) store(tile - gridDim.x, i - 1, previous_slot);
+    previous_slot = slot;
     slot = slot == Stages - 1 ? 0 : slot + 1;
   }
+  if (i > 0) store(blockIdx.x + (i - 1) * static_cast<index_t>(gridDim.x), i - 1, previous_slot);
   async_wait<0>();
 }
 

@@ -219,7 +219,7 @@ status launch_staged_lane_tiles(const Problem& P, const Op& op, index_t sequence
   if (dev.st != status::success) return dev.st;
   constexpr auto kernel =
       scan_lane_staged_kernel<shape::lane_warps, shape::lane_steps, shape::lane_stages, Problem, Op>;
-  constexpr int threads = shape::lane_warps * warp_threads;
+  constexpr int threads = (shape::lane_warps + 1) * warp_threads;  // and the look-back warp
   constexpr int smem = lane_staging_ring<shape::lane_warps, shape::lane_steps, shape::lane_stages, Problem>::bytes;
   const int per_sm = blocks_per_multiprocessor<kernel>(threads, dev.device, smem);
   if (per_sm == 0) return status::exceeds_device_limits;
