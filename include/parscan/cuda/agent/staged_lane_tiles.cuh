@@ -19,14 +19,16 @@
 // The grid never deadlocks: a tile waits only on tiles of smaller index, and every block takes
 // its tiles in increasing order, so the smallest unfinished tile always has a block on it.
 //
-// The Problem provides, besides at / initial / finish / exclusive of lane_tile_scan.cuh:
+// The Problem provides, besides initial / finish / exclusive of lane_tile_scan.cuh:
 //   static constexpr int staged_lane_tensors;   tensors staged per step
 //   static constexpr int staged_lane_bytes;     bytes per tensor, step and lane (4, 8 or 16)
-//   void stage_lane_step(cursor, index_t pos, unsigned char* slot, int tensor_stride);
-//   acc_type staged_element(const unsigned char* slot, int tensor_stride);
-//   void store_staged(cursor, index_t pos, const unsigned char* slot, int tensor_stride, acc_type);
 //   bool stages_lanes() const;                  (host) whether this call's pointers allow it
-// where tensor j of a step sits at slot + j·tensor_stride.
+//   lane_cursor lane_at(index_t s, index_t first);   a thread's steps first, first + 1, … of s
+//   void stage_lane_step(lane_cursor, int i, unsigned char* slot, int tensor_stride);
+//   acc_type staged_element(const unsigned char* slot, int tensor_stride);
+//   void store_staged(lane_cursor, int i, const unsigned char* slot, int tensor_stride, acc_type);
+// where i counts the thread's steps from `first`, and tensor j of a step sits at
+// slot + j·tensor_stride.
 #pragma once
 
 #include <cstddef>
@@ -208,10 +210,12 @@ __global__ void __launch_bounds__((Warps + 1) * warp_threads,
   auto stage = [&](index_t tile, int slot) {
     if (tile < tiles) {
       const place p(tile, groups, sequences, length);
-      const auto cur = P.at(p.n > 0 ? p.s : 0);
+      if (p.n > 0) {
+        const auto cur = P.lane_at(p.s, p.first);
 #pragma unroll
-      for (int i = 0; i < Steps; ++i)
-        if (i < p.n) P.stage_lane_step(cur, p.first + i, ring.step(slot, i), ring_type::tensor_stride);
+        for (int i = 0; i < Steps; ++i)
+          if (i < p.n) P.stage_lane_step(cur, i, ring.step(slot, i), ring_type::tensor_stride);
+      }
     }
     async_commit();  // a group per tile, empty or not, so that every thread counts the same
   };
@@ -221,18 +225,19 @@ __global__ void __launch_bounds__((Warps + 1) * warp_threads,
     const int b = static_cast<int>(i & 1);
     maybe<Acc> acc{relay.value[b][warp][lane], relay.has[b][warp][lane]};  // exclusive: always a prefix
     const place p(tile, groups, sequences, length);
-    const auto cur = P.at(p.n > 0 ? p.s : 0);
-#pragma unroll
+    if (p.n == 0) return;
+    const auto cur = P.lane_at(p.s, p.first);
+#pragma unroll 8
     for (int j = 0; j < Steps; ++j) {
       if (j >= p.n) break;
       const unsigned char* step = ring.step(slot, j);
       const maybe<Acc> e{P.staged_element(step, ring_type::tensor_stride), true};
       if (P.exclusive) {
-        P.store_staged(cur, p.first + j, step, ring_type::tensor_stride, acc.value);
+        P.store_staged(cur, j, step, ring_type::tensor_stride, acc.value);
         acc = combine(acc, e, op);
       } else {
         acc = combine(acc, e, op);
-        P.store_staged(cur, p.first + j, step, ring_type::tensor_stride, acc.value);
+        P.store_staged(cur, j, step, ring_type::tensor_stride, acc.value);
       }
       if (p.first + j == length - 1) P.finish(p.s, acc.value);
     }
@@ -247,7 +252,7 @@ __global__ void __launch_bounds__((Warps + 1) * warp_threads,
     async_wait<Stages - 2>();  // this thread's copies for `tile` have landed
     const place p(tile, groups, sequences, length);
     Acc total{};
-#pragma unroll
+#pragma unroll 8
     for (int j = 0; j < Steps; ++j) {
       if (j < p.n) {
         const Acc e = P.staged_element(ring.step(slot, j), ring_type::tensor_stride);

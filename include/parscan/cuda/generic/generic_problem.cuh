@@ -151,23 +151,33 @@ struct generic_problem : generic_staging<std::is_pointer_v<input_iterator_t<In>>
     }
   }
   // Staged lane tiles (agent/staged_lane_tiles.cuh; a raw pointer input of 4, 8 or 16 bytes):
-  // the input's element of a step.
+  // the input's element of a step. The lane cursor is the sequence's cursor, the thread's first
+  // step, and the input at that step with its element stride in processing order.
   bool stages_lanes() const {
     if constexpr (is_lane_stageable<in_iterator>) return reinterpret_cast<std::uintptr_t>(in) % sizeof(in_value) == 0;
     else return false;
   }
-  __device__ PARSCAN_INLINE void stage_lane_step(const cursor& c, index_t pos, unsigned char* slot, int) const {
-    if constexpr (is_lane_stageable<in_iterator>)
-      stage_bytes<static_cast<int>(sizeof(in_value))>(slot, c.in + step(pos) * in_layout.step_stride);
+  struct lane_cursor {
+    cursor c;
+    index_t first;
+    in_iterator in;
+    index_t d_in;
+  };
+  __device__ PARSCAN_INLINE lane_cursor lane_at(index_t s, index_t first) const {
+    const cursor c = at(s);
+    return {c, first, c.in + step(first) * in_layout.step_stride, (reverse ? -1 : 1) * in_layout.step_stride};
+  }
+  __device__ PARSCAN_INLINE void stage_lane_step(const lane_cursor& c, int i, unsigned char* slot, int) const {
+    if constexpr (is_lane_stageable<in_iterator>) stage_bytes<static_cast<int>(sizeof(in_value))>(slot, c.in + i * c.d_in);
   }
   __device__ PARSCAN_INLINE Acc staged_element(const unsigned char* slot, int) const {
     in_value raw[1];
     read_staged_bytes(slot, 1, raw);
     return static_cast<Acc>(raw[0]);
   }
-  __device__ PARSCAN_INLINE void store_staged(const cursor& c, index_t pos, const unsigned char*, int,
+  __device__ PARSCAN_INLINE void store_staged(const lane_cursor& c, int i, const unsigned char*, int,
                                               const Acc& v) const {
-    store_at(c, pos, v);
+    store_at(c.c, c.first + i, v);
   }
 
   /// A reduce writes no scan: dispatch_scan then runs its two-pass reduce.

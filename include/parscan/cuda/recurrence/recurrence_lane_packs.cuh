@@ -143,15 +143,28 @@ struct recurrence_forward_lanes : lane_pack_problem<recurrence_forward_problem<T
     write_channels(c.x + base.step(pos) * base.lx.step_stride, rx);
   }
 
-  // Staged lane tiles (agent/staged_lane_tiles.cuh): a and b of a step.
+  // Staged lane tiles (agent/staged_lane_tiles.cuh): a and b of a step. The lane cursor points
+  // at a thread's first step of a tile, with each tensor's element stride from step to step in
+  // processing order, so a step's address is one add.
   static constexpr int staged_lane_tensors = 2;
   static constexpr int staged_lane_bytes = K * static_cast<int>(sizeof(T));
   bool stages_lanes() const { return true; }  // the packs fit: every word is aligned to its size
-  __device__ PARSCAN_INLINE void stage_lane_step(const cursor& c, index_t pos, unsigned char* slot,
+  struct lane_cursor {
+    const T* a;
+    const T* b;
+    T* x;
+    index_t da, db, dx;
+  };
+  __device__ PARSCAN_INLINE lane_cursor lane_at(index_t q, index_t first) const {
+    const cursor c = this->at(q);
+    const index_t t = base.step(first), dir = base.reverse ? -1 : 1;
+    const index_t sa = base.la.step_stride, sb = base.lb.step_stride, sx = base.lx.step_stride;
+    return {c.a + t * sa, c.b + t * sb, c.x + t * sx, dir * sa, dir * sb, dir * sx};
+  }
+  __device__ PARSCAN_INLINE void stage_lane_step(const lane_cursor& c, int i, unsigned char* slot,
                                                  int tensor_stride) const {
-    const index_t t = base.step(pos);
-    stage_bytes<staged_lane_bytes>(slot, c.a + t * base.la.step_stride);
-    stage_bytes<staged_lane_bytes>(slot + tensor_stride, c.b + t * base.lb.step_stride);
+    stage_bytes<staged_lane_bytes>(slot, c.a + i * c.da);
+    stage_bytes<staged_lane_bytes>(slot + tensor_stride, c.b + i * c.db);
   }
   __device__ PARSCAN_INLINE acc_type staged_element(const unsigned char* slot, int tensor_stride) const {
     T ra[K], rb[K];
@@ -162,9 +175,12 @@ struct recurrence_forward_lanes : lane_pack_problem<recurrence_forward_problem<T
     for (int j = 0; j < K; ++j) r.v[j] = affine<C>(detail::load_gate<C>(ra[j], base.log_gate), static_cast<C>(rb[j]));
     return r;
   }
-  __device__ PARSCAN_INLINE void store_staged(const cursor& c, index_t pos, const unsigned char*, int,
+  __device__ PARSCAN_INLINE void store_staged(const lane_cursor& c, int i, const unsigned char*, int,
                                               const acc_type& v) const {
-    store_at(c, pos, v);
+    T rx[K];
+#pragma unroll
+    for (int j = 0; j < K; ++j) rx[j] = static_cast<T>(v.v[j].b);
+    write_channels(c.x + i * c.dx, rx);
   }
 };
 
@@ -213,17 +229,33 @@ struct recurrence_backward_lanes : lane_pack_problem<recurrence_backward_problem
 
   // Staged lane tiles (agent/staged_lane_tiles.cuh): a, dx and x[prev] of a step (x[prev] only
   // where the step has a predecessor). Staged before anything of the tile is written, so db or
-  // da written over dx is safe.
+  // da written over dx is safe. The lane cursor is the forward's: pointers at a thread's first
+  // step and element strides in processing order.
   static constexpr int staged_lane_tensors = 3;
   static constexpr int staged_lane_bytes = K * static_cast<int>(sizeof(T));
   bool stages_lanes() const { return true; }  // the packs fit: every word is aligned to its size
-  __device__ PARSCAN_INLINE void stage_lane_step(const cursor& c, index_t p, unsigned char* slot,
+  struct lane_cursor {
+    const T* a;
+    const T* dx;
+    const T* x;  // x at the first step; x[prev] of step i is at x + i·d_x + x_prev
+    T* da;
+    T* db;
+    index_t d_a, d_dx, d_x, d_da, d_db, x_prev;
+    index_t s, first;  // the pack's first channel and the first step's position
+  };
+  __device__ PARSCAN_INLINE lane_cursor lane_at(index_t q, index_t first) const {
+    const cursor c = this->at(q);
+    const index_t t = base.step(first), d = base.dir();
+    const index_t sa = base.la.step_stride, sdx = base.ldx.step_stride, sx = base.lx.step_stride;
+    const index_t sda = base.lda.step_stride, sdb = base.ldb.step_stride;
+    return {c.a + t * sa, c.dx + t * sdx, c.x + t * sx, c.da + t * sda, c.db + t * sdb, d * sa, d * sdx, d * sx, d * sda,
+            d * sdb, d * sx, c.s, first};
+  }
+  __device__ PARSCAN_INLINE void stage_lane_step(const lane_cursor& c, int i, unsigned char* slot,
                                                  int tensor_stride) const {
-    const index_t t = base.step(p);
-    stage_bytes<staged_lane_bytes>(slot, c.a + t * base.la.step_stride);
-    stage_bytes<staged_lane_bytes>(slot + tensor_stride, c.dx + t * base.ldx.step_stride);
-    if (p != length - 1)
-      stage_bytes<staged_lane_bytes>(slot + 2 * tensor_stride, c.x + (t + base.dir()) * base.lx.step_stride);
+    stage_bytes<staged_lane_bytes>(slot, c.a + i * c.d_a);
+    stage_bytes<staged_lane_bytes>(slot + tensor_stride, c.dx + i * c.d_dx);
+    if (c.first + i != length - 1) stage_bytes<staged_lane_bytes>(slot + 2 * tensor_stride, c.x + i * c.d_x + c.x_prev);
   }
   __device__ PARSCAN_INLINE acc_type staged_element(const unsigned char* slot, int tensor_stride) const {
     T ra[K], rdx[K];
@@ -235,9 +267,9 @@ struct recurrence_backward_lanes : lane_pack_problem<recurrence_backward_problem
     return r;
   }
   // v.v[j].b is y[next] of channel j, as in store_at.
-  __device__ PARSCAN_INLINE void store_staged(const cursor& c, index_t p, const unsigned char* slot, int tensor_stride,
+  __device__ PARSCAN_INLINE void store_staged(const lane_cursor& c, int i, const unsigned char* slot, int tensor_stride,
                                               const acc_type& v) const {
-    const index_t t = base.step(p);
+    const index_t p = c.first + i;
     T ra[K], rdx[K], rx[K], rdb[K], rda[K];
     read_staged_bytes(slot, 1, ra);
     read_staged_bytes(slot + tensor_stride, 1, rdx);
@@ -253,8 +285,8 @@ struct recurrence_backward_lanes : lane_pack_problem<recurrence_backward_problem
       rdb[j] = static_cast<T>(grad);
       rda[j] = static_cast<T>(base.gate_gradient(c.s + j, p, grad, rx[j], ra[j]));
     }
-    write_channels(c.db + t * base.ldb.step_stride, rdb);
-    write_channels(c.da + t * base.lda.step_stride, rda);
+    write_channels(c.db + i * c.d_db, rdb);
+    write_channels(c.da + i * c.d_da, rda);
   }
 };
 
