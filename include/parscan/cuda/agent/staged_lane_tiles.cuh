@@ -107,8 +107,8 @@ std::size_t staged_lane_workspace_bytes(index_t sequences, index_t length) {
 }
 
 /// What the compute warps and the look-back warp hand each other through shared memory, two
-/// tiles deep: each compute warp's per-lane total of a tile, which the look-back warp turns in
-/// place into that warp's prefix.
+/// tiles deep (by the parity of the block's tile count): each compute warp's per-lane total of
+/// a tile, which the look-back warp turns in place into that warp's prefix.
 template <class Acc, int Warps>
 struct lane_relay_storage {
   Acc value[2][Warps][warp_threads];
@@ -122,115 +122,74 @@ struct alignas(16) lane_relay_smem {
   }
 };
 
-/// Named barriers between the compute warps and the look-back warp (0 is __syncthreads), one
-/// pair per tile parity so that a barrier is never reused before its last use completed:
-/// "totals of tile i are in" (compute warps arrive, the look-back warp waits) and "prefixes of
-/// tile i are out" (the look-back warp arrives, the compute warps wait).
-template <int Id, int Threads>
-__device__ PARSCAN_INLINE void named_arrive() {
-  asm volatile("bar.arrive %0, %1;\n" ::"n"(Id), "n"(Threads) : "memory");
-}
-template <int Id, int Threads>
-__device__ PARSCAN_INLINE void named_sync() {
-  asm volatile("bar.sync %0, %1;\n" ::"n"(Id), "n"(Threads) : "memory");
-}
-// Immediate barrier numbers, so that ptxas counts four barriers, not all sixteen.
-template <int Threads>
-__device__ PARSCAN_INLINE void arrive_totals_in(index_t i) {
-  if (i & 1) named_arrive<2, Threads>();
-  else named_arrive<1, Threads>();
-}
-template <int Threads>
-__device__ PARSCAN_INLINE void wait_totals_in(index_t i) {
-  if (i & 1) named_sync<2, Threads>();
-  else named_sync<1, Threads>();
-}
-template <int Threads>
-__device__ PARSCAN_INLINE void arrive_prefixes_out(index_t i) {
-  if (i & 1) named_arrive<4, Threads>();
-  else named_arrive<3, Threads>();
-}
-template <int Threads>
-__device__ PARSCAN_INLINE void wait_prefixes_out(index_t i) {
-  if (i & 1) named_sync<4, Threads>();
-  else named_sync<3, Threads>();
-}
-
-/// Warps 0 … Warps-1 stage, fold and store; warp Warps runs the look-back of each tile while the
-/// compute warps fold the next one, so a tile costs the longer of the two, not their sum. Per
-/// block iteration i (tile blockIdx.x + i·gridDim.x), a compute thread
-///   1. starts copying its steps of tile i + Stages - 2 (into the slot tile i - 2 has left),
-///   2. waits for its copies of tile i and folds them into its total,
-///   3. hands the total to the look-back warp,
-///   4. takes tile i - 1's prefix back and stores tile i - 1, folding its steps again.
-/// So the ring holds tile i - 1 (to store), tile i (to fold) and Stages - 2 tiles in flight.
+/// Warps 0 … Warps-1 stage, fold and store; warp Warps runs the look-back one tile behind them,
+/// so that a tile costs the longer of its look-back and the compute warps' work, not their sum.
+/// The block moves in lockstep, one __syncthreads per tile. Between barriers n and n + 1 (the
+/// block's tile n is blockIdx.x + n·gridDim.x):
+///   * the look-back warp turns the totals of tile n into prefixes (relay buffer n mod 2);
+///   * each compute thread stores tile n - 1 from its prefix (buffer n - 1 mod 2), folding its
+///     steps again; starts copying its steps of tile n + Stages - 1 into the slot that tile
+///     n - 1 has just left; then waits for its copies of tile n + 1 and folds them into its
+///     total (buffer n + 1 mod 2, where it has just read its own prefix of tile n - 1).
+/// The ring holds tiles n - 1 … n + Stages - 2: the one being stored, the one in the look-back,
+/// the one being folded, and Stages - 3 more in flight. (A version with a look-back warp that
+/// waited on named barriers, bar.arrive / bar.sync, ran as fast but is not something
+/// compute-sanitizer's racecheck follows: it reported the relay's reuse as a race.)
 template <int Warps, int Steps, int Stages, class Problem, class Op>
 __global__ void __launch_bounds__((Warps + 1) * warp_threads,
                                   lane_staging_ring<Warps, Steps, Stages, Problem>::bytes <= 100 * 1024 ? 2 : 1)
     scan_lane_staged_kernel(Problem P, Op op, tile_state<typename Problem::acc_type, warp_threads> st, index_t groups,
                             index_t tiles_per_group, index_t sequences) {
-  static_assert(Stages >= 3, "the ring holds the tile to store, the tile to fold and one in flight");
+  static_assert(Stages >= 3, "the ring holds the tiles being stored, looked back and folded");
   using Acc = typename Problem::acc_type;
   using ring_type = lane_staging_ring<Warps, Steps, Stages, Problem>;
   using place = lane_tile_place<Warps, Steps>;
-  constexpr int all_threads = (Warps + 1) * warp_threads;
   extern __shared__ __align__(16) unsigned char ring_bytes[];
   __shared__ lane_relay_smem<Acc, Warps> relay_smem;
   auto& relay = relay_smem.get();
   const ring_type ring{ring_bytes};
   const index_t tiles = groups * tiles_per_group, length = P.length;
+  const index_t count = (tiles - 1 - blockIdx.x) / gridDim.x + 1;  // the grid has at most `tiles` blocks
   const int lane = lane_id(), warp = static_cast<int>(threadIdx.x) / warp_threads;
+  auto tile_of = [&](index_t n) { return blockIdx.x + n * static_cast<index_t>(gridDim.x); };
+  auto slot_of = [](index_t n) { return static_cast<int>(n % Stages); };
 
-  if (warp == Warps) {  // the look-back warp
-    index_t i = 0;
-    for (index_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++i) {
-      const int b = static_cast<int>(i & 1);
-      wait_totals_in<all_threads>(i);
-      maybe<Acc> tile_total{Acc{}, false};
-      for (int w = 0; w < Warps; ++w) {
-        const maybe<Acc> t{relay.value[b][w][lane], relay.has[b][w][lane]};
-        relay.value[b][w][lane] = tile_total.value;  // becomes warp w's exclusive prefix within the tile
-        relay.has[b][w][lane] = tile_total.has;
-        tile_total = combine(tile_total, t, op);
-      }
-      const place p(tile, groups, sequences, length);
-      const maybe<Acc> carry = p.k < lookback_hyper && p.s < sequences ? P.initial(p.s) : maybe<Acc>{Acc{}, false};
-      const maybe<Acc> before = lookback(st, p.g * tiles_per_group, p.k, tile_total, carry, op);
-#pragma unroll 1
-      for (int w = 0; w < Warps; ++w) {
-        const maybe<Acc> r = combine(before, maybe<Acc>{relay.value[b][w][lane], relay.has[b][w][lane]}, op);
-        relay.value[b][w][lane] = r.value;
-        relay.has[b][w][lane] = r.has;
-      }
-      arrive_prefixes_out<all_threads>(i);
-    }
-    return;
-  }
-
-  auto stage = [&](index_t tile, int slot) {
-    if (tile < tiles) {
-      const place p(tile, groups, sequences, length);
+  auto stage = [&](index_t n) {
+    if (n < count) {
+      const place p(tile_of(n), groups, sequences, length);
       if (p.n > 0) {
         const auto cur = P.lane_at(p.s, p.first);
 #pragma unroll
         for (int i = 0; i < Steps; ++i)
-          if (i < p.n) P.stage_lane_step(cur, i, ring.step(slot, i), ring_type::tensor_stride);
+          if (i < p.n) P.stage_lane_step(cur, i, ring.step(slot_of(n), i), ring_type::tensor_stride);
       }
     }
     async_commit();  // a group per tile, empty or not, so that every thread counts the same
   };
-  // Stores tile `tile` (block iteration i, in `slot`) from its prefix, folding its steps again.
-  auto store = [&](index_t tile, index_t i, int slot) {
-    wait_prefixes_out<all_threads>(i);
-    const int b = static_cast<int>(i & 1);
-    maybe<Acc> acc{relay.value[b][warp][lane], relay.has[b][warp][lane]};  // exclusive: always a prefix
-    const place p(tile, groups, sequences, length);
+  // Folds tile n (its copies landed) into this thread's total, for the look-back warp.
+  auto fold = [&](index_t n) {
+    const place p(tile_of(n), groups, sequences, length);
+    Acc total{};
+#pragma unroll 8
+    for (int j = 0; j < Steps; ++j) {
+      if (j < p.n) {
+        const Acc e = P.staged_element(ring.step(slot_of(n), j), ring_type::tensor_stride);
+        total = j == 0 ? e : op(total, e);
+      }
+    }
+    relay.value[n & 1][warp][lane] = total;
+    relay.has[n & 1][warp][lane] = p.n > 0;
+  };
+  // Stores tile n from its prefix, folding its steps again.
+  auto store = [&](index_t n) {
+    maybe<Acc> acc{relay.value[n & 1][warp][lane], relay.has[n & 1][warp][lane]};  // exclusive: always a prefix
+    const place p(tile_of(n), groups, sequences, length);
     if (p.n == 0) return;
     const auto cur = P.lane_at(p.s, p.first);
 #pragma unroll 8
     for (int j = 0; j < Steps; ++j) {
       if (j >= p.n) break;
-      const unsigned char* step = ring.step(slot, j);
+      const unsigned char* step = ring.step(slot_of(n), j);
       const maybe<Acc> e{P.staged_element(step, ring_type::tensor_stride), true};
       if (P.exclusive) {
         P.store_staged(cur, j, step, ring_type::tensor_stride, acc.value);
@@ -242,32 +201,47 @@ __global__ void __launch_bounds__((Warps + 1) * warp_threads,
       if (p.first + j == length - 1) P.finish(p.s, acc.value);
     }
   };
+  // The look-back of tile n: the warps' totals become their prefixes.
+  auto look_back = [&](index_t n) {
+    const int b = static_cast<int>(n & 1);
+    maybe<Acc> tile_total{Acc{}, false};
+    for (int w = 0; w < Warps; ++w) {
+      const maybe<Acc> t{relay.value[b][w][lane], relay.has[b][w][lane]};
+      relay.value[b][w][lane] = tile_total.value;  // warp w's exclusive prefix within the tile
+      relay.has[b][w][lane] = tile_total.has;
+      tile_total = combine(tile_total, t, op);
+    }
+    const place p(tile_of(n), groups, sequences, length);
+    const maybe<Acc> carry = p.k < lookback_hyper && p.s < sequences ? P.initial(p.s) : maybe<Acc>{Acc{}, false};
+    const maybe<Acc> before = lookback(st, p.g * tiles_per_group, p.k, tile_total, carry, op);
+#pragma unroll 1
+    for (int w = 0; w < Warps; ++w) {
+      const maybe<Acc> r = combine(before, maybe<Acc>{relay.value[b][w][lane], relay.has[b][w][lane]}, op);
+      relay.value[b][w][lane] = r.value;
+      relay.has[b][w][lane] = r.has;
+    }
+  };
 
+  const bool compute = warp < Warps;
+  if (compute) {
 #pragma unroll
-  for (int j = 0; j < Stages - 2; ++j) stage(blockIdx.x + static_cast<index_t>(j) * gridDim.x, j);
-  int slot = 0, previous_slot = 0;
-  index_t i = 0;
-  for (index_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++i) {
-    stage(tile + static_cast<index_t>(Stages - 2) * gridDim.x, slot < 2 ? slot + Stages - 2 : slot - 2);
-    async_wait<Stages - 2>();  // this thread's copies for `tile` have landed
-    const place p(tile, groups, sequences, length);
-    Acc total{};
-#pragma unroll 8
-    for (int j = 0; j < Steps; ++j) {
-      if (j < p.n) {
-        const Acc e = P.staged_element(ring.step(slot, j), ring_type::tensor_stride);
-        total = j == 0 ? e : op(total, e);
+    for (int j = 0; j < Stages - 1; ++j) stage(j);
+    async_wait<Stages - 2>();  // tile 0's copies have landed
+    fold(0);
+  }
+  for (index_t n = 0; n <= count; ++n) {
+    __syncthreads();
+    if (!compute) {
+      if (n < count) look_back(n);
+    } else {
+      if (n > 0) store(n - 1);
+      if (n + 1 < count) {
+        stage(n + Stages - 1);
+        async_wait<Stages - 2>();  // tile n + 1's copies have landed
+        fold(n + 1);
       }
     }
-    const int b = static_cast<int>(i & 1);
-    relay.value[b][warp][lane] = total;
-    relay.has[b][warp][lane] = p.n > 0;
-    arrive_totals_in<all_threads>(i);
-    if (i > 0) store(tile - gridDim.x, i - 1, previous_slot);
-    previous_slot = slot;
-    slot = slot == Stages - 1 ? 0 : slot + 1;
   }
-  if (i > 0) store(blockIdx.x + (i - 1) * static_cast<index_t>(gridDim.x), i - 1, previous_slot);
   async_wait<0>();
 }
 
