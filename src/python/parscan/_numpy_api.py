@@ -45,7 +45,7 @@ def gated_recurrence(a, b, x0=None, *, dim=-1, reverse=False, gate="linear", ret
     x = np.empty(a.shape, a.dtype)
     x_final = np.empty(without(a.shape, d), a.dtype) if return_final else None
     if x0 is not None:
-        x0 = np.ascontiguousarray(x0)
+        x0 = np.asarray(x0, order="C")
     _core.gated_forward(_bits(a), _bits(b), _bits(x), _bits(x0), _bits(x_final), d, bool(reverse), gate)
     return (x, x_final) if return_final else x
 
@@ -67,9 +67,9 @@ def gated_recurrence_backward(a, dx, *, x=None, b=None, x0=None, dx_final=None, 
     da, db = np.empty(a.shape, a.dtype), np.empty(a.shape, a.dtype)
     dx0 = np.empty(without(a.shape, d), a.dtype) if x0 is not None else None
     if x0 is not None:
-        x0 = np.ascontiguousarray(x0)
+        x0 = np.asarray(x0, order="C")
     if dx_final is not None:
-        dx_final = np.ascontiguousarray(dx_final)
+        dx_final = np.asarray(dx_final, order="C")
     _core.gated_backward(_bits(a), _bits(x), _bits(b), _bits(x0), _bits(dx), _bits(dx_final), _bits(da), _bits(db),
                          _bits(dx0), d, bool(reverse), gate)
     return da, db, dx0
