@@ -9,10 +9,13 @@ jax = pytest.importorskip("jax")
 jax.config.update("jax_enable_x64", True)  # float64 references and finite differences
 import jax.numpy as jnp  # noqa: E402
 
+import parscan  # noqa: E402
 from parscan import _core  # noqa: E402
 
 if not _core.jax_targets():
     pytest.skip("parscan was built without JAX support", allow_module_level=True)
+if not parscan.built_with_cuda:  # a host-only build has CPU handlers alone: keep JAX on the CPU
+    jax.config.update("jax_default_device", jax.devices("cpu")[0])
 
 import parscan.jax as pj  # noqa: E402
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+import parscan  # noqa: E402
 import parscan.torch as pt  # noqa: E402
 
 import reference as ref  # noqa: E402
@@ -17,7 +18,8 @@ DTYPES = {
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
 }
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+ON_CUDA = torch.cuda.is_available() and parscan.built_with_cuda
+DEVICES = ["cpu"] + (["cuda"] if ON_CUDA else [])
 
 
 @pytest.fixture
@@ -175,14 +177,14 @@ def test_bad_input_names_the_argument(gen):
         pt.gated_recurrence(base, base.contiguous(), dim=1)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.skipif(not ON_CUDA, reason="needs a CUDA GPU and parscan built with CUDA")
 def test_device_mismatch_is_refused(gen):
     a = gates(gen, (2, 8, 3), torch.float32)
     with pytest.raises(ValueError, match=r"b is on cuda:0 but a is on cpu"):
         pt.gated_recurrence(a, a.cuda())
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.skipif(not ON_CUDA, reason="needs a CUDA GPU and parscan built with CUDA")
 @pytest.mark.parametrize("dtype_name", ["float32", "bfloat16", "float64"])
 def test_cuda_matches_cpu_forward_and_backward(gen, dtype_name):
     dtype = DTYPES[dtype_name]
@@ -198,7 +200,7 @@ def test_cuda_matches_cpu_forward_and_backward(gen, dtype_name):
         ref.assert_close(g, c, dtype_name, name)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.skipif(not ON_CUDA, reason="needs a CUDA GPU and parscan built with CUDA")
 def test_cuda_runs_on_the_current_stream_and_in_a_graph(gen):
     a = gates(gen, (2, 1000, 256), torch.float32, "cuda")
     b = values(gen, (2, 1000, 256), torch.float32, "cuda")
