@@ -6,7 +6,9 @@
 #                                   the CUDA backend in build/quickstart-host)
 #   bash cmake/quickstart.sh test   make sure Catch2 is installed, build everything and run the
 #                                   host tests; with a GPU (nvidia-smi -L works) also build and
-#                                   run the GPU tests
+#                                   run the GPU tests; then build the Python package (host backend)
+#                                   into a virtual environment and run test/python (NumPy and
+#                                   JAX-on-CPU; the PyTorch tests where torch is importable)
 #
 # Works on a machine with no GPU and no CUDA toolkit too: the CUDA backend is then left out.
 # Both commands share the build directory build/quickstart (the demo without a GPU uses
@@ -15,6 +17,11 @@
 #                       demo without a GPU)
 #   PARSCAN_JOBS        parallel build jobs (default: the number of cores)
 #   PARSCAN_CMAKE_ARGS  extra arguments for the configure step (split on spaces)
+#   PARSCAN_PYTHON      the Python that builds the package (default python3); PARSCAN_PYTHON=none
+#                       skips the Python part of `test`
+#   PARSCAN_PYTHON_CUDA 1 or 0: build the Python package with or without the CUDA backend
+#                       (default: with it where a GPU is visible, so its tests run there; host
+#                       only elsewhere, where compiling the kernels again would test nothing)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -159,6 +166,39 @@ ctest --test-dir "$build_dir" -C Release --output-on-failure -L host -j "$jobs" 
 if [[ $have_gpu -eq 1 ]]; then
   say "GPU found: running the GPU tests"
   ctest --test-dir "$build_dir" -C Release --output-on-failure -L gpu || failed="${failed:+$failed and }gpu"
+fi
+
+# --- the Python package: built by pip (scikit-build-core drives this CMake project) into a
+# virtual environment under the build directory, which sees the system's packages, so a machine
+# without network access uses what is installed; only what is missing is fetched.
+run_python_tests() {
+  local python=${PARSCAN_PYTHON:-python3}
+  command -v "$python" >/dev/null 2>&1 || { echo "quickstart: $python not found (PARSCAN_PYTHON=none skips the Python tests)" >&2; return 1; }
+  local venv
+  venv=$(cd "$build_dir" && pwd)/python-venv
+  if [[ ! -x $venv/bin/python ]]; then
+    say "creating $venv"
+    "$python" -m venv --system-site-packages "$venv" || return 1
+  fi
+  local py=$venv/bin/python
+  if ! "$py" -c "import numpy, nanobind, scikit_build_core, pytest" 2>/dev/null; then
+    say "installing the build and test requirements (numpy nanobind scikit-build-core pytest)"
+    "$py" -m pip install -q numpy nanobind scikit-build-core pytest || return 1
+  fi
+  if ! "$py" -c "import jax, ml_dtypes" 2>/dev/null; then
+    say "installing jax[cpu] for the JAX tests"
+    "$py" -m pip install -q "jax[cpu]" || say "jax[cpu] could not be installed: the JAX tests will be skipped"
+  fi
+  local cuda=OFF
+  [[ ${PARSCAN_PYTHON_CUDA:-$have_gpu} == 1 ]] && cuda=ON
+  say "building and installing the Python package (PARSCAN_ENABLE_CUDA=$cuda)"
+  "$py" -m pip install -q --no-build-isolation --no-deps \
+      -C "cmake.define.PARSCAN_ENABLE_CUDA=$cuda" -C "build-dir=$build_dir/python-build" ./ || return 1
+  say "running test/python"
+  "$py" -m pytest -q -p no:cacheprovider test/python
+}
+if [[ ${PARSCAN_PYTHON:-} != none ]]; then
+  run_python_tests || failed="${failed:+$failed and }Python"
 fi
 if [[ -n $failed ]]; then
   echo "quickstart: the $failed tests FAILED" >&2

@@ -1,0 +1,216 @@
+// src/python/ext/array_args.cpp — checks shared by every binding, and the mapping of an array
+// scanned along one dimension onto parscan's strided (batch, channel, time) layout.
+#include "array_args.hpp"
+
+#include <sstream>
+
+namespace parscan::python {
+
+const char* name_of(element_type t) {
+  switch (t) {
+    case element_type::float32: return "float32";
+    case element_type::float64: return "float64";
+    case element_type::bfloat16: return "bfloat16";
+    case element_type::float16: return "float16";
+    case element_type::complex64: return "complex64";
+    case element_type::int32: return "int32";
+    case element_type::int64: return "int64";
+    case element_type::other: break;
+  }
+  return "an unsupported type";
+}
+
+std::int64_t array_arg::size() const {
+  std::int64_t n = 1;
+  for (int i = 0; i < rank; ++i) n *= shape[i];
+  return n;
+}
+
+namespace {
+
+std::string join(const std::int64_t* v, int n) {
+  std::ostringstream s;
+  s << '(';
+  for (int i = 0; i < n; ++i) s << (i ? ", " : "") << v[i];
+  if (n == 1) s << ',';
+  s << ')';
+  return s.str();
+}
+
+std::string device_name(const array_arg& a) {
+  return a.device == device_kind::cpu ? std::string("cpu") : "cuda:" + std::to_string(a.device_id);
+}
+
+}  // namespace
+
+std::string array_arg::describe_shape() const { return join(shape, rank); }
+
+void set_dense_strides(array_arg& a) {
+  std::int64_t step = 1;
+  for (int i = a.rank - 1; i >= 0; --i) {
+    a.strides[i] = step;
+    step *= a.shape[i];
+  }
+}
+
+void fail(argument_error::kind_t kind, const char* op, const std::string& message) {
+  throw argument_error(kind, std::string("parscan.") + op + ": " + message);
+}
+
+void check_status(status s, const char* op, const char* arguments) {
+  if (s == status::success) return;
+  const bool runtime = s == status::cuda_error || s == status::allocation_failed;
+  fail(runtime ? argument_error::runtime_error : argument_error::value_error, op,
+       std::string("the library refused (") + arguments + "): " + to_string(s) + " (nothing was written)");
+}
+
+void require_type(const char* op, const array_arg& a, std::initializer_list<element_type> allowed) {
+  for (element_type t : allowed)
+    if (a.type == t) return;
+  std::string names;
+  for (element_type t : allowed) names += std::string(names.empty() ? "" : ", ") + name_of(t);
+  fail(argument_error::type_error, op,
+       std::string(a.name) + " has dtype " + name_of(a.type) + "; this operation takes " + names);
+}
+
+void require_like(const char* op, const array_arg& ref, const array_arg& other) {
+  if (other.type != ref.type)
+    fail(argument_error::type_error, op,
+         std::string(other.name) + " has dtype " + name_of(other.type) + " but " + ref.name + " has dtype " +
+             name_of(ref.type) + "; they must match");
+  if (other.device != ref.device || (other.device == device_kind::cuda && other.device_id != ref.device_id))
+    fail(argument_error::value_error, op,
+         std::string(other.name) + " is on " + device_name(other) + " but " + ref.name + " is on " + device_name(ref) +
+             "; every array of one call must be on the same device");
+#if !PARSCAN_HAS_CUDA
+  if (ref.device == device_kind::cuda)
+    fail(argument_error::value_error, op,
+         std::string(ref.name) + " is on " + device_name(ref) +
+             ", but this parscan was built without the CUDA backend (no CUDA compiler, or PARSCAN_ENABLE_CUDA=OFF)");
+#endif
+}
+
+int normalize_dim(const char* op, const array_arg& a, std::int64_t dim) {
+  if (a.rank == 0) fail(argument_error::value_error, op, std::string(a.name) + " must have at least one dimension");
+  const std::int64_t d = dim < 0 ? dim + a.rank : dim;
+  if (d < 0 || d >= a.rank)
+    fail(argument_error::value_error, op,
+         "dim=" + std::to_string(dim) + " is out of range for " + a.name + " of shape " + a.describe_shape());
+  return static_cast<int>(d);
+}
+
+void require_same_shape(const char* op, const array_arg& a, const array_arg& ref) {
+  require_like(op, ref, a);
+  bool same = a.rank == ref.rank;
+  for (int i = 0; same && i < a.rank; ++i) same = a.shape[i] == ref.shape[i];
+  if (!same)
+    fail(argument_error::value_error, op,
+         std::string(a.name) + " has shape " + a.describe_shape() + " but " + ref.name + " has shape " +
+             ref.describe_shape() + "; they must match");
+}
+
+namespace {
+
+void require_nonnegative_strides(const char* op, const array_arg& a) {
+  for (int i = 0; i < a.rank; ++i)
+    if (a.strides[i] < 0 && a.shape[i] > 1)
+      fail(argument_error::value_error, op,
+           std::string(a.name) + " has a negative stride (strides " + join(a.strides, a.rank) +
+               "); parscan takes non-negative strides only: pass reverse=True instead of a flipped view, or a copy");
+}
+
+// The strided dimensions the non-time dimensions of arrays[0..n) collapse into.
+struct collapsed {
+  int count = 0;
+  std::int64_t size[max_rank] = {};
+  std::int64_t stride[max_rank][8] = {};  // [group][array]: the stride of the group's innermost dimension
+};
+
+collapsed collapse(const array_arg* const* arrays, int n, int dim) {
+  collapsed c;
+  const array_arg& ref = *arrays[0];
+  for (int i = 0; i < ref.rank; ++i) {
+    if (i == dim || ref.shape[i] == 1) continue;
+    bool merges = c.count > 0;
+    for (int k = 0; merges && k < n; ++k) merges = c.stride[c.count - 1][k] == ref.shape[i] * arrays[k]->strides[i];
+    const int g = merges ? c.count - 1 : c.count++;
+    c.size[g] = merges ? c.size[g] * ref.shape[i] : ref.shape[i];
+    for (int k = 0; k < n; ++k) c.stride[g][k] = arrays[k]->strides[i];
+  }
+  return c;
+}
+
+}  // namespace
+
+time_axis_plan plan_time_axis(const char* op, std::initializer_list<const array_arg*> arrays, int dim) {
+  const array_arg* list[8];
+  int n = 0;
+  for (const array_arg* a : arrays) {
+    if (n == 8) fail(argument_error::runtime_error, op, "internal: more than 8 arrays in one plan");
+    list[n++] = a;
+  }
+  const array_arg& ref = *list[0];
+  for (int k = 0; k < n; ++k) {
+    require_same_shape(op, *list[k], ref);
+    require_nonnegative_strides(op, *list[k]);
+  }
+
+  time_axis_plan plan;
+  plan.length = ref.shape[dim];
+  bool empty = false;
+  for (int i = 0; i < ref.rank; ++i) empty = empty || (i != dim && ref.shape[i] == 0);
+  if (empty) {  // no sequences: nothing is read or written, so strides do not matter
+    plan.batch = 0;
+    plan.channels = 1;
+    return plan;
+  }
+
+  // Adding the arrays one at a time finds the one whose layout breaks the shared split.
+  collapsed c;
+  for (int k = 1; k <= n; ++k) {
+    c = collapse(list, k, dim);
+    if (c.count > 2) {
+      const array_arg& bad = *list[k - 1];
+      fail(argument_error::value_error, op,
+           std::string(bad.name) + " (shape " + bad.describe_shape() + ", strides " + join(bad.strides, bad.rank) +
+               ") cannot be scanned along dim=" + std::to_string(dim) + " in place" +
+               (k > 1 ? std::string(" together with ") + ref.name : std::string()) +
+               ": its other dimensions need more than two strides; pass a contiguous copy");
+    }
+  }
+  plan.batch = c.count == 2 ? c.size[0] : 1;
+  plan.channels = c.count >= 1 ? c.size[c.count - 1] : 1;
+  for (int k = 0; k < n; ++k) {
+    recurrence_strides& s = plan.strides[k];
+    s.time = list[k]->strides[dim];
+    s.channel = c.count >= 1 ? c.stride[c.count - 1][k] : 0;
+    s.batch = c.count == 2 ? c.stride[0][k] : 0;
+  }
+  return plan;
+}
+
+void require_state(const char* op, const array_arg& state, const array_arg& ref, int dim) {
+  require_like(op, ref, state);
+  bool same = state.rank == ref.rank - 1;
+  for (int i = 0, j = 0; same && i < ref.rank; ++i)
+    if (i != dim) same = state.shape[j++] == ref.shape[i];
+  if (!same) {
+    std::int64_t expected[max_rank];
+    int j = 0;
+    for (int i = 0; i < ref.rank; ++i)
+      if (i != dim) expected[j++] = ref.shape[i];
+    fail(argument_error::value_error, op,
+         std::string(state.name) + " has shape " + state.describe_shape() + "; it must have the shape of " + ref.name +
+             " without dim=" + std::to_string(dim) + ", " + join(expected, j));
+  }
+  std::int64_t step = 1;
+  for (int i = state.rank - 1; i >= 0; --i) {
+    if (state.shape[i] != 1 && state.strides[i] != step && state.size() > 0)
+      fail(argument_error::value_error, op,
+           std::string(state.name) + " (strides " + join(state.strides, state.rank) +
+               ") must be dense in row-major order");
+    step *= state.shape[i];
+  }
+}
+
+}  // namespace parscan::python

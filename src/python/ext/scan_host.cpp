@@ -1,0 +1,10 @@
+// src/python/ext/scan_host.cpp — the built-in-operator scans on the host backend.
+#include <parscan/parscan.hpp>
+
+#include "scan_impl.hpp"
+
+namespace parscan::python {
+
+status run_scan_host(const scan_request& r) { return scan_detail::run_scan(host_backend{}, r); }
+
+}  // namespace parscan::python

@@ -1,0 +1,29 @@
+"""parscan from Python: parallel scans and gated recurrences on the CPU and on CUDA.
+
+The functions here take and return NumPy arrays (on the host backend). The same operations for
+PyTorch tensors are in ``parscan.torch`` (custom ops with autograd, torch.compile-able) and for
+JAX arrays in ``parscan.jax`` (XLA FFI custom calls with custom_vjp). docs/python.md has the
+details; every function states its contract in its docstring.
+"""
+
+from . import _core
+from ._numpy_api import cumulative, gated_recurrence, gated_recurrence_backward, reduce
+
+__version__ = "0.1.0"
+
+built_with_cuda = bool(_core.built_with_cuda)
+
+
+def cuda_available():
+    """True when parscan was built with its CUDA backend and a GPU is visible."""
+    return bool(_core.cuda_available())
+
+
+__all__ = [
+    "built_with_cuda",
+    "cuda_available",
+    "cumulative",
+    "gated_recurrence",
+    "gated_recurrence_backward",
+    "reduce",
+]

@@ -1,0 +1,96 @@
+"""float64 (complex128) reference loops the tests check parscan against: one step at a time, in
+the plainest NumPy, with the time dimension moved to the front."""
+
+import numpy as np
+
+
+def wide(array):
+    """array in float64 (complex128 for complex input): the reference's arithmetic."""
+    array = np.asarray(array)
+    if array.dtype.kind == "c":
+        return array.astype(np.complex128)
+    return array.astype(np.float64)
+
+
+def gated_forward(a, b, x0=None, dim=-1, reverse=False, gate="linear"):
+    """x[t] = a[t]·x[t-1] + b[t] along dim; returns (x, x_final) in float64 / complex128."""
+    a, b = np.moveaxis(wide(a), dim, 0), np.moveaxis(wide(b), dim, 0)
+    if gate == "log":
+        a = np.exp(a)
+    steps = range(a.shape[0] - 1, -1, -1) if reverse else range(a.shape[0])
+    state = np.zeros(a.shape[1:], a.dtype) if x0 is None else wide(x0).copy()
+    x = np.empty_like(a)
+    for t in steps:
+        state = a[t] * state + b[t]
+        x[t] = state
+    return np.moveaxis(x, 0, dim), state
+
+
+def gated_backward(a, b, dx, x0=None, dx_final=None, dim=-1, reverse=False, gate="linear"):
+    """(da, db, dx0) by the chain rule, one step at a time, PyTorch's complex convention
+    (gradients are conj(∂x/∂input)·upstream); da is dL/dlog a with gate="log"."""
+    x, _ = gated_forward(a, b, x0, dim, reverse, gate)
+    a, x, dx = (np.moveaxis(wide(v), dim, 0) for v in (a, x, dx))
+    gates = np.exp(a) if gate == "log" else a
+    n = a.shape[0]
+    order = list(range(n - 1, -1, -1)) if reverse else list(range(n))
+    carry = np.zeros(a.shape[1:], a.dtype) if dx_final is None else wide(dx_final).copy()
+    da, db = np.empty_like(a), np.empty_like(a)
+    x_start = np.zeros(a.shape[1:], a.dtype) if x0 is None else wide(x0)
+    for i in range(n - 1, -1, -1):  # the forward's steps, last computed first
+        t = order[i]
+        carry = carry + dx[t]
+        db[t] = carry
+        previous = x[order[i - 1]] if i > 0 else x_start
+        da[t] = carry * np.conj(previous)
+        if gate == "log":
+            da[t] = da[t] * np.conj(gates[t])
+        carry = np.conj(gates[t]) * carry
+    dx0 = carry if x0 is not None else None
+    return np.moveaxis(da, 0, dim), np.moveaxis(db, 0, dim), dx0
+
+
+def cumulative(x, op="sum", dim=-1, reverse=False, exclusive=False):
+    """The scan one step at a time, in float64 for floats and in the integer type itself."""
+    x = np.asarray(x)
+    integer_type = x.dtype if x.dtype.kind == "i" else None
+    x = np.moveaxis(x.astype(np.int64) if integer_type else wide(x), dim, 0)
+    combine = {"sum": np.add, "max": np.maximum, "min": np.minimum}[op]
+    if integer_type:
+        info = np.iinfo(integer_type)  # an exclusive scan starts from the type's own limits
+        identity = {"sum": 0, "max": info.min, "min": info.max}[op]
+    else:
+        identity = {"sum": 0.0, "max": -np.inf, "min": np.inf}[op]
+    out = np.empty_like(x)
+    state = np.full(x.shape[1:], identity, x.dtype)
+    for t in (range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])):
+        if exclusive:
+            out[t] = state
+        state = combine(state, x[t])
+        if not exclusive:
+            out[t] = state
+    return np.moveaxis(out, 0, dim)
+
+
+# Tolerances, relative to max(1, |reference|) element by element. The reference runs in float64
+# on the very inputs parscan saw (16-bit inputs already rounded), so what is left is parscan's
+# compute precision (float32 for every type but float64) over the steps, plus the rounding of
+# the stored result: 2^-8 for bfloat16, 2^-11 for float16. A wrong step, order or stride is off
+# by O(1), far beyond all of these.
+TOLERANCE = {
+    "float64": 1e-12,
+    "float32": 2e-5,
+    "complex64": 2e-5,
+    "float16": 2e-3,
+    "bfloat16": 1.6e-2,
+}
+
+
+def assert_close(actual, expected, dtype_name, what=""):
+    actual, expected = wide(actual), wide(expected)
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    assert not np.isnan(actual).any(), f"{what}: NaN in the result (an element left unwritten?)"
+    with np.errstate(invalid="ignore"):  # equal infinities (an exclusive max starts at -inf) are exact
+        error = np.where(actual == expected, 0.0, np.abs(actual - expected) / np.maximum(1.0, np.abs(expected)))
+    worst = float(error.max()) if error.size else 0.0
+    assert worst <= TOLERANCE[dtype_name], f"{what}: relative error {worst:.3g} > {TOLERANCE[dtype_name]:.3g} ({dtype_name})"

@@ -1,0 +1,233 @@
+"""parscan.torch: the custom ops against float64 loops, gradcheck in float64, torch.compile with
+fullgraph=True, bad input; on CUDA (where available) the CUDA backend against the CPU, on the
+current stream, and inside a captured CUDA graph. Skipped where PyTorch is not installed."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import parscan  # noqa: E402
+import parscan.torch as pt  # noqa: E402
+
+import reference as ref  # noqa: E402
+
+DTYPES = {
+    "float64": torch.float64,
+    "float32": torch.float32,
+    "complex64": torch.complex64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+ON_CUDA = torch.cuda.is_available() and parscan.built_with_cuda
+DEVICES = ["cpu"] + (["cuda"] if ON_CUDA else [])
+
+
+@pytest.fixture
+def gen(rng):
+    g = torch.Generator()
+    g.manual_seed(int(rng.integers(2**62)))
+    return g
+
+
+def gates(gen, shape, dtype, device="cpu"):
+    magnitude = 0.6 + 0.4 * torch.rand(shape, generator=gen, dtype=torch.float64)
+    if dtype == torch.complex64:
+        phase = torch.rand(shape, generator=gen, dtype=torch.float64) - 0.5
+        return torch.polar(magnitude, phase).to(dtype).to(device)
+    return magnitude.to(dtype).to(device)
+
+
+def values(gen, shape, dtype, device="cpu"):
+    if dtype == torch.complex64:
+        return torch.randn(shape, generator=gen, dtype=torch.complex128).to(dtype).to(device)
+    return torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype).to(device)
+
+
+def as_numpy(t):
+    """float64 / complex128 NumPy copy (16-bit values are exact in float64)."""
+    t = t.detach().cpu()
+    return (t.to(torch.complex128) if t.is_complex() else t.to(torch.float64)).numpy()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+@pytest.mark.parametrize("dim,reverse", [(1, False), (1, True), (-1, False), (0, True)])
+def test_forward_matches_loop(gen, device, dtype_name, dim, reverse):
+    dtype = DTYPES[dtype_name]
+    shape = (3, 40, 5)
+    a, b = gates(gen, shape, dtype, device), values(gen, shape, dtype, device)
+    state = list(shape)
+    del state[dim]
+    x0 = values(gen, tuple(state), dtype, device)
+    x, x_final = pt.gated_recurrence(a, b, x0, dim=dim, reverse=reverse, return_final=True)
+    want, want_final = ref.gated_forward(as_numpy(a), as_numpy(b), as_numpy(x0), dim, reverse)
+    assert x.dtype == dtype and x.device == a.device
+    ref.assert_close(as_numpy(x), want, dtype_name, "x")
+    ref.assert_close(as_numpy(x_final), want_final, dtype_name, "x_final")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_strided_inputs_run_in_place(gen, device):
+    """A (B, D, T) tensor transposed to (B, T, D) and scanned along T, without a copy."""
+    a = gates(gen, (2, 6, 50), torch.float64, device).transpose(1, 2)
+    b = values(gen, (2, 6, 50), torch.float64, device).transpose(1, 2)
+    assert not a.is_contiguous()
+    x = pt.gated_recurrence(a, b, dim=1)
+    ref.assert_close(as_numpy(x), ref.gated_forward(as_numpy(a), as_numpy(b), None, 1)[0], "float64", "x")
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("gate", ["linear", "log"])
+def test_gradcheck_float64(gen, reverse, gate):
+    a = gates(gen, (2, 9, 3), torch.float64)
+    if gate == "log":
+        a = a.log()
+    a.requires_grad_()
+    b = values(gen, (2, 9, 3), torch.float64).requires_grad_()
+    x0 = values(gen, (2, 3), torch.float64).requires_grad_()
+
+    def f(a, b, x0):
+        return pt.gated_recurrence(a, b, x0, dim=1, reverse=reverse, gate=gate, return_final=True)
+
+    assert torch.autograd.gradcheck(f, (a, b, x0))
+    assert torch.autograd.gradcheck(lambda a, b: pt.gated_recurrence(a, b, dim=-1, reverse=reverse, gate=gate), (a, b))
+
+
+def test_complex_gradients_follow_pytorchs_convention(gen):
+    """Against autograd through a plain PyTorch loop in complex128 (to complex64 precision)."""
+    a64 = gates(gen, (2, 12, 3), torch.complex64)
+    b64 = values(gen, (2, 12, 3), torch.complex64)
+    w = values(gen, (2, 12, 3), torch.complex64).to(torch.complex128)
+
+    def loop(a, b):
+        state, out = torch.zeros_like(a[:, 0]), []
+        for t in range(a.shape[1]):
+            state = a[:, t] * state + b[:, t]
+            out.append(state)
+        return torch.stack(out, 1)
+
+    a, b = a64.clone().requires_grad_(), b64.clone().requires_grad_()
+    (pt.gated_recurrence(a, b, dim=1).to(torch.complex128) * w).real.sum().backward()
+    a_ref, b_ref = a64.to(torch.complex128).requires_grad_(), b64.to(torch.complex128).requires_grad_()
+    (loop(a_ref, b_ref) * w).real.sum().backward()
+    ref.assert_close(as_numpy(a.grad), as_numpy(a_ref.grad), "complex64", "da")
+    ref.assert_close(as_numpy(b.grad), as_numpy(b_ref.grad), "complex64", "db")
+
+
+def test_gradient_of_x_final_alone(gen):
+    a = gates(gen, (2, 7, 3), torch.float64).requires_grad_()
+    b = values(gen, (2, 7, 3), torch.float64).requires_grad_()
+    assert torch.autograd.gradcheck(lambda a, b: pt.gated_recurrence(a, b, dim=1, return_final=True)[1], (a, b))
+
+
+@pytest.mark.parametrize("reverse,exclusive", [(False, False), (True, True)])
+def test_scans_gradcheck_and_values(gen, reverse, exclusive):
+    x = values(gen, (3, 11, 2), torch.float64).requires_grad_()
+    assert torch.autograd.gradcheck(lambda x: pt.cumulative(x, dim=1, reverse=reverse, exclusive=exclusive), (x,))
+    assert torch.autograd.gradcheck(lambda x: pt.reduce(x, dim=1), (x,))
+    for op in ("sum", "max", "min"):
+        got = pt.cumulative(x.detach(), op, dim=1, reverse=reverse, exclusive=exclusive)
+        want = ref.cumulative(as_numpy(x), op, 1, reverse, exclusive)
+        np.testing.assert_allclose(as_numpy(got), want, rtol=1e-12, atol=1e-12)
+        total = ref.cumulative(as_numpy(x), op, 1)[:, -1]
+        np.testing.assert_allclose(as_numpy(pt.reduce(x.detach(), op, dim=1)), total, rtol=1e-12, atol=1e-12)
+
+
+def test_reduce_of_bfloat16_accumulates_in_float32(gen):
+    x = values(gen, (2, 4000), torch.bfloat16)
+    want = as_numpy(x).sum(axis=1)
+    got = as_numpy(pt.reduce(x, dim=1))
+    assert pt.reduce(x, dim=1).dtype == torch.bfloat16
+    np.testing.assert_allclose(got, want, rtol=2**-8, atol=2**-8 * np.abs(as_numpy(x)).sum() / 4000)
+
+
+def test_torch_compile_fullgraph_forward_and_backward(gen):
+    torch._dynamo.reset()
+    a = gates(gen, (2, 16, 4), torch.float64).requires_grad_()
+    b = values(gen, (2, 16, 4), torch.float64).requires_grad_()
+
+    def loss(a, b):
+        x, x_final = pt.gated_recurrence(a, b, dim=1, return_final=True)
+        return (x.sin().sum() + pt.cumulative(x, dim=1).sum() + pt.reduce(x_final, dim=-1).sum())
+
+    compiled = torch.compile(loss, fullgraph=True)
+    eager_value = loss(a, b)
+    eager_grads = torch.autograd.grad(eager_value, (a, b))
+    compiled_value = compiled(a, b)
+    compiled_grads = torch.autograd.grad(compiled_value, (a, b))
+    torch.testing.assert_close(compiled_value, eager_value, rtol=1e-12, atol=1e-12)
+    for g, e in zip(compiled_grads, eager_grads):
+        torch.testing.assert_close(g, e, rtol=1e-12, atol=1e-12)
+
+
+def test_bad_input_names_the_argument(gen):
+    a = gates(gen, (2, 8, 3), torch.float32)
+    with pytest.raises(TypeError, match=r"a has dtype torch.int32"):
+        pt.gated_recurrence(a.to(torch.int32), a)
+    with pytest.raises(TypeError, match=r"b has dtype float64 but a has dtype float32"):
+        pt.gated_recurrence(a, a.double())
+    with pytest.raises(ValueError, match=r"b has shape \(2, 7, 3\) but a has shape \(2, 8, 3\)"):
+        pt.gated_recurrence(a, a[:, :7].contiguous())
+    with pytest.raises(ValueError, match=r"x0 has shape \(2, 8\)"):
+        pt.gated_recurrence(a, a, torch.zeros(2, 8), dim=1)
+    with pytest.raises(ValueError, match=r"dim=5 is out of range"):
+        pt.gated_recurrence(a, a, dim=5)
+    with pytest.raises(ValueError, match=r"cannot be scanned along dim=1"):
+        base = torch.rand(2, 10, 6, 8)[:, :, ::2, ::2]  # (2, 10, 3, 4): batch, 3 and 4 need three strides
+        pt.gated_recurrence(base, base.contiguous(), dim=1)
+
+
+@pytest.mark.skipif(not ON_CUDA, reason="needs a CUDA GPU and parscan built with CUDA")
+def test_device_mismatch_is_refused(gen):
+    a = gates(gen, (2, 8, 3), torch.float32)
+    with pytest.raises(ValueError, match=r"b is on cuda:0 but a is on cpu"):
+        pt.gated_recurrence(a, a.cuda())
+
+
+@pytest.mark.skipif(not ON_CUDA, reason="needs a CUDA GPU and parscan built with CUDA")
+@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16", "float64"])
+def test_cuda_matches_cpu_forward_and_backward(gen, dtype_name):
+    dtype = DTYPES[dtype_name]
+    a, b = gates(gen, (4, 300, 64), dtype), values(gen, (4, 300, 64), dtype)
+    x0, w = values(gen, (4, 64), dtype), values(gen, (4, 300, 64), dtype)
+    results = []
+    for device in ("cpu", "cuda"):
+        ad, bd, x0d = (t.to(device).requires_grad_() for t in (a, b, x0))
+        x = pt.gated_recurrence(ad, bd, x0d, dim=1)
+        (x.float() * w.to(device).float()).sum().backward()
+        results.append([as_numpy(t) for t in (x, ad.grad, bd.grad, x0d.grad)])
+    for name, c, g in zip(("x", "da", "db", "dx0"), *results):
+        ref.assert_close(g, c, dtype_name, name)
+
+
+@pytest.mark.skipif(not ON_CUDA, reason="needs a CUDA GPU and parscan built with CUDA")
+def test_cuda_runs_on_the_current_stream_and_in_a_graph(gen):
+    a = gates(gen, (2, 1000, 256), torch.float32, "cuda")
+    b = values(gen, (2, 1000, 256), torch.float32, "cuda")
+    want = ref.gated_forward(as_numpy(a), as_numpy(b), None, 1)[0]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        x = pt.gated_recurrence(a, b, dim=1)
+        total = pt.reduce(pt.cumulative(x, dim=1), dim=1)
+    torch.cuda.current_stream().wait_stream(side)
+    ref.assert_close(as_numpy(x), want, "float32", "x on a side stream")
+
+    static_a, static_b = a.clone(), b.clone()
+    graph = torch.cuda.CUDAGraph()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        pt.gated_recurrence(static_a, static_b, dim=1)  # warm up outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    with torch.cuda.graph(graph):
+        static_x = pt.gated_recurrence(static_a, static_b, dim=1)
+    for _ in range(2):  # fresh inputs in the same buffers, replayed
+        new_a, new_b = gates(gen, a.shape, torch.float32, "cuda"), values(gen, b.shape, torch.float32, "cuda")
+        static_a.copy_(new_a)
+        static_b.copy_(new_b)
+        static_x.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        ref.assert_close(as_numpy(static_x), ref.gated_forward(as_numpy(new_a), as_numpy(new_b), None, 1)[0],
+                         "float32", "x from the graph")
+    assert torch.isfinite(total).all()
