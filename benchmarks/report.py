@@ -7,7 +7,9 @@ bench_matrix rows also show their TFLOP/s.
 
 Results for one GPU are merged into docs/benchmarks/<gpu>.json: a program's newer run becomes
 its current one and the older run moves to that program's history. docs/benchmarks.md is then
-rebuilt from every docs/benchmarks/*.json. --commit records the commit a run was built from
+rebuilt from every docs/benchmarks/*.json. A run of part of a program (bench_recurrence
+--filter X, bench_scan --only X) is recorded under the program name followed by that part, for
+example "bench_recurrence channel-last", so that it does not replace the whole run. --commit records the commit a run was built from
 when the program could not tell (the GPU machine's copy of the tree has no git metadata).
 """
 import glob
@@ -136,8 +138,10 @@ def render():
                     f"{r['median_us']:.1f} | {r['gbs']:.0f} | {r['pct_copy']:.1f}% |"
                     + (f" {extra[1](r.get('extra', 0))} |" if extra else ""))
             lines.append("")
-            if name == "bench_recurrence":
-                png = os.path.join(RESULTS, slug(gpu) + "-recurrence.png")
+            if name.startswith("bench_recurrence"):
+                # A partial run (a program name with its filter after it) gets a plot of its own.
+                suffix = "" if name == "bench_recurrence" else "-" + slug(name[len("bench_recurrence"):])
+                png = os.path.join(RESULTS, slug(gpu) + "-recurrence" + suffix + ".png")
                 if plot(gpu, run["results"], png):
                     lines += [f"![throughput against T]({os.path.relpath(png, DOCS)})", ""]
     with open(os.path.join(DOCS, "benchmarks.md"), "w") as f:
