@@ -189,20 +189,29 @@ status launch_cooperative(void (*kernel)(Params...), index_t blocks, int threads
   return check_launch();
 }
 
+/// The lane tiles of `sequences` × `length` steps: groups of 32 sequences, each cut into tiles
+/// of `lane_tile` steps. False when there are more tiles than a grid can count.
+struct lane_tile_grid {
+  index_t groups, tiles_per_group, tiles;
+};
+inline bool lane_tile_grid_of(index_t sequences, index_t length, index_t lane_tile, lane_tile_grid& g) {
+  g.groups = (sequences + warp_threads - 1) / warp_threads;
+  g.tiles_per_group = (length + lane_tile - 1) / lane_tile;
+  return !__builtin_mul_overflow(g.groups, g.tiles_per_group, &g.tiles) && g.tiles <= max_grid;
+}
+
 template <class shape, class Problem, class Op>
 status launch_lane_tiles(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
   using Acc = typename Problem::acc_type;
   using state = tile_state<Acc, warp_threads>;
-  const index_t groups = (sequences + warp_threads - 1) / warp_threads;
-  const index_t tiles_per_group = (P.length + shape::lane_tile - 1) / shape::lane_tile;
-  index_t tiles;
-  if (__builtin_mul_overflow(groups, tiles_per_group, &tiles) || tiles > max_grid) return status::exceeds_device_limits;
+  lane_tile_grid grid;
+  if (!lane_tile_grid_of(sequences, P.length, shape::lane_tile, grid)) return status::exceeds_device_limits;
   workspace_lease ws(be);
   state st;
   unsigned* counter;
-  if (status s = prepare_tiles(ws, tiles, st, counter, be); s != status::success) return s;
-  return launch(scan_lane_chained_kernel<shape::lane_warps, shape::lane_steps, Problem, Op>, tiles,
-                shape::lane_warps * warp_threads, 0, be, P, op, st, counter, tiles_per_group, sequences);
+  if (status s = prepare_tiles(ws, grid.tiles, st, counter, be); s != status::success) return s;
+  return launch(scan_lane_chained_kernel<shape::lane_warps, shape::lane_steps, Problem, Op>, grid.tiles,
+                shape::lane_warps * warp_threads, 0, be, P, op, st, counter, grid.tiles_per_group, sequences);
 }
 
 /// Staged lane tiles (agent/staged_lane_tiles.cuh): a persistent grid, launched cooperatively,
@@ -211,10 +220,8 @@ template <class shape, class Problem, class Op>
 status launch_staged_lane_tiles(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
   using Acc = typename Problem::acc_type;
   using state = tile_state<Acc, warp_threads>;
-  const index_t groups = (sequences + warp_threads - 1) / warp_threads;
-  const index_t tiles_per_group = (P.length + shape::lane_tile - 1) / shape::lane_tile;
-  index_t tiles;
-  if (__builtin_mul_overflow(groups, tiles_per_group, &tiles) || tiles > max_grid) return status::exceeds_device_limits;
+  lane_tile_grid grid;
+  if (!lane_tile_grid_of(sequences, P.length, shape::lane_tile, grid)) return status::exceeds_device_limits;
   const device_facts dev = current_device();
   if (dev.st != status::success) return dev.st;
   constexpr auto kernel =
@@ -226,10 +233,10 @@ status launch_staged_lane_tiles(const Problem& P, const Op& op, index_t sequence
   workspace_lease ws(be);
   state st;
   unsigned* counter;  // unused: the persistent grid takes its tiles round-robin
-  if (status s = prepare_tiles(ws, tiles, st, counter, be); s != status::success) return s;
+  if (status s = prepare_tiles(ws, grid.tiles, st, counter, be); s != status::success) return s;
   const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
-  return launch_cooperative(kernel, resident < tiles ? resident : tiles, threads, smem, be, P, op, st, groups,
-                            tiles_per_group, sequences);
+  return launch_cooperative(kernel, resident < grid.tiles ? resident : grid.tiles, threads, smem, be, P, op, st,
+                            grid.groups, grid.tiles_per_group, sequences);
 }
 
 /// Warps that loop over whole sequences: no workspace, no inter-block traffic.
