@@ -15,7 +15,8 @@
 //     once the tile's prefix is known folds them again from it, storing each result as it
 //     goes. For the gated recurrence the second fold is the sequential recurrence itself;
 //   * one extra warp per block runs the look-back, a tile behind the compute warps, so a
-//     tile's look-back overlaps the next tile's fold (the kernel's comment says how).
+//     tile's look-back overlaps the previous tile's store and the next tile's fold (the
+//     kernel's comment says how).
 // The grid never deadlocks: a tile waits only on tiles of smaller index, and every block takes
 // its tiles in increasing order, so the smallest unfinished tile always has a block on it.
 //
@@ -132,9 +133,10 @@ struct alignas(16) lane_relay_smem {
 ///     n - 1 has just left; then waits for its copies of tile n + 1 and folds them into its
 ///     total (buffer n + 1 mod 2, where it has just read its own prefix of tile n - 1).
 /// The ring holds tiles n - 1 … n + Stages - 2: the one being stored, the one in the look-back,
-/// the one being folded, and Stages - 3 more in flight. (A version with a look-back warp that
-/// waited on named barriers, bar.arrive / bar.sync, ran as fast but is not something
-/// compute-sanitizer's racecheck follows: it reported the relay's reuse as a race.)
+/// the one being folded, and Stages - 3 more in flight. (A version whose look-back warp and
+/// compute warps signalled each other with named barriers, bar.arrive on one side and bar.sync
+/// on the other, ran as fast; racecheck reported the relay's reuse across bar.arrive as a race.
+/// With one __syncthreads per tile it reports none.)
 template <int Warps, int Steps, int Stages, class Problem, class Op>
 __global__ void __launch_bounds__((Warps + 1) * warp_threads,
                                   lane_staging_ring<Warps, Steps, Stages, Problem>::bytes <= 100 * 1024 ? 2 : 1)
