@@ -36,6 +36,7 @@ std::string shape_text(const array_arg& a) { return a.describe_shape(); }
 /// The blocks must be dense: parscan addresses a vector or matrix as one run of elements.
 void require_dense_blocks(const char* op, const blocked& b) {
   const array_arg& a = *b.array;
+  if (a.size() == 0) return;  // nothing is addressed: an empty array's strides are arbitrary
   std::int64_t step = 1;
   for (int i = a.rank - 1; i >= a.rank - b.block_rank; --i) {
     if (a.shape[i] > 1 && a.strides[i] != step)
