@@ -11,7 +11,9 @@ Tolerances (relative to max(1, |reference|), element by element):
   log|x| rounded to 8 bits (an absolute error of up to 2^-9·|log|x||, i.e. a relative one in x,
   at every step) and sums such terms over the steps. With signed inputs, states pass near zero
   and the gradients of neighbouring steps cancel, so there the error is taken relative to the
-  largest gradient of the tensor (normwise) rather than element by element.
+  largest gradient of the tensor (normwise) rather than element by element, and float32 gets
+  3e-3: a state near zero is known to float32 only to an absolute error of about 2^-24 times
+  the terms that cancelled in it, and both log|x| and the gradients through it inherit that.
 - matrix_recurrence and matrix_chain: reference.TOLERANCE for the dtype (float64 1e-12, float32
   2e-5, float16 2e-3, bfloat16 1.6e-2), with N-term dot products per step; inputs keep the
   states of order 1 (spectral norm of W below 1, chain factors near the identity).
@@ -36,6 +38,7 @@ except ImportError:
 
 LOG_TOLERANCE = {"float32": 5e-5, "bfloat16": 1.6e-2}
 LOG_GRADIENT_TOLERANCE = {"float32": 5e-4, "bfloat16": 6e-2}
+SIGNED_GRADIENT_TOLERANCE = {"float32": 3e-3, "bfloat16": 6e-2}  # normwise; see above
 
 
 def assert_log_close(actual, expected, dtype_name, what, tolerance=LOG_TOLERANCE, normwise=False):
@@ -161,7 +164,7 @@ def test_log_backward_matches_chain_rule(rng, dtype_name, a_form, b_form, signed
                                               **given)
         for name, g, w in zip(("da", "db", "dx0"), got, want):
             assert_log_close(g, w, dtype_name, f"{name} ({'stored' if given else 'recomputed'} x)",
-                             LOG_GRADIENT_TOLERANCE, normwise=signed)
+                             SIGNED_GRADIENT_TOLERANCE if signed else LOG_GRADIENT_TOLERANCE, normwise=signed)
 
 
 def test_log_backward_matches_finite_differences(rng):
