@@ -72,6 +72,75 @@ def cumulative(x, op="sum", dim=-1, reverse=False, exclusive=False):
     return np.moveaxis(out, 0, dim)
 
 
+def from_log(log_magnitude, negative=None):
+    """v = sign·exp(log|v|) in float64: what a log-form input stands for."""
+    v = np.exp(wide(log_magnitude))
+    return v if negative is None else np.where(np.asarray(negative) != 0, -v, v)
+
+
+def log_backward(a, b, dx, x0=None, dlog_x_final=None, dim=-1, reverse=False, a_form="log", b_form="log",
+                 x0_form="log", dx_form="log"):
+    """(da, db, dx0) of the log-space recurrence by the chain rule, from the values: a, b, x0
+    are float64 values here (the caller converts log-form inputs), and each gradient is then
+    taken with respect to its input's form: dL/dlog|v| = dL/dv·v for log form."""
+    x, x_final = gated_forward(a, b, x0, dim, reverse)
+    upstream = wide(dx) if dx_form == "value" else wide(dx) / x
+    final = None if dlog_x_final is None else wide(dlog_x_final) / x_final
+    da, db, dx0 = gated_backward(a, b, upstream, x0, final, dim, reverse)
+    if a_form == "log":
+        da = da * a
+    if b_form == "log":
+        db = db * b
+    if x0 is not None and x0_form == "log":
+        dx0 = dx0 * x0
+    return da, db, dx0
+
+
+def matrix_forward(W, b, x0=None, dim=-2, reverse=False):
+    """x[t] = W[t] @ x[t-1] + b[t] along dim of b; returns (x, x_final) in float64."""
+    dim = dim % np.ndim(b)  # W has one more dimension: count dim from the front for both
+    b = np.moveaxis(wide(b), dim, 0)
+    W = np.moveaxis(wide(W), dim, 0)
+    state = np.zeros(b.shape[1:]) if x0 is None else wide(x0).copy()
+    x = np.empty_like(b)
+    for t in (range(b.shape[0] - 1, -1, -1) if reverse else range(b.shape[0])):
+        state = np.einsum("...ij,...j->...i", W[t], state) + b[t]
+        x[t] = state
+    return np.moveaxis(x, 0, dim), state
+
+
+def matrix_backward(W, b, dx, x0=None, dx_final=None, dim=-2, reverse=False):
+    """(dW, db, dx0) of the matrix recurrence by the chain rule, one step at a time."""
+    x, _ = matrix_forward(W, b, x0, dim, reverse)
+    dim = dim % np.ndim(b)
+    W, x, dx = np.moveaxis(wide(W), dim, 0), np.moveaxis(x, dim, 0), np.moveaxis(wide(dx), dim, 0)
+    n = x.shape[0]
+    order = list(range(n - 1, -1, -1)) if reverse else list(range(n))
+    carry = np.zeros(x.shape[1:]) if dx_final is None else wide(dx_final).copy()
+    x_start = np.zeros(x.shape[1:]) if x0 is None else wide(x0)
+    dW, db = np.empty_like(W), np.empty_like(x)
+    for i in range(n - 1, -1, -1):  # the forward's steps, last computed first
+        t = order[i]
+        carry = carry + dx[t]
+        db[t] = carry
+        previous = x[order[i - 1]] if i > 0 else x_start
+        dW[t] = carry[..., :, None] * previous[..., None, :]
+        carry = np.einsum("...ji,...j->...i", W[t], carry)
+    return np.moveaxis(dW, 0, dim), np.moveaxis(db, 0, dim), (carry if x0 is not None else None)
+
+
+def matrix_chain(M, prefixes=False, order="left_to_right", dim=-3):
+    """Products of the matrices of M along dim, in float64: the total or every prefix."""
+    M = np.moveaxis(wide(M), dim, 0)
+    d = M.shape[-1]
+    product = np.broadcast_to(np.eye(d), M.shape[1:]).copy()
+    out = np.empty_like(M)
+    for k in range(M.shape[0]):
+        product = product @ M[k] if order == "left_to_right" else M[k] @ product
+        out[k] = product
+    return np.moveaxis(out, 0, dim) if prefixes else product
+
+
 # Tolerances, relative to max(1, |reference|) element by element. The reference runs in float64
 # on the very inputs parscan saw (16-bit inputs already rounded), so what is left is parscan's
 # compute precision (float32 for every type but float64) over the steps, plus the rounding of

@@ -15,6 +15,8 @@ const char* name_of(element_type t) {
     case element_type::complex64: return "complex64";
     case element_type::int32: return "int32";
     case element_type::int64: return "int64";
+    case element_type::uint8: return "uint8";
+    case element_type::boolean: return "bool";
     case element_type::other: break;
   }
   return "an unsupported type";
@@ -109,6 +111,21 @@ void require_same_shape(const char* op, const array_arg& a, const array_arg& ref
              ref.describe_shape() + "; they must match");
 }
 
+void require_sign(const char* op, const array_arg& sign, const array_arg& magnitude) {
+  if (sign.type != element_type::uint8 && sign.type != element_type::boolean)
+    fail(argument_error::type_error, op,
+         std::string(sign.name) + " has dtype " + name_of(sign.type) + "; a sign array is uint8 or bool");
+  array_arg as_magnitude = sign;  // compared like a magnitude array, bar the dtype
+  as_magnitude.type = magnitude.type;
+  require_same_shape(op, as_magnitude, magnitude);
+  for (int i = 0; i < sign.rank; ++i)
+    if (sign.shape[i] > 1 && sign.strides[i] != magnitude.strides[i])
+      fail(argument_error::value_error, op,
+           std::string(sign.name) + " (strides " + join(sign.strides, sign.rank) + ") must have the element strides of " +
+               magnitude.name + " (" + join(magnitude.strides, magnitude.rank) +
+               "): parscan addresses both through one set of strides; pass contiguous copies of both");
+}
+
 namespace {
 
 void require_nonnegative_strides(const char* op, const array_arg& a) {
@@ -143,12 +160,11 @@ collapsed collapse(const array_arg* const* arrays, int n, int dim) {
 }  // namespace
 
 time_axis_plan plan_time_axis(const char* op, std::initializer_list<const array_arg*> arrays, int dim) {
-  const array_arg* list[8];
-  int n = 0;
-  for (const array_arg* a : arrays) {
-    if (n == 8) fail(argument_error::runtime_error, op, "internal: more than 8 arrays in one plan");
-    list[n++] = a;
-  }
+  return plan_time_axis(op, arrays.begin(), static_cast<int>(arrays.size()), dim);
+}
+
+time_axis_plan plan_time_axis(const char* op, const array_arg* const* list, int n, int dim) {
+  if (n < 1 || n > 8) fail(argument_error::runtime_error, op, "internal: a plan takes 1 to 8 arrays");
   const array_arg& ref = *list[0];
   for (int k = 0; k < n; ++k) {
     require_same_shape(op, *list[k], ref);

@@ -20,7 +20,7 @@
 namespace parscan::python {
 
 /// The element types the bindings know. `other` is anything else: it is refused by name.
-enum class element_type : int { float32, float64, bfloat16, float16, complex64, int32, int64, other };
+enum class element_type : int { float32, float64, bfloat16, float16, complex64, int32, int64, uint8, boolean, other };
 
 const char* name_of(element_type t);
 
@@ -95,6 +95,7 @@ struct time_axis_plan {
 /// ValueError naming the array whose layout needs a third stride (make that one contiguous),
 /// an array of another shape, or negative strides. At most 8 arrays.
 time_axis_plan plan_time_axis(const char* op, std::initializer_list<const array_arg*> arrays, int dim);
+time_axis_plan plan_time_axis(const char* op, const array_arg* const* arrays, int count, int dim);
 
 /// Checks a per-sequence state array (x0, x_final, their gradients): the shape of `ref` without
 /// `dim`, dense row-major, the type and device of `ref`. Raises naming the array otherwise.
@@ -102,5 +103,10 @@ void require_state(const char* op, const array_arg& state, const array_arg& ref,
 
 /// Checks an array of the shape of `ref` (type, device, shape); raises naming the array.
 void require_same_shape(const char* op, const array_arg& a, const array_arg& ref);
+
+/// Checks a sign array (log_recurrence: one byte per element, nonzero = negative) against the
+/// array of magnitudes it goes with: uint8 or bool, the device and shape of `magnitude`, and
+/// the same element strides, since parscan addresses both through one set of strides.
+void require_sign(const char* op, const array_arg& sign, const array_arg& magnitude);
 
 }  // namespace parscan::python

@@ -47,6 +47,102 @@ struct gated_backward_call {
 };
 void gated_backward(const gated_backward_call& c);
 
+/// One input of log_recurrence: its magnitude array (log|v|, or v itself in value form) and,
+/// in log form only, its optional sign array (null: every element positive).
+struct log_input {
+  const array_arg* magnitude = nullptr;
+  const array_arg* negative = nullptr;
+  bool value = false;  // true: `magnitude` holds v itself (no sign array then)
+};
+
+/// x[t] = a[t]·x[t-1] + b[t] carried in log space (parscan::log_recurrence_forward) along
+/// `dim`. Outputs: log_x with x_negative, or x (value form), or both; log_x_final with
+/// x_final_negative (always log form) optionally. a, b, log_x, x share a shape (any strides;
+/// log_x and x the same strides); every sign array has its magnitude's strides; x0 and the
+/// final state are dense, of the shape without `dim`. float32 and bfloat16.
+struct log_forward_call {
+  log_input a, b, x0;  // x0 optional (magnitude null)
+  const array_arg* log_x = nullptr;
+  const array_arg* x_negative = nullptr;  // required with log_x
+  const array_arg* x = nullptr;
+  const array_arg* log_x_final = nullptr;       // optional
+  const array_arg* x_final_negative = nullptr;  // required with log_x_final
+  std::int64_t dim = -1;
+  bool reverse = false;
+  std::uintptr_t stream = 0;
+};
+void log_forward(const log_forward_call& c);
+
+/// The backward of log_forward (parscan::log_recurrence_backward): the gradient with respect
+/// to each input in the form it was given (log magnitude, or value), into da, db and, with x0,
+/// dx0. The upstream gradient is dL/dlog|x| or, with dx_value, dL/dx; dlog_x_final is dL/dlog
+/// of the final state. log_x / x_negative is the forward's output, or null to recompute it.
+struct log_backward_call {
+  log_input a, b, x0;
+  const array_arg* log_x = nullptr;  // optional
+  const array_arg* x_negative = nullptr;
+  const array_arg* dx = nullptr;
+  bool dx_value = false;
+  const array_arg* dlog_x_final = nullptr;  // optional
+  const array_arg* da = nullptr;
+  const array_arg* db = nullptr;
+  const array_arg* dx0 = nullptr;  // required with x0, ignored without
+  std::int64_t dim = -1;
+  bool reverse = false;
+  std::uintptr_t stream = 0;
+};
+void log_backward(const log_backward_call& c);
+
+/// x[t] = W[t]·x[t-1] + b[t] (parscan::matrix_recurrence_forward) along dimension `dim` of b,
+/// which is not b's last dimension (the state, of size N = 1..64). W has b's shape with one
+/// more N at the end: W[..., t, i, j]. The N (and N×N) blocks are dense; the dimensions other
+/// than `dim` and the blocks must collapse into one strided dimension. x has b's shape; x0 and
+/// x_final (optional) b's shape without `dim`, dense.
+struct matrix_forward_call {
+  const array_arg* W = nullptr;
+  const array_arg* b = nullptr;
+  const array_arg* x = nullptr;
+  const array_arg* x0 = nullptr;       // optional
+  const array_arg* x_final = nullptr;  // optional
+  std::int64_t dim = -2;
+  bool reverse = false;
+  std::uintptr_t stream = 0;
+};
+void matrix_forward(const matrix_forward_call& c);
+
+/// The backward of matrix_forward: dW, db and, with x0, dx0. x is the forward's output, or
+/// null to recompute it from b.
+struct matrix_backward_call {
+  const array_arg* W = nullptr;
+  const array_arg* x = nullptr;
+  const array_arg* b = nullptr;
+  const array_arg* x0 = nullptr;
+  const array_arg* dx = nullptr;
+  const array_arg* dx_final = nullptr;  // optional
+  const array_arg* dW = nullptr;
+  const array_arg* db = nullptr;
+  const array_arg* dx0 = nullptr;  // required with x0, ignored without
+  std::int64_t dim = -2;
+  bool reverse = false;
+  std::uintptr_t stream = 0;
+};
+void matrix_backward(const matrix_backward_call& c);
+
+/// Products of the d×d matrices of M along dimension `dim` (not one of M's last two):
+/// out = the whole product (M's shape without `dim`, dense) or, with prefixes, every prefix
+/// (M's shape, any describable strides). order: 0 = M0·M1·…, 1 = …·M1·M0. math: 0 exact,
+/// 1 tf32, 2 bf16 (a permission; see parscan::chain_math).
+struct matrix_chain_call {
+  const array_arg* M = nullptr;
+  const array_arg* out = nullptr;
+  std::int64_t dim = -3;
+  bool prefixes = false;
+  int order = 0;
+  int math = 0;
+  std::uintptr_t stream = 0;
+};
+void matrix_chain(const matrix_chain_call& c);
+
 enum class scan_operator : int { sum, max, min };
 
 /// Inclusive (or exclusive) scan of x along `dim` with a built-in operator into out (x's

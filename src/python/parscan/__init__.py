@@ -7,7 +7,8 @@ details; every function states its contract in its docstring.
 """
 
 from . import _core
-from ._numpy_api import cumulative, gated_recurrence, gated_recurrence_backward, reduce
+from ._numpy_api import (cumulative, gated_recurrence, gated_recurrence_backward, log_recurrence,
+                         log_recurrence_backward, matrix_chain, matrix_recurrence, matrix_recurrence_backward, reduce)
 
 __version__ = "0.1.0"
 
@@ -25,5 +26,10 @@ __all__ = [
     "cumulative",
     "gated_recurrence",
     "gated_recurrence_backward",
+    "log_recurrence",
+    "log_recurrence_backward",
+    "matrix_chain",
+    "matrix_recurrence",
+    "matrix_recurrence_backward",
     "reduce",
 ]

@@ -7,7 +7,8 @@ own, so they reach the extension as uint16 views of their bits.
 import numpy as np
 
 from . import _core
-from ._shapes import GATES, SCAN_OPERATORS, check_choice, normalize_dim, without
+from ._shapes import (CHAIN_ORDERS, GATES, SCAN_OPERATORS, chain_dim, chain_math, check_choice, check_log_forms,
+                      check_signs, matrix_step_dim, normalize_dim, without)
 
 
 def _as_array(name, value):
@@ -107,3 +108,166 @@ def reduce(x, op="sum", *, dim=-1):
     out = np.empty(without(x.shape, d), _accumulator_dtype(x.dtype))
     _core.reduce(_bits(x), out, op, d)
     return out if out.dtype == x.dtype else out.astype(x.dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# The log-space recurrence.
+
+
+def _sign(name, value):
+    if value is None:
+        return None
+    sign = np.asarray(value)
+    if sign.dtype != np.bool_ and sign.dtype != np.uint8:
+        raise TypeError(f"parscan: {name} has dtype {sign.dtype}; a sign array is bool or uint8")
+    return sign
+
+
+def _with_sign(magnitude, sign, dense=False):
+    """A magnitude and its sign array with one set of element strides, which is how parscan
+    addresses them: as given where they already agree, else both as contiguous copies."""
+    if dense and magnitude is not None:
+        magnitude = np.ascontiguousarray(magnitude)
+    if sign is None:
+        return magnitude, None
+    if sign.shape == magnitude.shape and all(
+            n <= 1 or m // magnitude.itemsize == s // sign.itemsize
+            for n, m, s in zip(magnitude.shape, magnitude.strides, sign.strides)):
+        return magnitude, sign
+    return np.ascontiguousarray(magnitude), np.ascontiguousarray(sign)
+
+
+def log_recurrence(a, b, x0=None, *, dim=-1, reverse=False, a_negative=None, b_negative=None, x0_negative=None,
+                   a_form="log", b_form="log", x0_form="log", output="log", return_final=False):
+    """x[t] = a[t] * x[t-1] + b[t] carried in log space, along dimension ``dim``.
+
+    Each input is given in log form (log|v|, with an optional bool/uint8 sign array
+    ``*_negative``, nonzero = negative; none means positive) or in value form (v itself;
+    ``*_form="value"``, no sign array). a and b: one shape and dtype, float32 or bfloat16
+    (arithmetic in float32). x0 (optional): the shape of a without ``dim``. ``output="log"``
+    returns (log|x|, x_negative) with x_negative bool; ``output="value"`` returns x itself (which
+    overflows to ±inf or underflows to 0 where |x| leaves the dtype's range; log|x| does not).
+    With ``return_final`` the final state follows, always in log form: log|x_final| and
+    x_final_negative, which chain chunks through x0 (x0_form="log").
+    """
+    op = "log_recurrence"
+    check_log_forms(op, a_form, b_form, x0_form, output)
+    check_signs(op, (("a", a_form, a_negative), ("b", b_form, b_negative), ("x0", x0_form, x0_negative)))
+    a, b, x0 = _as_array("a", a), _as_array("b", b), _as_array("x0", x0)
+    a, a_negative = _with_sign(a, _sign("a_negative", a_negative))
+    b, b_negative = _with_sign(b, _sign("b_negative", b_negative))
+    x0, x0_negative = _with_sign(x0, _sign("x0_negative", x0_negative), dense=True)
+    d = normalize_dim(op, "a", a.ndim, dim)
+    log_x = x_negative = x = log_x_final = x_final_negative = None
+    if output == "log":
+        log_x, x_negative = np.empty(a.shape, a.dtype), np.empty(a.shape, np.bool_)
+    else:
+        x = np.empty(a.shape, a.dtype)
+    if return_final:
+        log_x_final, x_final_negative = np.empty(without(a.shape, d), a.dtype), np.empty(without(a.shape, d), np.bool_)
+    _core.log_forward(_bits(a), _bits(b), _bits(log_x), x_negative, _bits(x), _bits(x0), a_negative, b_negative,
+                      x0_negative, _bits(log_x_final), x_final_negative, a_form, b_form, x0_form, d, bool(reverse))
+    result = (log_x, x_negative) if output == "log" else (x,)
+    if return_final:
+        result += (log_x_final, x_final_negative)
+    return result[0] if len(result) == 1 else result
+
+
+def log_recurrence_backward(a, b, dx, *, x0=None, a_negative=None, b_negative=None, x0_negative=None, log_x=None,
+                            x_negative=None, dlog_x_final=None, dim=-1, reverse=False, a_form="log", b_form="log",
+                            x0_form="log", dx_form="log"):
+    """Gradients of log_recurrence: returns (da, db, dx0), dx0 None without x0.
+
+    Each gradient is with respect to its input in the form it was given: dL/dlog|a| for a in
+    log form, dL/da for a in value form, and so on. dx is the upstream gradient dL/dlog|x|, or
+    dL/dx with dx_form="value"; dlog_x_final is dL/dlog|x_final| (optional). log_x and
+    x_negative are the forward's log-form output; without them x is recomputed. Sign arrays are
+    not differentiable.
+    """
+    op = "log_recurrence_backward"
+    check_log_forms(op, a_form, b_form, x0_form)
+    check_choice(op, "dx_form", dx_form, ("log", "value"))
+    check_signs(op, (("a", a_form, a_negative), ("b", b_form, b_negative), ("x0", x0_form, x0_negative)))
+    a, b, dx, x0 = _as_array("a", a), _as_array("b", b), _as_array("dx", dx), _as_array("x0", x0)
+    log_x, dlog_x_final = _as_array("log_x", log_x), _as_array("dlog_x_final", dlog_x_final)
+    a, a_negative = _with_sign(a, _sign("a_negative", a_negative))
+    b, b_negative = _with_sign(b, _sign("b_negative", b_negative))
+    x0, x0_negative = _with_sign(x0, _sign("x0_negative", x0_negative), dense=True)
+    if log_x is not None:
+        log_x, x_negative = _with_sign(log_x, _sign("x_negative", x_negative))
+    if dlog_x_final is not None:
+        dlog_x_final = np.ascontiguousarray(dlog_x_final)
+    d = normalize_dim(op, "a", a.ndim, dim)
+    da, db = np.empty(a.shape, a.dtype), np.empty(a.shape, a.dtype)
+    dx0 = np.empty(without(a.shape, d), a.dtype) if x0 is not None else None
+    _core.log_backward(_bits(a), _bits(b), _bits(dx), _bits(da), _bits(db), _bits(x0), a_negative, b_negative,
+                       x0_negative, _bits(log_x), x_negative, _bits(dlog_x_final), _bits(dx0), a_form, b_form, x0_form,
+                       dx_form, d, bool(reverse))
+    return da, db, dx0
+
+
+# ---------------------------------------------------------------------------------------------
+# The matrix recurrence and matrix chains.
+
+
+def matrix_recurrence(W, b, x0=None, *, dim=-2, reverse=False, return_final=False):
+    """x[t] = W[t] @ x[t-1] + b[t] along dimension ``dim`` of b, with x[-1] = x0 (or 0).
+
+    b: (..., N) with N = 1..64 in its last dimension; ``dim`` names one of the others (default:
+    the one before N). W: b's shape followed by N, W[..., t, i, j] (row-major matrices). The
+    vectors and matrices must be dense; the dimensions other than ``dim`` must collapse into one
+    strided dimension (any contiguous array with dim first or next to the state does). dtypes:
+    float32, float64, bfloat16, float16 (16-bit types compute in float32). x0: b's shape without
+    ``dim``. Returns x (b's shape), and with ``return_final`` also the last state computed.
+    """
+    op = "matrix_recurrence"
+    W, b, x0 = _as_array("W", W), _as_array("b", b), _as_array("x0", x0)
+    d = matrix_step_dim(op, "b", b.ndim, dim)
+    x = np.empty(b.shape, b.dtype)
+    x_final = np.empty(without(b.shape, d), b.dtype) if return_final else None
+    if x0 is not None:
+        x0 = np.ascontiguousarray(x0)
+    _core.matrix_forward(_bits(W), _bits(b), _bits(x), _bits(x0), _bits(x_final), d, bool(reverse))
+    return (x, x_final) if return_final else x
+
+
+def matrix_recurrence_backward(W, dx, *, x=None, b=None, x0=None, dx_final=None, dim=-2, reverse=False):
+    """Gradients of matrix_recurrence: returns (dW, db, dx0), dx0 None without x0.
+
+    dx = dL/dx, dx_final = dL/dx_final (optional). x is the forward's output; without it, it is
+    recomputed from b (and x0).
+    """
+    op = "matrix_recurrence_backward"
+    W, dx = _as_array("W", W), _as_array("dx", dx)
+    x, b, x0, dx_final = (_as_array(n, v) for n, v in (("x", x), ("b", b), ("x0", x0), ("dx_final", dx_final)))
+    if x is None and b is None:
+        raise ValueError(f"parscan.{op}: give the forward's output x, or b to recompute it")
+    d = matrix_step_dim(op, "dx", dx.ndim, dim)
+    dW, db = np.empty(W.shape, dx.dtype), np.empty(dx.shape, dx.dtype)
+    dx0 = np.empty(without(dx.shape, d), dx.dtype) if x0 is not None else None
+    if x0 is not None:
+        x0 = np.ascontiguousarray(x0)
+    if dx_final is not None:
+        dx_final = np.ascontiguousarray(dx_final)
+    _core.matrix_backward(_bits(W), _bits(x), _bits(b), _bits(x0), _bits(dx), _bits(dx_final), _bits(dW), _bits(db),
+                          _bits(dx0), d, bool(reverse))
+    return dW, db, dx0
+
+
+def matrix_chain(M, *, prefixes=False, order="left_to_right", tensor_cores=None, dim=-3):
+    """Products of the d×d matrices of M (..., n, d, d) along its chain dimension ``dim``.
+
+    order="left_to_right": P_k = M_0 @ M_1 @ ... @ M_k; "right_to_left": P_k = M_k @ ... @ M_0.
+    Returns the whole product (M's shape without ``dim``) or, with ``prefixes``, every P_k
+    (M's shape). d = 1..1024; dtypes float32, float64, bfloat16, float16 (products carried in
+    float32, or float64). tensor_cores="tf32" or "bf16" allows tensor-core multiplies where the
+    backend has them (CUDA; the host computes exactly). Forward only: no gradient.
+    """
+    op = "matrix_chain"
+    check_choice(op, "order", order, CHAIN_ORDERS)
+    math = chain_math(op, tensor_cores)
+    M = _as_array("M", M)
+    d = chain_dim(op, M.ndim, dim)
+    out = np.empty(M.shape if prefixes else without(M.shape, d), M.dtype)
+    _core.matrix_chain(_bits(M), _bits(out), d, bool(prefixes), order, math)
+    return out

@@ -16,7 +16,8 @@ from typing import Optional, Tuple
 import torch
 
 from . import _core
-from ._shapes import GATES, SCAN_OPERATORS, check_choice, normalize_dim, without
+from ._shapes import (CHAIN_ORDERS, GATES, SCAN_OPERATORS, chain_dim, chain_math, check_choice, check_log_forms,
+                      check_signs, matrix_step_dim, normalize_dim, without)
 
 _GATED_TYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.complex64)
 
@@ -211,4 +212,239 @@ def reduce(x, op="sum", *, dim=-1):
     return torch.ops.parscan.reduce(x, op, dim)
 
 
-__all__ = ["cumulative", "gated_recurrence", "reduce"]
+# ---------------------------------------------------------------------------------------------
+# The log-space recurrence. One op computes log|x| with its sign (kept for the backward where a
+# gradient is wanted, and returned for output="log") and/or x itself (output="value"); tensors
+# that are not asked for are empty stand-ins, since a custom op returns a fixed set of tensors.
+
+_EMPTY = (0,)
+
+
+def _signs(magnitude, sign):
+    """A sign array with its magnitude's element strides (contiguous copies of both if not)."""
+    if sign is None:
+        return _plain(magnitude), None
+    magnitude, sign = _plain(magnitude), _plain(sign)
+    if sign.shape == magnitude.shape and all(n <= 1 or p == q for n, p, q in
+                                             zip(magnitude.shape, magnitude.stride(), sign.stride())):
+        return magnitude, sign
+    return magnitude.contiguous(), sign.contiguous()
+
+
+@torch.library.custom_op("parscan::log_recurrence", mutates_args=())
+def _log_forward(a: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], a_negative: Optional[torch.Tensor],
+                 b_negative: Optional[torch.Tensor], x0_negative: Optional[torch.Tensor], dim: int, reverse: bool,
+                 a_form: str, b_form: str, x0_form: str, want_log: bool,
+                 want_value: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    op = "log_recurrence"
+    d = normalize_dim(op, "a", a.dim(), dim)
+    new = (lambda shape, dtype=a.dtype: torch.empty(shape, dtype=dtype, device=a.device))
+    log_x, x_neg = (new(a.shape), new(a.shape, torch.bool)) if want_log else (new(_EMPTY), new(_EMPTY, torch.bool))
+    x = new(a.shape) if want_value else new(_EMPTY)
+    log_final, final_neg = new(without(a.shape, d)), new(without(a.shape, d), torch.bool)
+    a_, a_negative = _signs(a, a_negative)
+    b_, b_negative = _signs(b, b_negative)
+    x0_, x0_negative = (None, None) if x0 is None else (_state(x0), _state(x0_negative))
+    _core.log_forward(a_, b_, log_x if want_log else None, x_neg if want_log else None, x if want_value else None, x0_,
+                      a_negative, b_negative, x0_negative, log_final, final_neg, a_form, b_form, x0_form, d, reverse,
+                      _stream(a))
+    return log_x, x_neg, x, log_final, final_neg
+
+
+@_log_forward.register_fake
+def _(a, b, x0, a_negative, b_negative, x0_negative, dim, reverse, a_form, b_form, x0_form, want_log, want_value):
+    d = normalize_dim("log_recurrence", "a", a.dim(), dim)
+    full = a.shape if want_log else _EMPTY
+    return (a.new_empty(full), a.new_empty(full, dtype=torch.bool), a.new_empty(a.shape if want_value else _EMPTY),
+            a.new_empty(without(a.shape, d)), a.new_empty(without(a.shape, d), dtype=torch.bool))
+
+
+@torch.library.custom_op("parscan::log_recurrence_backward", mutates_args=())
+def _log_backward(a: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], a_negative: Optional[torch.Tensor],
+                  b_negative: Optional[torch.Tensor], x0_negative: Optional[torch.Tensor],
+                  log_x: Optional[torch.Tensor], x_negative: Optional[torch.Tensor], dx: torch.Tensor,
+                  dlog_x_final: torch.Tensor, dim: int, reverse: bool, a_form: str, b_form: str, x0_form: str,
+                  dx_form: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    d = normalize_dim("log_recurrence_backward", "a", a.dim(), dim)
+    da = torch.empty(a.shape, dtype=a.dtype, device=a.device)
+    db = torch.empty(a.shape, dtype=a.dtype, device=a.device)
+    dx0 = torch.empty(without(a.shape, d) if x0 is not None else _EMPTY, dtype=a.dtype, device=a.device)
+    a_, a_negative = _signs(a, a_negative)
+    b_, b_negative = _signs(b, b_negative)
+    log_x_, x_negative = (None, None) if log_x is None else _signs(log_x, x_negative)
+    _core.log_backward(a_, b_, _plain(dx).contiguous(), da, db, _state(x0), a_negative, b_negative,
+                       _state(x0_negative), log_x_, x_negative, _state(dlog_x_final),
+                       dx0 if x0 is not None else None, a_form, b_form, x0_form, dx_form, d, reverse, _stream(a))
+    return da, db, dx0
+
+
+@_log_backward.register_fake
+def _(a, b, x0, a_negative, b_negative, x0_negative, log_x, x_negative, dx, dlog_x_final, dim, reverse, a_form, b_form,
+      x0_form, dx_form):
+    d = normalize_dim("log_recurrence_backward", "a", a.dim(), dim)
+    return a.new_empty(a.shape), a.new_empty(a.shape), a.new_empty(without(a.shape, d) if x0 is not None else _EMPTY)
+
+
+def _log_setup_context(ctx, inputs, output):
+    a, b, x0, a_negative, b_negative, x0_negative, dim, reverse, a_form, b_form, x0_form, want_log, want_value = inputs
+    log_x, x_negative = output[0], output[1]
+    ctx.save_for_backward(a, b, x0, a_negative, b_negative, x0_negative, log_x, x_negative)
+    ctx.options = (dim, reverse, a_form, b_form, x0_form, want_log, want_value)
+
+
+def _log_autograd(ctx, dlog_x, _dx_negative, dx, dlog_x_final, _dfinal_negative):
+    a, b, x0, a_negative, b_negative, x0_negative, log_x, x_negative = ctx.saved_tensors
+    dim, reverse, a_form, b_form, x0_form, want_log, want_value = ctx.options
+    # The caller sees log|x| (output="log") or x (output="value"), never both: its gradient is
+    # the upstream one, in that form.
+    upstream, form = (dx, "value") if want_value else (dlog_x, "log")
+    if upstream is None:
+        upstream = torch.zeros(a.shape, dtype=a.dtype, device=a.device)
+    d = normalize_dim("log_recurrence", "a", a.dim(), dim)
+    if dlog_x_final is None:
+        dlog_x_final = torch.zeros(without(a.shape, d), dtype=a.dtype, device=a.device)
+    stored = want_log and log_x.numel() == a.numel()
+    da, db, dx0 = torch.ops.parscan.log_recurrence_backward(
+        a, b, x0, a_negative, b_negative, x0_negative, log_x if stored else None, x_negative if stored else None,
+        upstream, dlog_x_final, dim, reverse, a_form, b_form, x0_form, form)
+    return da, db, (dx0 if x0 is not None else None), None, None, None, None, None, None, None, None, None, None
+
+
+_log_forward.register_autograd(_log_autograd, setup_context=_log_setup_context)
+
+
+def log_recurrence(a, b, x0=None, *, dim=-1, reverse=False, a_negative=None, b_negative=None, x0_negative=None,
+                   a_form="log", b_form="log", x0_form="log", output="log", return_final=False):
+    """x[t] = a[t] * x[t-1] + b[t] carried in log space, along dimension ``dim``.
+
+    The arguments and results are those of parscan.log_recurrence (float32 or bfloat16 tensors;
+    sign arrays bool or uint8). Differentiable in a, b and x0, each with respect to its form
+    (log|v| or v); sign arrays are not. With output="value" and gradients wanted, log|x| is
+    also computed and kept for the backward (otherwise the backward recomputes it).
+    """
+    op = "log_recurrence"
+    check_log_forms(op, a_form, b_form, x0_form, output)
+    check_signs(op, (("a", a_form, a_negative), ("b", b_form, b_negative), ("x0", x0_form, x0_negative)))
+    if a.dtype not in (torch.float32, torch.bfloat16):
+        raise TypeError(f"parscan.{op}: a has dtype {a.dtype}; this operation takes float32, bfloat16")
+    wants_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (a, b, x0))
+    want_value = output == "value"
+    log_x, x_negative, x, log_final, final_negative = torch.ops.parscan.log_recurrence(
+        a, b, x0, a_negative, b_negative, x0_negative, dim, reverse, a_form, b_form, x0_form,
+        not want_value or wants_grad, want_value)
+    result = (x,) if want_value else (log_x, x_negative)
+    if return_final:
+        result += (log_final, final_negative)
+    return result[0] if len(result) == 1 else result
+
+
+# ---------------------------------------------------------------------------------------------
+# The matrix recurrence and matrix chains.
+
+_MATRIX_TYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+
+
+def _check_matrix(op, b, dim):
+    if b.dtype not in _MATRIX_TYPES:
+        raise TypeError(f"parscan.{op}: b has dtype {b.dtype}; this operation takes float32, float64, bfloat16, float16")
+    return matrix_step_dim(op, "b", b.dim(), dim)
+
+
+@torch.library.custom_op("parscan::matrix_recurrence", mutates_args=())
+def _matrix_forward(W: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], dim: int,
+                    reverse: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    d = _check_matrix("matrix_recurrence", b, dim)
+    x = torch.empty(b.shape, dtype=b.dtype, device=b.device)
+    x_final = torch.empty(without(b.shape, d), dtype=b.dtype, device=b.device)
+    _core.matrix_forward(_plain(W), _plain(b), x, _state(x0), x_final, d, reverse, _stream(b))
+    return x, x_final
+
+
+@_matrix_forward.register_fake
+def _(W, b, x0, dim, reverse):
+    d = _check_matrix("matrix_recurrence", b, dim)
+    return b.new_empty(b.shape), b.new_empty(without(b.shape, d))
+
+
+@torch.library.custom_op("parscan::matrix_recurrence_backward", mutates_args=())
+def _matrix_backward(W: torch.Tensor, x: torch.Tensor, x0: Optional[torch.Tensor], dx: torch.Tensor,
+                     dx_final: torch.Tensor, dim: int, reverse: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    d = _check_matrix("matrix_recurrence_backward", x, dim)
+    dW = torch.empty(W.shape, dtype=x.dtype, device=x.device)
+    db = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    dx0 = torch.empty(without(x.shape, d) if x0 is not None else _EMPTY, dtype=x.dtype, device=x.device)
+    _core.matrix_backward(_plain(W), _plain(x), None, _state(x0), _plain(dx).contiguous(), _state(dx_final), dW, db,
+                          dx0 if x0 is not None else None, d, reverse, _stream(x))
+    return dW, db, dx0
+
+
+@_matrix_backward.register_fake
+def _(W, x, x0, dx, dx_final, dim, reverse):
+    d = _check_matrix("matrix_recurrence_backward", x, dim)
+    return W.new_empty(W.shape), x.new_empty(x.shape), x.new_empty(without(x.shape, d) if x0 is not None else _EMPTY)
+
+
+def _matrix_setup_context(ctx, inputs, output):
+    W, _b, x0, dim, reverse = inputs
+    ctx.save_for_backward(W, output[0], x0)
+    ctx.options = (dim, reverse)
+
+
+def _matrix_autograd(ctx, dx, dx_final):
+    W, x, x0 = ctx.saved_tensors
+    dim, reverse = ctx.options
+    if dx is None:
+        dx = torch.zeros_like(x)
+    if dx_final is None:
+        dx_final = torch.zeros(without(x.shape, matrix_step_dim("matrix_recurrence", "b", x.dim(), dim)),
+                               dtype=x.dtype, device=x.device)
+    dW, db, dx0 = torch.ops.parscan.matrix_recurrence_backward(W, x, x0, dx, dx_final, dim, reverse)
+    return dW, db, (dx0 if x0 is not None else None), None, None
+
+
+_matrix_forward.register_autograd(_matrix_autograd, setup_context=_matrix_setup_context)
+
+
+def matrix_recurrence(W, b, x0=None, *, dim=-2, reverse=False, return_final=False):
+    """x[t] = W[t] @ x[t-1] + b[t] along dimension ``dim`` of b, as parscan.matrix_recurrence.
+
+    Differentiable in W, b and x0 through parscan's backward.
+    """
+    x, x_final = torch.ops.parscan.matrix_recurrence(W, b, x0, dim, reverse)
+    return (x, x_final) if return_final else x
+
+
+@torch.library.custom_op("parscan::matrix_chain", mutates_args=())
+def _matrix_chain(M: torch.Tensor, dim: int, prefixes: bool, order: str, math: str) -> torch.Tensor:
+    d = chain_dim("matrix_chain", M.dim(), dim)
+    out = torch.empty(M.shape if prefixes else without(M.shape, d), dtype=M.dtype, device=M.device)
+    _core.matrix_chain(_plain(M), out, d, prefixes, order, math, _stream(M))
+    return out
+
+
+@_matrix_chain.register_fake
+def _(M, dim, prefixes, order, math):
+    d = chain_dim("matrix_chain", M.dim(), dim)
+    return M.new_empty(M.shape if prefixes else without(M.shape, d))
+
+
+def _matrix_chain_setup_context(ctx, inputs, output):
+    pass
+
+
+def _matrix_chain_autograd(ctx, grad):
+    raise NotImplementedError("parscan.torch.matrix_chain has no gradient (forward only): parscan has no backward "
+                              "kernel for matrix chains; detach M, or use parscan.torch.matrix_recurrence")
+
+
+_matrix_chain.register_autograd(_matrix_chain_autograd, setup_context=_matrix_chain_setup_context)
+
+
+def matrix_chain(M, *, prefixes=False, order="left_to_right", tensor_cores=None, dim=-3):
+    """Products of the d×d matrices of M along ``dim``, as parscan.matrix_chain. Forward only:
+    a backward through it raises NotImplementedError."""
+    check_choice("matrix_chain", "order", order, CHAIN_ORDERS)
+    return torch.ops.parscan.matrix_chain(M, dim, prefixes, order, chain_math("matrix_chain", tensor_cores))
+
+
+__all__ = ["cumulative", "gated_recurrence", "log_recurrence", "matrix_chain", "matrix_recurrence", "reduce"]

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Times parscan's operations called from Python (parscan.torch on CUDA tensors) and writes JSON
+in the format of the C++ benchmarks, for benchmarks/report.py:
+
+    python3 benchmarks/bench_python.py [--json OUT.json] [--runs 50]
+
+Each op runs at a large shape, (B, T, D) = (8, 1536, 4096) or its nearest equivalent, and at a
+tiny one. Times are CUDA events around one call on the current stream, the median of --runs
+calls after warm-up. Two figures answer "what does Python cost":
+- overhead_us (tiny shape): the call's time minus that of an empty torch kernel launch measured
+  the same way, i.e. what the Python wrapper, the custom-op dispatch and the argument checks
+  add on top of one launch;
+- pct_copy (large shape): bytes the op must move (every input read once, every output written
+  once) per second, as a percentage of a torch device-to-device copy of the same number of
+  bytes in the same process.
+Without a CUDA GPU (or a parscan built without CUDA) it says so and exits 0.
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+
+def commit():
+    try:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        return subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip() or "unknown"
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def median_us(torch, fn, runs, warmup=5):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(runs):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1e3)
+    return statistics.median(times)
+
+
+def cases(torch, pt, large):
+    """(name, dtype name, shape text, bytes moved, the call) for each op at one size."""
+    B, T, D = (8, 1536, 4096) if large else (1, 8, 32)
+    dev, f32, bf16 = "cuda", torch.float32, torch.bfloat16
+    a = torch.rand(B, T, D, device=dev) * 0.5 + 0.5
+    b = torch.randn(B, T, D, device=dev)
+    x = pt.gated_recurrence(a, b, dim=1)
+    dx, dx_final = torch.randn_like(x), torch.zeros(B, D, device=dev)
+    log_a = a.log()
+    abf, bbf = a.to(bf16), b.to(bf16)
+    n = 4 * B * T * D
+    out = [
+        ("gated_recurrence forward", "f32", 3 * n, lambda: pt.gated_recurrence(a, b, dim=1)),
+        ("gated_recurrence forward", "bf16", 3 * n // 2, lambda: pt.gated_recurrence(abf, bbf, dim=1)),
+        ("gated_recurrence backward", "f32", 5 * n,
+         lambda: torch.ops.parscan.gated_recurrence_backward(a, x, None, dx, dx_final, 1, False, "linear")),
+        ("log_recurrence forward (log a, value b -> x)", "f32", 3 * n,
+         lambda: pt.log_recurrence(log_a, b, dim=1, b_form="value", output="value")),
+        ("cumulative sum", "f32", 2 * n, lambda: pt.cumulative(b, dim=1)),
+        ("reduce sum", "f32", n, lambda: pt.reduce(b, dim=1)),
+    ]
+    shapes = {name: f"{B}x{T}x{D}" for name, *_ in out}
+    # The matrix recurrence with N = 8 at the same number of state elements: B·D/8 sequences.
+    N = 8
+    seqs = max(1, B * D // N) if large else 1
+    W = torch.randn(seqs, T, N, N, device=dev) * (0.3 / N ** 0.5)
+    bm = torch.randn(seqs, T, N, device=dev)
+    out.append(("matrix_recurrence forward N=8", "f32", 4 * seqs * T * (N * N + 2 * N),
+                lambda: pt.matrix_recurrence(W, bm, dim=1)))
+    shapes[out[-1][0]] = f"{seqs}x{T}x{N}"
+    M = torch.eye(N, device=dev) + W
+    out.append(("matrix_chain total d=8", "f32", 4 * seqs * (T + 1) * N * N, lambda: pt.matrix_chain(M, dim=1)))
+    shapes[out[-1][0]] = f"{seqs}x{T}x{N}x{N}"
+    return [(name, dtype, shapes[name], moved, fn) for name, dtype, moved, fn in out]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--runs", type=int, default=50, help="timed calls per case (at least 20)")
+    args = parser.parse_args()
+    runs = max(20, args.runs)
+    try:
+        import torch
+    except ImportError:
+        print("bench_python: PyTorch is not installed; nothing to time")
+        return 0
+    import parscan
+    if not (torch.cuda.is_available() and parscan.built_with_cuda):
+        print("bench_python: needs a CUDA GPU and parscan built with CUDA "
+              f"(torch sees a GPU: {torch.cuda.is_available()}, parscan built with CUDA: {parscan.built_with_cuda}); "
+              "skipped")
+        return 0
+    import parscan.torch as pt
+
+    # The baselines, measured like the ops: an empty kernel launch, and a copy of N bytes.
+    tiny = torch.empty(1, device="cuda")
+    launch_us = median_us(torch, lambda: tiny.zero_(), runs)
+    copy_bytes = 1 << 30
+    src, dst = torch.empty(copy_bytes // 2, dtype=torch.uint8, device="cuda"), torch.empty(
+        copy_bytes // 2, dtype=torch.uint8, device="cuda")
+    copy_us = median_us(torch, lambda: dst.copy_(src), runs)
+    copy_gbs = copy_bytes / (copy_us * 1e3)  # read + write
+
+    results = []
+    for large in (True, False):
+        for name, dtype, shape, moved, fn in cases(torch, pt, large):
+            us = median_us(torch, fn, runs)
+            gbs = moved / (us * 1e3)
+            row = {"case": name, "dtype": dtype, "layout": "channel_last" if "matrix" not in name else "dense",
+                   "direction": "backward" if "backward" in name else "forward", "shape": shape, "median_us": round(us, 3), "gbs": round(gbs, 2),
+                   "pct_copy": round(100 * gbs / copy_gbs, 2),
+                   "extra": round(us - launch_us, 3) if not large else round(moved / 1e6, 3)}
+            results.append(row)
+            print(f"{name:46s} {dtype:5s} {shape:18s} {us:10.2f} us {gbs:8.1f} GB/s {row['pct_copy']:6.1f}% of copy"
+                  + (f"  overhead {us - launch_us:6.2f} us" if not large else ""))
+    print(f"empty launch {launch_us:.2f} us; copy bandwidth (read+write) {copy_gbs:.1f} GB/s on "
+          f"{torch.cuda.get_device_name()}")
+    run = {"program": "bench_python", "gpu": torch.cuda.get_device_name(), "commit": commit(),
+           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "launch_us": round(launch_us, 3), "copy_gbs": round(copy_gbs, 2),
+           "note": "extra: per-call overhead over an empty torch launch (us) on tiny shapes; MB moved on large ones",
+           "results": results}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(run, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
