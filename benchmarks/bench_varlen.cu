@@ -61,8 +61,10 @@ double check_sequence0(const spec& c, const T* a, const T* b, const T* x) {
   const bool cl = c.layout == parscan::recurrence_layout::channel_last;
   const index_t stride = cl ? c.D : 1;
   std::vector<T> ha(len), hb(len), hx(len);
-  for (auto [dst, src] : {std::pair<T*, const T*>{ha.data(), a}, {hb.data(), b}, {hx.data(), x}})
-    BENCH_CHECK(cudaMemcpy2D(dst, sizeof(T), src, stride * sizeof(T), sizeof(T), len, cudaMemcpyDeviceToHost));
+  auto column = [&](std::vector<T>& dst, const T* src) {
+    BENCH_CHECK(cudaMemcpy2D(dst.data(), sizeof(T), src, stride * sizeof(T), sizeof(T), len, cudaMemcpyDeviceToHost));
+  };
+  column(ha, a), column(hb, b), column(hx, x);
   double st = 0, err = 0, scale = 0;
   for (index_t t = 0; t < len; ++t) {
     st = double(float(ha[t])) * st + double(float(hb[t]));
