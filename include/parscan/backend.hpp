@@ -10,7 +10,8 @@ namespace parscan {
 
 /// Runs on the CPU, synchronously. Needs no GPU and no CUDA runtime. The generic algorithms
 /// share large problems out over threads started for the call (parscan/host/scan.hpp); their
-/// results are bitwise the same whatever the thread count. The recurrences ignore `threads`.
+/// results are bitwise the same whatever the thread count. The packed (cu_seqlens) gated
+/// recurrence shares its sequences out the same way; the other recurrences ignore `threads`.
 struct host_backend {
   int threads = 0;  // 0: all hardware threads; 1: run on the calling thread only
 };

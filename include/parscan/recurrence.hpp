@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "backend.hpp"
 #include "config.hpp"
@@ -111,6 +112,85 @@ template <class T>
 std::size_t gated_recurrence_workspace_size(const gated_forward_args<T>& args);
 template <class T>
 std::size_t gated_recurrence_workspace_size(const gated_backward_args<T>& args);
+
+// ---------------------------------------------------------------------------------------------
+// Variable-length packed sequences (cu_seqlens). N sequences of different lengths are
+// concatenated along time into one tensor of total_length steps and D channels; sequence n
+// occupies steps [cu_seqlens[n], cu_seqlens[n+1]) (N + 1 int64 offsets, as FlashAttention and
+// flash-linear-attention define them). Every sequence is its own recurrence: it starts from its
+// own x0[n] (dense (N, D), element n·D + d), ends in its own x_final[n], runs backwards on its
+// own with `reverse`; nothing passes from one sequence to the next.
+//
+// Offsets: cu_seqlens[0] = 0, non-decreasing, cu_seqlens[N] ≤ total_length (steps past it are
+// neither read nor written). Zero-length sequences are valid (x_final[n] = x0[n], or 0). The host
+// backend reads cu_seqlens from host memory and checks all of this (status::invalid_offsets);
+// the CUDA backend reads it from device memory, where checking it would cost a synchronisation,
+// so it checks only that the pointer is non-null and N ≥ 0: offsets that break the rule are the
+// caller's error, and make the call read and write out of bounds.
+
+/// A packed (total_length, D) tensor (recurrence_layout::channel_last, the common packed
+/// layout), a (D, total_length) tensor (time_contiguous), or explicit channel and time strides
+/// (strided; the batch stride is not used).
+struct varlen_shape {
+  index_t sequences = 0;                     // N
+  index_t channels = 0;                      // D
+  index_t total_length = 0;                  // steps of the packed time axis
+  const std::int64_t* cu_seqlens = nullptr;  // N + 1 offsets (host memory for host_backend, device memory for cuda_backend)
+  recurrence_layout layout = recurrence_layout::channel_last;
+};
+
+/// Strides of a dense packed tensor of `shape` (not for recurrence_layout::strided).
+constexpr recurrence_strides dense_strides(const varlen_shape& s) {
+  return s.layout == recurrence_layout::channel_last ? recurrence_strides{0, 1, s.channels}
+                                                     : recurrence_strides{0, s.total_length, 1};
+}
+
+/// The forward of gated_forward_args over each packed sequence: the same tensors, aliasing
+/// rules and options, with x0 and x_final dense (N, D).
+template <class T>
+struct gated_varlen_forward_args {
+  varlen_shape shape;
+  const T* a = nullptr;
+  const T* b = nullptr;
+  T* x = nullptr;
+  const T* x0 = nullptr;   // optional (N, D)
+  T* x_final = nullptr;    // optional (N, D)
+  bool reverse = false;
+  gate_form gate = gate_form::linear;
+  recurrence_strides a_strides{}, b_strides{}, x_strides{};  // recurrence_layout::strided only
+};
+
+/// The backward of gated_backward_args over each packed sequence; x0, dx_final and dx0 dense
+/// (N, D).
+template <class T>
+struct gated_varlen_backward_args {
+  varlen_shape shape;
+  const T* a = nullptr;
+  const T* x = nullptr;         // forward output, or null to recompute it from b and x0
+  const T* b = nullptr;
+  const T* x0 = nullptr;
+  const T* dx = nullptr;
+  const T* dx_final = nullptr;
+  T* da = nullptr;
+  T* db = nullptr;
+  T* dx0 = nullptr;             // required, and written, only with x0
+  bool reverse = false;
+  gate_form gate = gate_form::linear;
+  recurrence_strides a_strides{}, x_strides{}, b_strides{}, dx_strides{}, da_strides{}, db_strides{};
+};
+
+template <class T>
+status gated_recurrence_forward(const host_backend&, const gated_varlen_forward_args<T>& args);
+template <class T>
+status gated_recurrence_forward(const cuda_backend&, const gated_varlen_forward_args<T>& args);
+template <class T>
+status gated_recurrence_backward(const host_backend&, const gated_varlen_backward_args<T>& args);
+template <class T>
+status gated_recurrence_backward(const cuda_backend&, const gated_varlen_backward_args<T>& args);
+template <class T>
+std::size_t gated_recurrence_workspace_size(const gated_varlen_forward_args<T>& args);
+template <class T>
+std::size_t gated_recurrence_workspace_size(const gated_varlen_backward_args<T>& args);
 
 /// True when the library was built with CUDA and a device is visible.
 bool cuda_available();

@@ -18,6 +18,8 @@ enum class status : int {
   allocation_failed,     // the allocator hook returned no memory
   unsupported,           // a dtype, option or size this path does not support
   cuda_error,            // a CUDA runtime call or launch failed (see cuda::last_error)
+  invalid_offsets,       // segment offsets (cu_seqlens) do not start at 0, decrease, or pass the
+                         // packed length (checked where the offsets are readable: host backend)
 };
 
 constexpr const char* to_string(status s) noexcept {
@@ -34,6 +36,7 @@ constexpr const char* to_string(status s) noexcept {
     case status::allocation_failed: return "workspace allocation failed";
     case status::unsupported: return "unsupported type, option or size for this path";
     case status::cuda_error: return "CUDA runtime error";
+    case status::invalid_offsets: return "segment offsets do not start at 0, decrease, or exceed the packed length";
   }
   return "unknown status";
 }

@@ -8,10 +8,11 @@
 #include <parscan/cuda/recurrence/recurrence_head_pads.cuh>
 #include <parscan/cuda/recurrence/recurrence_lane_packs.cuh>
 #include <parscan/cuda/recurrence/recurrence_problems.cuh>
+#include <parscan/cuda/recurrence/varlen_recurrence.cuh>
 #include <parscan/ops/affine.hpp>
 #include <parscan/recurrence.hpp>
 
-#include "../common/recurrence_args.hpp"
+#include "../common/varlen_args.hpp"
 
 namespace parscan {
 namespace cuda_detail {
@@ -162,6 +163,78 @@ status gated_recurrence_backward(const cuda_backend& be, const gated_backward_ar
   return cuda_detail::run_recurrence<cuda_detail::recurrence_backward_lanes, T>(bp, p.sequences, rest);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Packed sequences (cu_seqlens): the Problems above over the whole packed tensor, narrowed to
+// one sequence per thread by varlen_recurrence.cuh. The offsets live in device memory and are
+// not read here (see recurrence.hpp for the caller's contract).
+
+template <class T>
+std::size_t gated_recurrence_workspace_size(const gated_varlen_forward_args<T>&) {
+  return 0;
+}
+
+template <class T>
+std::size_t gated_recurrence_workspace_size(const gated_varlen_backward_args<T>& g) {
+  detail::varlen_backward_plan p;
+  if (detail::plan_varlen_backward(g, false, p) != status::success) return 0;
+  return cuda_detail::recompute_bytes(detail::packed_backward(g), p.whole);  // x, when recomputed
+}
+
+namespace cuda_detail {
+template <class T>
+recurrence_forward_problem<T> make_varlen_forward(const gated_varlen_forward_args<T>& g, const detail::forward_plan& p) {
+  gated_forward_args<T> whole = detail::packed_forward(g);
+  whole.x0 = g.x0, whole.x_final = g.x_final;  // (N, D): sequence_of() steps through them by n·D
+  return make_forward(whole, p);
+}
+}  // namespace cuda_detail
+
+template <class T>
+status gated_recurrence_forward(const cuda_backend& be, const gated_varlen_forward_args<T>& g) {
+  detail::varlen_forward_plan p;
+  if (status st = detail::plan_varlen_forward(g, false, p); st != status::success) return st;
+  return cuda_detail::dispatch_varlen(cuda_detail::make_varlen_forward(g, p.whole), affine_op<T>{}, g.shape.cu_seqlens,
+                                      g.shape.sequences, g.shape.channels, be);
+}
+
+template <class T>
+status gated_recurrence_backward(const cuda_backend& be, const gated_varlen_backward_args<T>& g) {
+  detail::varlen_backward_plan p;
+  if (status st = detail::plan_varlen_backward(g, false, p); st != status::success) return st;
+  const index_t N = g.shape.sequences, D = g.shape.channels;
+  if (N * D == 0) return status::success;
+  cuda_detail::workspace_lease ws(be);
+  if (status st = ws.acquire(gated_recurrence_workspace_size(g)); st != status::success) return st;
+
+  const T* x = g.x;
+  if (!x && g.shape.total_length > 0) {  // recompute the forward states, laid out like b
+    T* x_tmp = static_cast<T*>(ws.get());
+    gated_varlen_forward_args<T> f{};
+    f.shape = g.shape;
+    f.shape.layout = recurrence_layout::strided;
+    f.a = g.a, f.b = g.b, f.x = x_tmp, f.x0 = g.x0;
+    f.reverse = g.reverse, f.gate = g.gate;
+    f.a_strides = detail::packed_strides(g.shape, g.a_strides);
+    f.b_strides = f.x_strides = detail::packed_strides(g.shape, g.b_strides);
+    const detail::forward_plan fp{p.whole.a, p.whole.b, p.whole.b, p.whole.sequences};
+    if (status st = cuda_detail::dispatch_varlen(cuda_detail::make_varlen_forward(f, fp), affine_op<T>{},
+                                                 g.shape.cu_seqlens, N, D, be);
+        st != status::success)
+      return st;
+    x = x_tmp;
+  }
+  cuda_detail::recurrence_backward_problem<T> bp{};
+  bp.a = g.a, bp.x = x, bp.dx = g.dx, bp.x0 = g.x0, bp.dx_final = g.dx_final;
+  bp.da = g.da, bp.db = g.db;
+  bp.dx0 = g.x0 ? g.dx0 : nullptr;  // dx0 is an output only when x0 is given
+  bp.la = p.whole.a, bp.lx = p.whole.x, bp.ldx = p.whole.dx, bp.lda = p.whole.da, bp.ldb = p.whole.db;
+  bp.length = g.shape.total_length;
+  bp.forward_reverse = g.reverse;
+  bp.log_gate = g.gate == gate_form::log;
+  bp.lane_major = false;  // not used by the varlen kernel
+  return cuda_detail::dispatch_varlen(bp, affine_op<T>{}, g.shape.cu_seqlens, N, D, be);
+}
+
 bool cuda_available();
 
 }  // namespace parscan
@@ -170,4 +243,8 @@ bool cuda_available();
   template status gated_recurrence_forward<T>(const cuda_backend&, const gated_forward_args<T>&);    \
   template status gated_recurrence_backward<T>(const cuda_backend&, const gated_backward_args<T>&);  \
   template std::size_t gated_recurrence_workspace_size<T>(const gated_forward_args<T>&);             \
-  template std::size_t gated_recurrence_workspace_size<T>(const gated_backward_args<T>&);
+  template std::size_t gated_recurrence_workspace_size<T>(const gated_backward_args<T>&);            \
+  template status gated_recurrence_forward<T>(const cuda_backend&, const gated_varlen_forward_args<T>&);   \
+  template status gated_recurrence_backward<T>(const cuda_backend&, const gated_varlen_backward_args<T>&); \
+  template std::size_t gated_recurrence_workspace_size<T>(const gated_varlen_forward_args<T>&);            \
+  template std::size_t gated_recurrence_workspace_size<T>(const gated_varlen_backward_args<T>&);

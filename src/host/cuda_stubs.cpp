@@ -15,13 +15,25 @@ template <class T>
 std::size_t gated_recurrence_workspace_size(const gated_forward_args<T>&) { return 0; }
 template <class T>
 std::size_t gated_recurrence_workspace_size(const gated_backward_args<T>&) { return 0; }
+template <class T>
+status gated_recurrence_forward(const cuda_backend&, const gated_varlen_forward_args<T>&) { return status::unsupported; }
+template <class T>
+status gated_recurrence_backward(const cuda_backend&, const gated_varlen_backward_args<T>&) { return status::unsupported; }
+template <class T>
+std::size_t gated_recurrence_workspace_size(const gated_varlen_forward_args<T>&) { return 0; }
+template <class T>
+std::size_t gated_recurrence_workspace_size(const gated_varlen_backward_args<T>&) { return 0; }
 bool cuda_available() { return false; }
 
 #define PARSCAN_INSTANTIATE_STUB(T)                                                                  \
   template status gated_recurrence_forward<T>(const cuda_backend&, const gated_forward_args<T>&);    \
   template status gated_recurrence_backward<T>(const cuda_backend&, const gated_backward_args<T>&);  \
   template std::size_t gated_recurrence_workspace_size<T>(const gated_forward_args<T>&);             \
-  template std::size_t gated_recurrence_workspace_size<T>(const gated_backward_args<T>&);
+  template std::size_t gated_recurrence_workspace_size<T>(const gated_backward_args<T>&);            \
+  template status gated_recurrence_forward<T>(const cuda_backend&, const gated_varlen_forward_args<T>&);   \
+  template status gated_recurrence_backward<T>(const cuda_backend&, const gated_varlen_backward_args<T>&); \
+  template std::size_t gated_recurrence_workspace_size<T>(const gated_varlen_forward_args<T>&);            \
+  template std::size_t gated_recurrence_workspace_size<T>(const gated_varlen_backward_args<T>&);
 PARSCAN_INSTANTIATE_STUB(float)
 PARSCAN_INSTANTIATE_STUB(double)
 PARSCAN_INSTANTIATE_STUB(bfloat16)

@@ -2,10 +2,13 @@
 // loop per channel, in compute precision. It is also what CI checks the API against.
 #include <vector>
 
+#include <algorithm>
+
 #include <parscan/detail/recurrence_math.hpp>
+#include <parscan/host/parallel_for.hpp>
 #include <parscan/recurrence.hpp>
 
-#include "../common/recurrence_args.hpp"
+#include "../common/varlen_args.hpp"
 
 namespace parscan {
 namespace {
@@ -77,7 +80,101 @@ void backward_sequences(const gated_backward_args<T>& g, const detail::backward_
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Packed sequences (cu_seqlens): each job is one sequence's steps for a block of channels, run
+// by the fixed-length loops above on a view of just those steps and channels, so a packed
+// result is bitwise the result of calling the fixed-length API on each sequence alone.
+
+/// Channels per job: enough steps per job to be worth a claim, and blocks of channels so that
+/// one long sequence among short ones still spreads over the threads.
+constexpr index_t varlen_job_channels = 64;
+/// No thread is started for fewer steps than this per thread (as the generic scans).
+constexpr index_t varlen_min_steps_per_thread = index_t(1) << 15;
+
+inline int varlen_threads(const host_backend& be, index_t steps) {
+  const index_t worth = std::max<index_t>(1, steps / varlen_min_steps_per_thread);
+  if (be.threads == 1 || worth == 1) return 1;
+  return static_cast<int>(std::min<index_t>(worth, be.threads > 0 ? be.threads : host::detail::hardware_threads()));
+}
+
+/// Calls job(n, start, length, d0, channels) for every sequence n and block of channels
+/// [d0, d0 + channels), in parallel.
+template <class Job>
+void for_each_segment(const host_backend& be, const varlen_shape& s, const Job& job) {
+  const index_t blocks = (s.channels + varlen_job_channels - 1) / varlen_job_channels;
+  const index_t steps = s.cu_seqlens[s.sequences] * s.channels;
+  host::detail::parallel_for(s.sequences * blocks, varlen_threads(be, steps), [&](index_t i) {
+    const index_t n = i / blocks, d0 = (i % blocks) * varlen_job_channels;
+    const index_t start = s.cu_seqlens[n];
+    job(n, start, s.cu_seqlens[n + 1] - start, d0, std::min(varlen_job_channels, s.channels - d0));
+  });
+}
+
+/// Layout `l` (D channels of the packed tensor) narrowed to `channels` channels from d0 and
+/// `length` steps from `start`; returns the element offset of its first element.
+inline index_t narrow(sequence_layout& l, index_t start, index_t length, index_t d0, index_t channels) {
+  const index_t offset = detail::segment_layout(l, start, length) + d0 * l.sequence_stride;
+  l.count = channels;
+  return offset;
+}
+
+template <class T>
+void varlen_forward(const host_backend& be, const gated_varlen_forward_args<T>& g, const detail::varlen_forward_plan& vp) {
+  const index_t D = g.shape.channels;
+  for_each_segment(be, g.shape, [&](index_t n, index_t start, index_t length, index_t d0, index_t channels) {
+    detail::forward_plan p = vp.whole;
+    gated_forward_args<T> one{};
+    one.a = g.a + narrow(p.a, start, length, d0, channels);
+    one.b = g.b + narrow(p.b, start, length, d0, channels);
+    one.x = g.x + narrow(p.x, start, length, d0, channels);
+    one.x0 = g.x0 ? g.x0 + n * D + d0 : nullptr;
+    one.x_final = g.x_final ? g.x_final + n * D + d0 : nullptr;
+    one.reverse = g.reverse, one.gate = g.gate;
+    p.sequences = channels;
+    forward_sequences(one, p);
+  });
+}
+
+template <class T>
+void varlen_backward(const host_backend& be, const gated_varlen_backward_args<T>& g,
+                     const detail::varlen_backward_plan& vp) {
+  const index_t D = g.shape.channels;
+  for_each_segment(be, g.shape, [&](index_t n, index_t start, index_t length, index_t d0, index_t channels) {
+    detail::backward_plan p = vp.whole;
+    gated_backward_args<T> one{};
+    one.a = g.a + narrow(p.a, start, length, d0, channels);
+    const index_t x_offset = narrow(p.x, start, length, d0, channels);
+    one.x = g.x ? g.x + x_offset : nullptr;
+    one.b = g.b ? g.b + narrow(p.b, start, length, d0, channels) : nullptr;
+    one.dx = g.dx + narrow(p.dx, start, length, d0, channels);
+    one.da = g.da + narrow(p.da, start, length, d0, channels);
+    one.db = g.db + narrow(p.db, start, length, d0, channels);
+    one.x0 = g.x0 ? g.x0 + n * D + d0 : nullptr;
+    one.dx_final = g.dx_final ? g.dx_final + n * D + d0 : nullptr;
+    one.dx0 = g.x0 ? g.dx0 + n * D + d0 : nullptr;
+    one.reverse = g.reverse, one.gate = g.gate;
+    p.sequences = channels;
+    backward_sequences(one, p);
+  });
+}
+
 }  // namespace
+
+template <class T>
+status gated_recurrence_forward(const host_backend& be, const gated_varlen_forward_args<T>& g) {
+  detail::varlen_forward_plan p;
+  if (status st = detail::plan_varlen_forward(g, true, p); st != status::success) return st;
+  varlen_forward(be, g, p);
+  return status::success;
+}
+
+template <class T>
+status gated_recurrence_backward(const host_backend& be, const gated_varlen_backward_args<T>& g) {
+  detail::varlen_backward_plan p;
+  if (status st = detail::plan_varlen_backward(g, true, p); st != status::success) return st;
+  varlen_backward(be, g, p);
+  return status::success;
+}
 
 template <class T>
 status gated_recurrence_forward(const host_backend&, const gated_forward_args<T>& g) {
@@ -97,7 +194,9 @@ status gated_recurrence_backward(const host_backend&, const gated_backward_args<
 
 #define PARSCAN_INSTANTIATE_HOST(T)                                                              \
   template status gated_recurrence_forward<T>(const host_backend&, const gated_forward_args<T>&); \
-  template status gated_recurrence_backward<T>(const host_backend&, const gated_backward_args<T>&);
+  template status gated_recurrence_backward<T>(const host_backend&, const gated_backward_args<T>&); \
+  template status gated_recurrence_forward<T>(const host_backend&, const gated_varlen_forward_args<T>&); \
+  template status gated_recurrence_backward<T>(const host_backend&, const gated_varlen_backward_args<T>&);
 PARSCAN_INSTANTIATE_HOST(float)
 PARSCAN_INSTANTIATE_HOST(double)
 PARSCAN_INSTANTIATE_HOST(bfloat16)

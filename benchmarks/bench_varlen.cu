@@ -1,0 +1,181 @@
+// benchmarks/bench_varlen.cu — the packed variable-length gated recurrence (cu_seqlens) on the
+// CUDA backend, against the equal-length batch of the same total size in the same run (issue
+// 15's target: the packed rows at ≥ 95% of the equal-length rows' throughput).
+//
+// Rows, for f32 and bf16, forward and backward (x given), channel-last (total_T, D) and
+// time-contiguous (D, total_T):
+//   "varlen random"  64 sequences of random lengths in [1, 16384], mean about 4096, D = 1536;
+//   "varlen equal"   the packed path on 64 equal sequences of the same total (how much of the
+//                    gap is the packed kernel, how much the raggedness);
+//   "batch equal"    the fixed-length API on (64, D, T) with 64·T the same total.
+// Effective bandwidth counts each tensor once (forward: a, b read, x written; backward: a, x,
+// dx read, da, db written), as bench_recurrence does. Sequence 0 of every packed row is checked
+// against a float64 host loop.
+//   usage: bench_varlen [--json out.json] [--filter <part of a row name>]
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <parscan/parscan.hpp>
+
+#include "bench_common.cuh"
+
+namespace {
+
+using parscan::index_t;
+using bench::unit;
+
+// Gates in (0.9, 1), values in (-1, 1).
+template <class T>
+__global__ void fill(T* p, index_t n, std::uint32_t seed, bool gate) {
+  for (index_t i = blockIdx.x * index_t(blockDim.x) + threadIdx.x; i < n; i += index_t(gridDim.x) * blockDim.x) {
+    const float u = unit(i, seed);
+    p[i] = T(gate ? 0.9f + 0.1f * u : 2 * u - 1);
+  }
+}
+
+/// 64 lengths in [1, 16384] with mean about 4096: 1 + ⌊16383·u³⌋ has mean 1 + 16383/4.
+std::vector<index_t> random_lengths(int n) {
+  std::vector<index_t> v(n);
+  for (int i = 0; i < n; ++i) {
+    const double u = static_cast<double>(bench::mix(0x5eedull + i) >> 11) * (1.0 / 9007199254740992.0);
+    v[i] = 1 + static_cast<index_t>(16383.0 * u * u * u);
+  }
+  return v;
+}
+
+struct spec {
+  std::string name;
+  std::vector<index_t> lengths;  // empty: the fixed-length batch
+  index_t B = 0, T = 0;          // the fixed-length batch
+  index_t D = 1536;
+  parscan::recurrence_layout layout;
+  bool backward;
+};
+
+template <class T>
+double check_sequence0(const spec& c, const T* a, const T* b, const T* x) {
+  // Sequence 0, channel 0: its steps are [0, lengths[0]) of channel 0.
+  const index_t len = c.lengths[0];
+  const bool cl = c.layout == parscan::recurrence_layout::channel_last;
+  const index_t stride = cl ? c.D : 1;
+  std::vector<T> ha(len), hb(len), hx(len);
+  auto column = [&](std::vector<T>& dst, const T* src) {
+    BENCH_CHECK(cudaMemcpy2D(dst.data(), sizeof(T), src, stride * sizeof(T), sizeof(T), len, cudaMemcpyDeviceToHost));
+  };
+  column(ha, a), column(hb, b), column(hx, x);
+  double st = 0, err = 0, scale = 0;
+  for (index_t t = 0; t < len; ++t) {
+    st = double(float(ha[t])) * st + double(float(hb[t]));
+    err = std::max(err, std::fabs(double(float(hx[t])) - st));
+    scale = std::max(scale, std::fabs(st));
+  }
+  return scale > 0 ? err / scale : err;
+}
+
+template <class T>
+bench::row run(const spec& c, double copy, double& max_err) {
+  const bool packed = !c.lengths.empty();
+  index_t total = c.B * c.T;
+  std::vector<std::int64_t> offsets(1, 0);
+  if (packed) {
+    for (index_t l : c.lengths) offsets.push_back(offsets.back() + l);
+    total = offsets.back();
+  }
+  const index_t n = total * c.D, N = static_cast<index_t>(c.lengths.size());
+  const size_t bytes = size_t(n) * sizeof(T);
+  T *a, *b, *x, *dx = nullptr, *da = nullptr, *db = nullptr;
+  std::int64_t* cu = nullptr;
+  BENCH_CHECK(cudaMalloc(&a, bytes));
+  BENCH_CHECK(cudaMalloc(&b, bytes));
+  BENCH_CHECK(cudaMalloc(&x, bytes));
+  fill<<<2048, 256>>>(a, n, 11u, true);
+  fill<<<2048, 256>>>(b, n, 101u, false);
+  if (c.backward) {
+    BENCH_CHECK(cudaMalloc(&dx, bytes));
+    BENCH_CHECK(cudaMalloc(&da, bytes));
+    BENCH_CHECK(cudaMalloc(&db, bytes));
+    fill<<<2048, 256>>>(dx, n, 1001u, false);
+  }
+  BENCH_CHECK(cudaMalloc(&cu, offsets.size() * sizeof(std::int64_t)));
+  BENCH_CHECK(cudaMemcpy(cu, offsets.data(), offsets.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice));
+
+  const parscan::varlen_shape vs{N, c.D, total, cu, c.layout};
+  const parscan::recurrence_shape fs{c.B, c.D, c.T, c.layout};
+  parscan::cuda_backend be{};
+  auto forward = [&] {
+    if (packed) {
+      parscan::gated_varlen_forward_args<T> f{};
+      f.shape = vs, f.a = a, f.b = b, f.x = x;
+      return parscan::gated_recurrence_forward(be, f);
+    }
+    parscan::gated_forward_args<T> f{};
+    f.shape = fs, f.a = a, f.b = b, f.x = x;
+    return parscan::gated_recurrence_forward(be, f);
+  };
+  auto backward = [&] {
+    if (packed) {
+      parscan::gated_varlen_backward_args<T> g{};
+      g.shape = vs, g.a = a, g.x = x, g.dx = dx, g.da = da, g.db = db;
+      return parscan::gated_recurrence_backward(be, g);
+    }
+    parscan::gated_backward_args<T> g{};
+    g.shape = fs, g.a = a, g.x = x, g.dx = dx, g.da = da, g.db = db;
+    return parscan::gated_recurrence_backward(be, g);
+  };
+  if (forward() != parscan::status::success) std::printf("%s: forward failed\n", c.name.c_str()), std::exit(1);
+  BENCH_CHECK(cudaDeviceSynchronize());
+  if (packed) max_err = std::max(max_err, check_sequence0<T>(c, a, b, x));
+  auto call = [&](int) {
+    const parscan::status s = c.backward ? backward() : forward();
+    if (s != parscan::status::success) std::printf("%s: %s\n", c.name.c_str(), parscan::to_string(s)), std::exit(1);
+  };
+  const double us = bench::median_us(call, 15, 2);
+  for (void* p : {(void*)a, (void*)b, (void*)x, (void*)dx, (void*)da, (void*)db, (void*)cu})
+    if (p) BENCH_CHECK(cudaFree(p));
+  const int tensors = c.backward ? 5 : 3;
+  const double gbs = double(tensors) * bytes / us / 1e3;
+  const bool cl = c.layout == parscan::recurrence_layout::channel_last;
+  const std::string shape = packed ? std::to_string(N) + " seqs x" + std::to_string(c.D) + " total " + std::to_string(total)
+                                   : std::to_string(c.B) + "x" + std::to_string(c.D) + "x" + std::to_string(c.T);
+  return {c.name, bench::dtype_name<T>::v, packed ? (cl ? "(total,D)" : "(D,total)") : (cl ? "(B,T,D)" : "(B,D,T)"),
+          c.backward ? "bwd" : "fwd", shape, us, gbs, 100 * gbs / copy, 0.0};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const double copy = bench::copy_bandwidth_gbs();
+  const std::string filter = bench::filter_arg(argc, argv);
+  std::vector<bench::row> rows;
+  double max_err = 0, max_err_16 = 0;
+  const std::vector<index_t> lengths = random_lengths(64);
+  index_t total = 0;
+  for (index_t l : lengths) total += l;
+  const index_t T_equal = (total + 63) / 64;  // the batch of (about) the same total
+  using L = parscan::recurrence_layout;
+  for (L layout : {L::channel_last, L::time_contiguous})
+    for (bool bwd : {false, true})
+      for (bool bf16 : {false, true}) {
+        const std::string tag = std::string(bwd ? "bwd " : "fwd ") + (bf16 ? "bf16 " : "f32 ") +
+                                (layout == L::channel_last ? "channel-last" : "time-contiguous");
+        const spec cases[] = {
+            {"varlen random " + tag, lengths, 0, 0, 1536, layout, bwd},
+            {"varlen equal " + tag, std::vector<index_t>(64, T_equal), 0, 0, 1536, layout, bwd},
+            {"batch equal " + tag, {}, 64, T_equal, 1536, layout, bwd},
+        };
+        for (const spec& c : cases) {
+          if (c.name.find(filter) == std::string::npos) continue;
+          rows.push_back(bf16 ? run<parscan::bfloat16>(c, copy, max_err_16) : run<float>(c, copy, max_err));
+        }
+      }
+  bench::print_table(rows, copy);
+  bench::write_json(bench::json_arg(argc, argv), "bench_varlen", rows, copy);
+  std::printf("random lengths: 64 sequences, total %lld steps (mean %.1f)\n", static_cast<long long>(total),
+              double(total) / 64);
+  std::printf("max relative error of checked sequences: f32 %.3g, bf16 %.3g\n", max_err, max_err_16);
+  const bool ok = max_err <= 1e-5 && max_err_16 <= 1e-2;
+  if (!ok) std::printf("FAILED: checked sequences above tolerance\n");
+  return ok ? 0 : 1;
+}
