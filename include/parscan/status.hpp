@@ -18,6 +18,8 @@ enum class status : int {
   allocation_failed,     // the allocator hook returned no memory
   unsupported,           // a dtype, option or size this path does not support
   cuda_error,            // a CUDA runtime call or launch failed (see cuda::last_error)
+  communication_error,   // a sequence-parallel call's exchange between ranks failed (an NCCL
+                         // error: see distributed::nccl_last_error), or the ranks disagree
 };
 
 constexpr const char* to_string(status s) noexcept {
@@ -34,6 +36,7 @@ constexpr const char* to_string(status s) noexcept {
     case status::allocation_failed: return "workspace allocation failed";
     case status::unsupported: return "unsupported type, option or size for this path";
     case status::cuda_error: return "CUDA runtime error";
+    case status::communication_error: return "communication between ranks failed";
   }
   return "unknown status";
 }
