@@ -177,3 +177,192 @@ TEST_CASE("distributed generic scans on host ranks equal one call (matrices mod 
 TEST_CASE("distributed generic scans on host ranks equal one call (affine mod 2^64)", "[distributed]") {
   generic_cases<affine_u64>(affine_u64_op{}, "distributed affine");
 }
+
+// ---------------------------------------------------------------------------------------------
+// The gated recurrence: each rank holds dense (B, D, len) tensors of its slice in the case's
+// layout; forward and backward are checked against one core call over the whole length.
+
+namespace {
+
+using parscan::recurrence_layout;
+using cfloat = parscan::complex<float>;
+
+template <class T> double tolerance();
+template <> double tolerance<double>() { return 1e-11; }
+template <> double tolerance<float>() { return 2e-5; }
+template <> double tolerance<cfloat>() { return 2e-5; }
+// The carried state crosses each rank boundary rounded to T, as chunked calls do.
+template <> double tolerance<parscan::bfloat16>() { return 2e-2; }
+template <> double tolerance<parscan::float16>() { return 4e-3; }
+
+template <class T> T make(double re, double) { return static_cast<T>(static_cast<float>(re)); }
+template <> double make<double>(double re, double) { return re; }
+template <> cfloat make<cfloat>(double re, double im) { return cfloat(static_cast<float>(re), static_cast<float>(im)); }
+
+template <class T> double distance(const T& x, const T& y) { return std::fabs(double(float(x)) - double(float(y))); }
+template <> double distance<double>(const double& x, const double& y) { return std::fabs(x - y); }
+template <> double distance<cfloat>(const cfloat& x, const cfloat& y) { return double(cuda::std::abs(x - y)); }
+template <class T> double magnitude(const T& x) { return std::fabs(double(float(x))); }
+template <> double magnitude<double>(const double& x) { return std::fabs(x); }
+template <> double magnitude<cfloat>(const cfloat& x) { return double(cuda::std::abs(x)); }
+
+/// Element offset of (b, d, t) in a dense tensor of the layout with T steps.
+index_t at(recurrence_layout l, index_t B, index_t D, index_t T, index_t b, index_t d, index_t t) {
+  (void)B;
+  return l == recurrence_layout::channel_last ? (b * T + t) * D + d : (b * D + d) * T + t;
+}
+
+/// Copies steps [t0, t0 + len) of a whole tensor into a dense slice.
+template <class T>
+std::vector<T> slice_of(const std::vector<T>& whole, recurrence_layout l, index_t B, index_t D, index_t steps, index_t t0,
+                        index_t len) {
+  std::vector<T> s(static_cast<std::size_t>(B * D * len));
+  for (index_t b = 0; b < B; ++b)
+    for (index_t d = 0; d < D; ++d)
+      for (index_t t = 0; t < len; ++t)
+        s[static_cast<std::size_t>(at(l, B, D, len, b, d, t))] = whole[static_cast<std::size_t>(at(l, B, D, steps, b, d, t0 + t))];
+  return s;
+}
+
+template <class T>
+void require_close(const std::vector<T>& got, const std::vector<T>& want, const char* what) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    CAPTURE(what, i);
+    REQUIRE(distance(got[i], want[i]) <= tolerance<T>() * (1.0 + magnitude(want[i])));
+  }
+}
+
+template <class T>
+void recurrence_case(recurrence_layout layout, bool reverse, bool log_gate, const std::vector<index_t>& lengths,
+                     parscan_test::rng& g) {
+  const index_t B = 2, D = 3, S = B * D;
+  const auto starts = starts_of(lengths);
+  const index_t steps = starts.back();
+  const int ranks = static_cast<int>(lengths.size());
+  const std::size_t n = static_cast<std::size_t>(S * steps);
+  std::vector<T> a(n), b(n), dx(n), x0(static_cast<std::size_t>(S)), dxf(static_cast<std::size_t>(S));
+  for (auto& v : a) {
+    const double gate = 0.6 + 0.39 * g.unit();
+    v = make<T>(log_gate ? std::log(gate) : gate, log_gate ? 0.0 : 0.2 * g.signed_unit());
+  }
+  for (auto& v : b) v = make<T>(g.signed_unit(), g.signed_unit());
+  for (auto& v : dx) v = make<T>(g.signed_unit(), g.signed_unit());
+  for (auto& v : x0) v = make<T>(g.signed_unit(), g.signed_unit());
+  for (auto& v : dxf) v = make<T>(g.signed_unit(), g.signed_unit());
+  const parscan::gate_form gate = log_gate ? parscan::gate_form::log : parscan::gate_form::linear;
+  const parscan::host_backend be{1};
+
+  // One call over the whole length.
+  std::vector<T> x(n), x_final(static_cast<std::size_t>(S)), da(n), db(n), dx0(static_cast<std::size_t>(S));
+  parscan::gated_forward_args<T> f;
+  f.shape = {B, D, steps, layout};
+  f.a = a.data(), f.b = b.data(), f.x = x.data(), f.x0 = x0.data(), f.x_final = x_final.data();
+  f.reverse = reverse, f.gate = gate;
+  REQUIRE(parscan::gated_recurrence_forward(be, f) == status::success);
+  parscan::gated_backward_args<T> bw;
+  bw.shape = f.shape;
+  bw.a = a.data(), bw.x = x.data(), bw.x0 = x0.data(), bw.dx = dx.data(), bw.dx_final = dxf.data();
+  bw.da = da.data(), bw.db = db.data(), bw.dx0 = dx0.data(), bw.reverse = reverse, bw.gate = gate;
+  REQUIRE(parscan::gated_recurrence_backward(be, bw) == status::success);
+
+  // The same over ranks: the forward keeps each slice's entry state for the backward.
+  struct rank_data {
+    std::vector<T> a, b, dx, x, da, db, entry, x_final, dx0;
+  };
+  std::vector<rank_data> rd(static_cast<std::size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    auto& d = rd[static_cast<std::size_t>(r)];
+    const index_t len = lengths[static_cast<std::size_t>(r)];
+    const index_t t0 = starts[static_cast<std::size_t>(r)];
+    d.a = slice_of(a, layout, B, D, steps, t0, len);
+    d.b = slice_of(b, layout, B, D, steps, t0, len);
+    d.dx = slice_of(dx, layout, B, D, steps, t0, len);
+    d.x.assign(d.a.size(), T{}), d.da.assign(d.a.size(), T{}), d.db.assign(d.a.size(), T{});
+    d.entry.assign(static_cast<std::size_t>(S), T{}), d.x_final.assign(static_cast<std::size_t>(S), T{});
+    d.dx0.assign(static_cast<std::size_t>(S), T{});
+  }
+  const int first = reverse ? ranks - 1 : 0, last = reverse ? 0 : ranks - 1;
+  const auto fwd = on_ranks(ranks, [&](int r, dist::communicator& comm) {
+    auto& d = rd[static_cast<std::size_t>(r)];
+    parscan::gated_forward_args<T> a_r = f;
+    a_r.shape.length = lengths[static_cast<std::size_t>(r)];
+    a_r.a = d.a.data(), a_r.b = d.b.data(), a_r.x = d.x.data();
+    a_r.x0 = r == first ? x0.data() : nullptr;
+    a_r.x_final = d.x_final.data();  // every rank asks for the whole sequence's final state
+    return dist::gated_recurrence_forward(be, comm, a_r, d.entry.data());
+  });
+  for (status s : fwd) REQUIRE(s == status::success);
+  const auto bwd = on_ranks(ranks, [&](int r, dist::communicator& comm) {
+    auto& d = rd[static_cast<std::size_t>(r)];
+    parscan::gated_backward_args<T> b_r = bw;
+    b_r.shape.length = lengths[static_cast<std::size_t>(r)];
+    b_r.a = d.a.data(), b_r.dx = d.dx.data(), b_r.da = d.da.data(), b_r.db = d.db.data();
+    // Half the cases recompute x from b (x = null), as one call may.
+    const bool recompute = (lengths.size() % 2) == 1;
+    b_r.x = recompute ? nullptr : d.x.data();
+    b_r.b = d.b.data();
+    b_r.x0 = r == first ? x0.data() : d.entry.data();
+    b_r.dx_final = r == last ? dxf.data() : nullptr;
+    b_r.dx0 = r == first ? d.dx0.data() : nullptr;
+    return dist::gated_recurrence_backward(be, comm, b_r);
+  });
+  for (status s : bwd) REQUIRE(s == status::success);
+
+  for (int r = 0; r < ranks; ++r) {
+    CAPTURE(r);
+    const auto& d = rd[static_cast<std::size_t>(r)];
+    const index_t len = lengths[static_cast<std::size_t>(r)];
+    const index_t t0 = starts[static_cast<std::size_t>(r)];
+    require_close(d.x, slice_of(x, layout, B, D, steps, t0, len), "x");
+    require_close(d.x_final, x_final, "x_final");
+    require_close(d.da, slice_of(da, layout, B, D, steps, t0, len), "da");
+    require_close(d.db, slice_of(db, layout, B, D, steps, t0, len), "db");
+  }
+  require_close(rd[static_cast<std::size_t>(first)].dx0, dx0, "dx0");
+}
+
+template <class T>
+void recurrence_cases(const std::string& salt) {
+  PARSCAN_TEST_RNG(g, salt);
+  for (const auto& lengths : splits())
+    for (recurrence_layout layout : {recurrence_layout::time_contiguous, recurrence_layout::channel_last})
+      for (bool reverse : {false, true})
+        for (bool log_gate : {false, true}) {
+          CAPTURE(lengths, layout == recurrence_layout::channel_last, reverse, log_gate);
+          recurrence_case<T>(layout, reverse, log_gate, lengths, g);
+        }
+}
+
+}  // namespace
+
+TEST_CASE("distributed gated recurrence on host ranks equals one call (double)", "[distributed]") {
+  recurrence_cases<double>("distributed recurrence double");
+}
+TEST_CASE("distributed gated recurrence on host ranks equals one call (float)", "[distributed]") {
+  recurrence_cases<float>("distributed recurrence float");
+}
+TEST_CASE("distributed gated recurrence on host ranks equals one call (complex float)", "[distributed]") {
+  recurrence_cases<cfloat>("distributed recurrence complex");
+}
+TEST_CASE("distributed gated recurrence on host ranks equals one call (bfloat16)", "[distributed]") {
+  recurrence_cases<parscan::bfloat16>("distributed recurrence bf16");
+}
+TEST_CASE("distributed gated recurrence on host ranks equals one call (float16)", "[distributed]") {
+  recurrence_cases<parscan::float16>("distributed recurrence f16");
+}
+
+TEST_CASE("distributed calls refuse bad arguments with a status", "[distributed]") {
+  // One rank: no exchange partner can be left waiting.
+  const auto st = on_ranks(1, [&](int, dist::communicator& comm) {
+    const parscan::host_backend be{1};
+    parscan::gated_forward_args<float> f;
+    f.shape = {1, 2, -1, recurrence_layout::time_contiguous};
+    if (dist::gated_recurrence_forward(be, comm, f) != status::negative_size) return status::unsupported;
+    std::int64_t out = 0;
+    return dist::inclusive_scan(be, comm, static_cast<const std::int64_t*>(nullptr), &out, sequence_layout::contiguous(1),
+                                sum_i64_op{});
+  });
+  REQUIRE(st[0] == status::null_pointer);
+  REQUIRE(std::string(parscan::to_string(status::communication_error)) == "communication between ranks failed");
+}

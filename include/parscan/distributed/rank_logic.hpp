@@ -19,6 +19,9 @@
 #include <iterator>
 #include <type_traits>
 
+#include <cuda/std/cmath>
+#include <cuda/std/complex>
+
 #include "../config.hpp"
 #include "../layout.hpp"
 #include "../numeric.hpp"
@@ -174,17 +177,15 @@ struct fold_carry {
 PARSCAN_HD PARSCAN_INLINE float conj_of(float v) { return v; }
 PARSCAN_HD PARSCAN_INLINE double conj_of(double v) { return v; }
 PARSCAN_HD PARSCAN_INLINE complex<float> conj_of(const complex<float>& v) { return cuda::std::conj(v); }
+PARSCAN_HD PARSCAN_INLINE float exp_of(float v) { return cuda::std::exp(v); }
+PARSCAN_HD PARSCAN_INLINE double exp_of(double v) { return cuda::std::exp(v); }
+PARSCAN_HD PARSCAN_INLINE complex<float> exp_of(const complex<float>& v) { return cuda::std::exp(v); }
 
 /// The gate a[t] in compute type, from its storage (a itself, or log a with gate_form::log).
 template <class T>
 PARSCAN_HD PARSCAN_INLINE compute_t<T> load_gate(const T& stored, bool log_gate) {
   const compute_t<T> v = static_cast<compute_t<T>>(stored);
-  if (log_gate) {
-    using cuda::std::exp;
-    using std::exp;
-    return exp(v);
-  }
-  return v;
+  return log_gate ? exp_of(v) : v;
 }
 
 /// Reads step i of two tensors that share one layout as the affine map of that step:
