@@ -39,7 +39,12 @@ typedef struct ncclComm* ncclComm_t;  // as nccl.h declares it; users of this he
 
 namespace parscan::distributed {
 
-/// Host backend's full form of every generic algorithm (the CUDA one is in distributed.cuh).
+/// CUDA backend's full form over NCCL: declared here so that the forms below find it, defined in
+/// distributed.cuh (include it from the .cu file that calls them).
+template <class In, class Out, class Acc, class Op>
+status run_scan(const cuda_backend& be, ncclComm_t comm, const scan_problem<In, Out, Acc>& p, const Op& op);
+
+/// Host backend's full form of every generic algorithm.
 template <class In, class Out, class Acc, class Op>
 status run_scan(const host_backend& be, communicator& comm, const scan_problem<In, Out, Acc>& p, const Op& op) {
   host_executor ex(be, comm);
