@@ -20,6 +20,8 @@ enum class status : int {
   cuda_error,            // a CUDA runtime call or launch failed (see cuda::last_error)
   invalid_offsets,       // segment offsets (cu_seqlens) do not start at 0, decrease, or pass the
                          // packed length (checked where the offsets are readable: host backend)
+  communication_error,   // a sequence-parallel call's exchange between ranks failed (an NCCL
+                         // error: see distributed::nccl_last_error), or the ranks disagree
 };
 
 constexpr const char* to_string(status s) noexcept {
@@ -37,6 +39,7 @@ constexpr const char* to_string(status s) noexcept {
     case status::unsupported: return "unsupported type, option or size for this path";
     case status::cuda_error: return "CUDA runtime error";
     case status::invalid_offsets: return "segment offsets do not start at 0, decrease, or exceed the packed length";
+    case status::communication_error: return "communication between ranks failed";
   }
   return "unknown status";
 }
