@@ -373,6 +373,7 @@ void non_finite() {
     const fwd_ref<T> ref = reference_forward(o, in);
     const fwd_out<T> out = forward_call(o, in);
     REQUIRE(out.st == status::success);
+    double x_scale = 0;  // max|ref| over the finite states of x, the scale x_final is held to
     for (int which = 0; which < 2; ++which) {
       const std::vector<T>& got = which ? out.xf : out.x;
       const std::vector<ref_t<T>>& want = which ? ref.xf : ref.x;
@@ -400,6 +401,12 @@ void non_finite() {
       // the sums that x is made of and the float rounding, though normal, sometimes passed the
       // forward's tolerance (1.1e-5, about one seed in 50). This check is for the finite values
       // not being disturbed; the accuracy itself is held to scalar<T>::tol by the forward tests.
+      // x_final has only a few finite elements (two or three of six channels), whose magnitude
+      // can be far below that of the states they were summed through; so it is measured against
+      // the scale of x (at 4 tol against its own max it failed: 6.5e-5 with
+      // PARSCAN_TEST_SEED=4904054147298408837, float, reverse, time-contiguous).
+      if (which == 0) x_scale = den;
+      else den = std::max(den, x_scale);
       INFO("finite elements: max|x - ref| / max|ref| = " << num / den);
       CHECK(num / den <= 4 * scalar<T>::tol);
     }
