@@ -28,6 +28,8 @@ element_type type_of(ffi::DataType t) {
     case ffi::DataType::C64: return element_type::complex64;
     case ffi::DataType::S32: return element_type::int32;
     case ffi::DataType::S64: return element_type::int64;
+    case ffi::DataType::U8: return element_type::uint8;
+    case ffi::DataType::PRED: return element_type::boolean;  // JAX's bool: one byte, 0 or 1
     default: return element_type::other;
   }
 }
@@ -47,6 +49,9 @@ array_arg arg_of(const char* op, const char* name, const ffi::AnyBuffer& buffer,
   set_dense_strides(a);
   return a;
 }
+
+// The shared implementations take the stream as an integer (0 on the host).
+std::uintptr_t stream_of(CUstream_st* stream) { return reinterpret_cast<std::uintptr_t>(stream); }
 
 template <class F>
 ffi::Error guarded(F&& f) {
@@ -90,7 +95,7 @@ ffi::Error gated_forward_ffi(CUstream_st* stream, ffi::AnyBuffer a, ffi::AnyBuff
     c.dim = dim;
     c.reverse = reverse != 0;
     c.gate = gate_of(op, gate);
-    c.stream = reinterpret_cast<std::uintptr_t>(stream);
+    c.stream = stream_of(stream);
     gated_forward(c);
   });
 }
@@ -117,7 +122,7 @@ ffi::Error gated_backward_ffi(CUstream_st* stream, ffi::AnyBuffer a, ffi::AnyBuf
     c.dim = dim;
     c.reverse = reverse != 0;
     c.gate = gate_of(op, gate);
-    c.stream = reinterpret_cast<std::uintptr_t>(stream);
+    c.stream = stream_of(stream);
     gated_backward(c);
   });
 }
@@ -135,7 +140,7 @@ ffi::Error cumulative_ffi(CUstream_st* stream, ffi::AnyBuffer x, ffi::Result<ffi
     c.dim = dim;
     c.reverse = reverse != 0;
     c.exclusive = exclusive != 0;
-    c.stream = reinterpret_cast<std::uintptr_t>(stream);
+    c.stream = stream_of(stream);
     cumulative(c);
   });
 }
@@ -151,30 +156,165 @@ ffi::Error reduce_ffi(CUstream_st* stream, ffi::AnyBuffer x, ffi::Result<ffi::An
     c.out = &out_;
     c.op = operator_of(op, op_code);
     c.dim = dim;
-    c.stream = reinterpret_cast<std::uintptr_t>(stream);
+    c.stream = stream_of(stream);
     reduce(c);
   });
 }
 
-// The CPU handlers have no stream: they pass a null one to the shared implementations.
-ffi::Error gated_forward_cpu_impl(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer x0, ffi::Result<ffi::AnyBuffer> x,
-                                  ffi::Result<ffi::AnyBuffer> x_final, std::int64_t dim, std::int64_t reverse,
-                                  std::int64_t gate) {
-  return gated_forward_ffi<device_kind::cpu>(nullptr, a, b, x0, x, x_final, dim, reverse, gate);
+// log_recurrence's optional arrays travel as flags: the FFI signature is fixed, so an absent
+// sign array is passed as an empty placeholder and `signs` says which ones are real. The bits
+// are parscan/jax.py's: forms (set = value form) a 1, b 2, x0 4, the upstream gradient dx 8;
+// signs a 1, b 2, x0 4; outputs log|x| with its signs 1, x itself 2.
+bool bit(std::int64_t mask, int b) { return (mask >> b) & 1; }
+
+log_input log_input_of(const array_arg& magnitude, const array_arg& negative, std::int64_t forms,
+                       std::int64_t signs, int b) {
+  return {&magnitude, bit(signs, b) ? &negative : nullptr, bit(forms, b)};
 }
-ffi::Error gated_backward_cpu_impl(ffi::AnyBuffer a, ffi::AnyBuffer x, ffi::AnyBuffer x0, ffi::AnyBuffer dx,
-                                   ffi::AnyBuffer dx_final, ffi::Result<ffi::AnyBuffer> da,
-                                   ffi::Result<ffi::AnyBuffer> db, ffi::Result<ffi::AnyBuffer> dx0, std::int64_t dim,
-                                   std::int64_t reverse, std::int64_t gate) {
-  return gated_backward_ffi<device_kind::cpu>(nullptr, a, x, x0, dx, dx_final, da, db, dx0, dim, reverse, gate);
+
+// x0 is always passed: zeros in value form when the caller has none, the same forward.
+template <device_kind D>
+ffi::Error log_forward_ffi(CUstream_st* stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer x0,
+                           ffi::AnyBuffer a_negative, ffi::AnyBuffer b_negative, ffi::AnyBuffer x0_negative,
+                           ffi::Result<ffi::AnyBuffer> log_x, ffi::Result<ffi::AnyBuffer> x_negative,
+                           ffi::Result<ffi::AnyBuffer> x, ffi::Result<ffi::AnyBuffer> log_x_final,
+                           ffi::Result<ffi::AnyBuffer> x_final_negative, std::int64_t dim, std::int64_t reverse,
+                           std::int64_t forms, std::int64_t signs, std::int64_t outputs) {
+  return guarded([&] {
+    const char* op = "log_recurrence";
+    const array_arg a_ = arg_of(op, "a", a, D), b_ = arg_of(op, "b", b, D), x0_ = arg_of(op, "x0", x0, D),
+                    an_ = arg_of(op, "a_negative", a_negative, D), bn_ = arg_of(op, "b_negative", b_negative, D),
+                    x0n_ = arg_of(op, "x0_negative", x0_negative, D), lx_ = arg_of(op, "log_x", *log_x, D),
+                    xn_ = arg_of(op, "x_negative", *x_negative, D), x_ = arg_of(op, "x", *x, D),
+                    lf_ = arg_of(op, "log_x_final", *log_x_final, D),
+                    fn_ = arg_of(op, "x_final_negative", *x_final_negative, D);
+    log_forward_call c;
+    c.a = log_input_of(a_, an_, forms, signs, 0);
+    c.b = log_input_of(b_, bn_, forms, signs, 1);
+    c.x0 = log_input_of(x0_, x0n_, forms, signs, 2);
+    c.log_x = bit(outputs, 0) ? &lx_ : nullptr;
+    c.x_negative = bit(outputs, 0) ? &xn_ : nullptr;
+    c.x = bit(outputs, 1) ? &x_ : nullptr;
+    c.log_x_final = &lf_;
+    c.x_final_negative = &fn_;
+    c.dim = dim;
+    c.reverse = reverse != 0;
+    c.stream = stream_of(stream);
+    log_forward(c);
+  });
 }
-ffi::Error cumulative_cpu_impl(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, std::int64_t op, std::int64_t dim,
-                               std::int64_t reverse, std::int64_t exclusive) {
-  return cumulative_ffi<device_kind::cpu>(nullptr, x, out, op, dim, reverse, exclusive);
+
+// The backward always gets the forward's log|x| and its signs: parscan/jax.py's forward rule
+// keeps them, so nothing is recomputed.
+template <device_kind D>
+ffi::Error log_backward_ffi(CUstream_st* stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer x0,
+                            ffi::AnyBuffer a_negative, ffi::AnyBuffer b_negative, ffi::AnyBuffer x0_negative,
+                            ffi::AnyBuffer log_x, ffi::AnyBuffer x_negative, ffi::AnyBuffer dx,
+                            ffi::AnyBuffer dlog_x_final, ffi::Result<ffi::AnyBuffer> da,
+                            ffi::Result<ffi::AnyBuffer> db, ffi::Result<ffi::AnyBuffer> dx0, std::int64_t dim,
+                            std::int64_t reverse, std::int64_t forms, std::int64_t signs) {
+  return guarded([&] {
+    const char* op = "log_recurrence_backward";
+    const array_arg a_ = arg_of(op, "a", a, D), b_ = arg_of(op, "b", b, D), x0_ = arg_of(op, "x0", x0, D),
+                    an_ = arg_of(op, "a_negative", a_negative, D), bn_ = arg_of(op, "b_negative", b_negative, D),
+                    x0n_ = arg_of(op, "x0_negative", x0_negative, D), lx_ = arg_of(op, "log_x", log_x, D),
+                    xn_ = arg_of(op, "x_negative", x_negative, D), dx_ = arg_of(op, "dx", dx, D),
+                    dlf_ = arg_of(op, "dlog_x_final", dlog_x_final, D), da_ = arg_of(op, "da", *da, D),
+                    db_ = arg_of(op, "db", *db, D), dx0_ = arg_of(op, "dx0", *dx0, D);
+    log_backward_call c;
+    c.a = log_input_of(a_, an_, forms, signs, 0);
+    c.b = log_input_of(b_, bn_, forms, signs, 1);
+    c.x0 = log_input_of(x0_, x0n_, forms, signs, 2);
+    c.log_x = &lx_;
+    c.x_negative = &xn_;
+    c.dx = &dx_;
+    c.dx_value = bit(forms, 3);
+    c.dlog_x_final = &dlf_;
+    c.da = &da_;
+    c.db = &db_;
+    c.dx0 = &dx0_;
+    c.dim = dim;
+    c.reverse = reverse != 0;
+    c.stream = stream_of(stream);
+    log_backward(c);
+  });
 }
-ffi::Error reduce_cpu_impl(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, std::int64_t op, std::int64_t dim) {
-  return reduce_ffi<device_kind::cpu>(nullptr, x, out, op, dim);
+
+// As for the gated recurrence: x0 is always passed (zeros when the caller has none) and x_final
+// always returned.
+template <device_kind D>
+ffi::Error matrix_forward_ffi(CUstream_st* stream, ffi::AnyBuffer W, ffi::AnyBuffer b, ffi::AnyBuffer x0,
+                              ffi::Result<ffi::AnyBuffer> x, ffi::Result<ffi::AnyBuffer> x_final, std::int64_t dim,
+                              std::int64_t reverse) {
+  return guarded([&] {
+    const char* op = "matrix_recurrence";
+    const array_arg W_ = arg_of(op, "W", W, D), b_ = arg_of(op, "b", b, D), x0_ = arg_of(op, "x0", x0, D),
+                    x_ = arg_of(op, "x", *x, D), xf_ = arg_of(op, "x_final", *x_final, D);
+    matrix_forward_call c;
+    c.W = &W_;
+    c.b = &b_;
+    c.x = &x_;
+    c.x0 = &x0_;
+    c.x_final = &xf_;
+    c.dim = dim;
+    c.reverse = reverse != 0;
+    c.stream = stream_of(stream);
+    matrix_forward(c);
+  });
 }
+
+template <device_kind D>
+ffi::Error matrix_backward_ffi(CUstream_st* stream, ffi::AnyBuffer W, ffi::AnyBuffer x, ffi::AnyBuffer x0,
+                               ffi::AnyBuffer dx, ffi::AnyBuffer dx_final, ffi::Result<ffi::AnyBuffer> dW,
+                               ffi::Result<ffi::AnyBuffer> db, ffi::Result<ffi::AnyBuffer> dx0, std::int64_t dim,
+                               std::int64_t reverse) {
+  return guarded([&] {
+    const char* op = "matrix_recurrence_backward";
+    const array_arg W_ = arg_of(op, "W", W, D), x_ = arg_of(op, "x", x, D), x0_ = arg_of(op, "x0", x0, D),
+                    dx_ = arg_of(op, "dx", dx, D), dxf_ = arg_of(op, "dx_final", dx_final, D),
+                    dW_ = arg_of(op, "dW", *dW, D), db_ = arg_of(op, "db", *db, D), dx0_ = arg_of(op, "dx0", *dx0, D);
+    matrix_backward_call c;
+    c.W = &W_;
+    c.x = &x_;
+    c.x0 = &x0_;
+    c.dx = &dx_;
+    c.dx_final = &dxf_;
+    c.dW = &dW_;
+    c.db = &db_;
+    c.dx0 = &dx0_;
+    c.dim = dim;
+    c.reverse = reverse != 0;
+    c.stream = stream_of(stream);
+    matrix_backward(c);
+  });
+}
+
+template <device_kind D>
+ffi::Error matrix_chain_ffi(CUstream_st* stream, ffi::AnyBuffer M, ffi::Result<ffi::AnyBuffer> out, std::int64_t dim,
+                            std::int64_t prefixes, std::int64_t order, std::int64_t math) {
+  return guarded([&] {
+    const char* op = "matrix_chain";
+    const array_arg M_ = arg_of(op, "M", M, D), out_ = arg_of(op, "out", *out, D);
+    matrix_chain_call c;
+    c.M = &M_;
+    c.out = &out_;
+    c.dim = dim;
+    c.prefixes = prefixes != 0;
+    c.order = static_cast<int>(order);  // range-checked by matrix_chain
+    c.math = static_cast<int>(math);
+    c.stream = stream_of(stream);
+    matrix_chain(c);
+  });
+}
+
+/// The CPU entry of a handler: XLA's CPU target has no stream, so the shared implementation
+/// gets a null one. One adapter serves every operation.
+template <auto Handler>
+struct on_cpu;
+template <class... Args, ffi::Error (*Handler)(CUstream_st*, Args...)>
+struct on_cpu<Handler> {
+  static ffi::Error call(Args... args) { return Handler(nullptr, args...); }
+};
 
 }  // namespace
 }  // namespace parscan::python
@@ -182,56 +322,75 @@ ffi::Error reduce_cpu_impl(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, st
 using parscan::python::device_kind;
 namespace py = parscan::python;
 
-#define PARSCAN_GATED_ATTRS .Attr<std::int64_t>("dim").Attr<std::int64_t>("reverse").Attr<std::int64_t>("gate")
-#define PARSCAN_GATED_FORWARD_BUFFERS \
-  .Arg<ffi::AnyBuffer>().Arg<ffi::AnyBuffer>().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>()
-#define PARSCAN_GATED_BACKWARD_BUFFERS                                                                         \
-  .Arg<ffi::AnyBuffer>().Arg<ffi::AnyBuffer>().Arg<ffi::AnyBuffer>().Arg<ffi::AnyBuffer>().Arg<ffi::AnyBuffer>() \
-      .Ret<ffi::AnyBuffer>()                                                                                   \
-      .Ret<ffi::AnyBuffer>()                                                                                   \
-      .Ret<ffi::AnyBuffer>()
-#define PARSCAN_CUMULATIVE_SIGNATURE                                                                           \
-  .Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>().Attr<std::int64_t>("op").Attr<std::int64_t>("dim").Attr<std::int64_t>( \
-      "reverse").Attr<std::int64_t>("exclusive")
-#define PARSCAN_REDUCE_SIGNATURE .Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>().Attr<std::int64_t>("op").Attr<std::int64_t>("dim")
+// Each operation's FFI signature (buffers, then attributes), written once for both targets.
+#define PARSCAN_ARGS_1 .Arg<ffi::AnyBuffer>()
+#define PARSCAN_ARGS_2 PARSCAN_ARGS_1 PARSCAN_ARGS_1
+#define PARSCAN_ARGS_3 PARSCAN_ARGS_2 PARSCAN_ARGS_1
+#define PARSCAN_RETS_1 .Ret<ffi::AnyBuffer>()
+#define PARSCAN_RETS_2 PARSCAN_RETS_1 PARSCAN_RETS_1
+#define PARSCAN_RETS_3 PARSCAN_RETS_2 PARSCAN_RETS_1
+#define PARSCAN_INT_ATTR(name) .Attr<std::int64_t>(name)
+#define PARSCAN_SCAN_ATTRS PARSCAN_INT_ATTR("dim") PARSCAN_INT_ATTR("reverse")
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(parscan_gated_forward_cpu, py::gated_forward_cpu_impl,
-                              ffi::Ffi::Bind() PARSCAN_GATED_FORWARD_BUFFERS PARSCAN_GATED_ATTRS);
-XLA_FFI_DEFINE_HANDLER_SYMBOL(parscan_gated_backward_cpu, py::gated_backward_cpu_impl,
-                              ffi::Ffi::Bind() PARSCAN_GATED_BACKWARD_BUFFERS PARSCAN_GATED_ATTRS);
-XLA_FFI_DEFINE_HANDLER_SYMBOL(parscan_cumulative_cpu, py::cumulative_cpu_impl,
-                              ffi::Ffi::Bind() PARSCAN_CUMULATIVE_SIGNATURE);
-XLA_FFI_DEFINE_HANDLER_SYMBOL(parscan_reduce_cpu, py::reduce_cpu_impl, ffi::Ffi::Bind() PARSCAN_REDUCE_SIGNATURE);
+#define PARSCAN_GATED_ATTRS PARSCAN_SCAN_ATTRS PARSCAN_INT_ATTR("gate")
+#define PARSCAN_GATED_FORWARD_SIGNATURE PARSCAN_ARGS_3 PARSCAN_RETS_2 PARSCAN_GATED_ATTRS
+#define PARSCAN_GATED_BACKWARD_SIGNATURE PARSCAN_ARGS_3 PARSCAN_ARGS_2 PARSCAN_RETS_3 PARSCAN_GATED_ATTRS
+#define PARSCAN_CUMULATIVE_SIGNATURE \
+  PARSCAN_ARGS_1 PARSCAN_RETS_1 PARSCAN_INT_ATTR("op") PARSCAN_SCAN_ATTRS PARSCAN_INT_ATTR("exclusive")
+#define PARSCAN_REDUCE_SIGNATURE PARSCAN_ARGS_1 PARSCAN_RETS_1 PARSCAN_INT_ATTR("op") PARSCAN_INT_ATTR("dim")
+#define PARSCAN_LOG_ATTRS PARSCAN_SCAN_ATTRS PARSCAN_INT_ATTR("forms") PARSCAN_INT_ATTR("signs")
+#define PARSCAN_LOG_FORWARD_SIGNATURE \
+  PARSCAN_ARGS_3 PARSCAN_ARGS_3 PARSCAN_RETS_3 PARSCAN_RETS_2 PARSCAN_LOG_ATTRS PARSCAN_INT_ATTR("outputs")
+#define PARSCAN_LOG_BACKWARD_SIGNATURE PARSCAN_ARGS_3 PARSCAN_ARGS_3 PARSCAN_ARGS_3 PARSCAN_ARGS_1 PARSCAN_RETS_3 PARSCAN_LOG_ATTRS
+#define PARSCAN_MATRIX_FORWARD_SIGNATURE PARSCAN_ARGS_3 PARSCAN_RETS_2 PARSCAN_SCAN_ATTRS
+#define PARSCAN_MATRIX_BACKWARD_SIGNATURE PARSCAN_ARGS_3 PARSCAN_ARGS_2 PARSCAN_RETS_3 PARSCAN_SCAN_ATTRS
+#define PARSCAN_MATRIX_CHAIN_SIGNATURE \
+  PARSCAN_ARGS_1 PARSCAN_RETS_1 PARSCAN_INT_ATTR("dim") PARSCAN_INT_ATTR("prefixes") PARSCAN_INT_ATTR("order") PARSCAN_INT_ATTR("math")
 
-#if PARSCAN_HAS_CUDA
+// target_cpu and (in a CUDA build) target_cuda, from one implementation and one signature.
 // cudaStream_t is CUstream_st*; naming it so keeps the CUDA headers out of this file.
-XLA_FFI_DEFINE_HANDLER_SYMBOL(parscan_gated_forward_cuda, py::gated_forward_ffi<device_kind::cuda>,
-                              ffi::Ffi::Bind().Ctx<ffi::PlatformStream<CUstream_st*>>()
-                                  PARSCAN_GATED_FORWARD_BUFFERS PARSCAN_GATED_ATTRS);
-XLA_FFI_DEFINE_HANDLER_SYMBOL(parscan_gated_backward_cuda, py::gated_backward_ffi<device_kind::cuda>,
-                              ffi::Ffi::Bind().Ctx<ffi::PlatformStream<CUstream_st*>>()
-                                  PARSCAN_GATED_BACKWARD_BUFFERS PARSCAN_GATED_ATTRS);
-XLA_FFI_DEFINE_HANDLER_SYMBOL(parscan_cumulative_cuda, py::cumulative_ffi<device_kind::cuda>,
-                              ffi::Ffi::Bind().Ctx<ffi::PlatformStream<CUstream_st*>>() PARSCAN_CUMULATIVE_SIGNATURE);
-XLA_FFI_DEFINE_HANDLER_SYMBOL(parscan_reduce_cuda, py::reduce_ffi<device_kind::cuda>,
-                              ffi::Ffi::Bind().Ctx<ffi::PlatformStream<CUstream_st*>>() PARSCAN_REDUCE_SIGNATURE);
+#if PARSCAN_HAS_CUDA
+#define PARSCAN_CUDA_HANDLER(target, impl, signature)                              \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(target##_cuda, py::impl<device_kind::cuda>,          \
+                                ffi::Ffi::Bind().Ctx<ffi::PlatformStream<CUstream_st*>>() signature);
+#else
+#define PARSCAN_CUDA_HANDLER(target, impl, signature)
 #endif
+#define PARSCAN_HANDLERS(target, impl, signature)                                                                      \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(target##_cpu, py::on_cpu<&py::impl<device_kind::cpu>>::call, ffi::Ffi::Bind() signature); \
+  PARSCAN_CUDA_HANDLER(target, impl, signature)
+
+PARSCAN_HANDLERS(parscan_gated_forward, gated_forward_ffi, PARSCAN_GATED_FORWARD_SIGNATURE)
+PARSCAN_HANDLERS(parscan_gated_backward, gated_backward_ffi, PARSCAN_GATED_BACKWARD_SIGNATURE)
+PARSCAN_HANDLERS(parscan_cumulative, cumulative_ffi, PARSCAN_CUMULATIVE_SIGNATURE)
+PARSCAN_HANDLERS(parscan_reduce, reduce_ffi, PARSCAN_REDUCE_SIGNATURE)
+PARSCAN_HANDLERS(parscan_log_forward, log_forward_ffi, PARSCAN_LOG_FORWARD_SIGNATURE)
+PARSCAN_HANDLERS(parscan_log_backward, log_backward_ffi, PARSCAN_LOG_BACKWARD_SIGNATURE)
+PARSCAN_HANDLERS(parscan_matrix_forward, matrix_forward_ffi, PARSCAN_MATRIX_FORWARD_SIGNATURE)
+PARSCAN_HANDLERS(parscan_matrix_backward, matrix_backward_ffi, PARSCAN_MATRIX_BACKWARD_SIGNATURE)
+PARSCAN_HANDLERS(parscan_matrix_chain, matrix_chain_ffi, PARSCAN_MATRIX_CHAIN_SIGNATURE)
 
 namespace parscan::python {
 
 std::vector<jax_handler> jax_handlers() {
-  std::vector<jax_handler> h = {
-      {"parscan_gated_forward", "cpu", reinterpret_cast<void*>(&parscan_gated_forward_cpu)},
-      {"parscan_gated_backward", "cpu", reinterpret_cast<void*>(&parscan_gated_backward_cpu)},
-      {"parscan_cumulative", "cpu", reinterpret_cast<void*>(&parscan_cumulative_cpu)},
-      {"parscan_reduce", "cpu", reinterpret_cast<void*>(&parscan_reduce_cpu)},
-  };
+  std::vector<jax_handler> h;
 #if PARSCAN_HAS_CUDA
-  h.push_back({"parscan_gated_forward", "CUDA", reinterpret_cast<void*>(&parscan_gated_forward_cuda)});
-  h.push_back({"parscan_gated_backward", "CUDA", reinterpret_cast<void*>(&parscan_gated_backward_cuda)});
-  h.push_back({"parscan_cumulative", "CUDA", reinterpret_cast<void*>(&parscan_cumulative_cuda)});
-  h.push_back({"parscan_reduce", "CUDA", reinterpret_cast<void*>(&parscan_reduce_cuda)});
+#define PARSCAN_REGISTER(target)                                      \
+  h.push_back({#target, "cpu", reinterpret_cast<void*>(&target##_cpu)}); \
+  h.push_back({#target, "CUDA", reinterpret_cast<void*>(&target##_cuda)})
+#else
+#define PARSCAN_REGISTER(target) h.push_back({#target, "cpu", reinterpret_cast<void*>(&target##_cpu)})
 #endif
+  PARSCAN_REGISTER(parscan_gated_forward);
+  PARSCAN_REGISTER(parscan_gated_backward);
+  PARSCAN_REGISTER(parscan_cumulative);
+  PARSCAN_REGISTER(parscan_reduce);
+  PARSCAN_REGISTER(parscan_log_forward);
+  PARSCAN_REGISTER(parscan_log_backward);
+  PARSCAN_REGISTER(parscan_matrix_forward);
+  PARSCAN_REGISTER(parscan_matrix_backward);
+  PARSCAN_REGISTER(parscan_matrix_chain);
+#undef PARSCAN_REGISTER
   return h;
 }
 

@@ -21,7 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _core
-from ._shapes import GATES, SCAN_OPERATORS, check_choice, normalize_dim, without
+from ._shapes import (CHAIN_ORDERS, GATES, SCAN_OPERATORS, chain_dim, chain_math, check_choice, check_log_forms,
+                      check_signs, matrix_step_dim, normalize_dim, without)
 
 
 def _register_targets():
@@ -212,4 +213,229 @@ def reduce(x, op="sum", *, dim=-1):
     return _reduce(x, op, d, x.shape[d])
 
 
-__all__ = ["cumulative", "gated_recurrence", "reduce"]
+# ---------------------------------------------------------------------------------------------
+# The log-space recurrence.
+
+_LOG_TYPES = (jnp.float32, jnp.bfloat16)
+# The handler's flags (see jax_ffi.cpp). forms: a bit set means value form; bit 3 is the
+# upstream gradient's form. signs: which sign arrays are real (the others are placeholders).
+# outputs: log|x| with its signs, x itself.
+_A, _B, _X0, _DX = 1, 2, 4, 8
+_OUT_LOG, _OUT_VALUE = 1, 2
+_CHAIN_MATH = ("exact", "tf32", "bf16")
+
+
+def _placeholder():
+    """What stands for an absent sign array: the FFI signature has a fixed number of operands."""
+    return jnp.zeros((0,), jnp.bool_)
+
+
+def _sign_of(op, name, sign, magnitude):
+    if sign is None:
+        return None
+    sign = jnp.asarray(sign)
+    if sign.dtype not in (jnp.bool_, jnp.uint8):
+        raise TypeError(f"parscan.{op}: {name} has dtype {sign.dtype}; a sign array is bool or uint8")
+    if sign.shape != magnitude.shape:
+        raise ValueError(f"parscan.{op}: {name} has shape {sign.shape}; it must have the shape {magnitude.shape}")
+    return sign
+
+
+def _check_log(op, a, b, x0, d):
+    if a.dtype not in _LOG_TYPES:
+        raise TypeError(f"parscan.{op}: a has dtype {a.dtype}; this operation takes float32, bfloat16")
+    for name, other in (("b", b), ("x0", x0)):
+        if other.dtype != a.dtype:
+            raise TypeError(f"parscan.{op}: {name} has dtype {other.dtype} but a has dtype {a.dtype}; they must match")
+    if b.shape != a.shape:
+        raise ValueError(f"parscan.{op}: b has shape {b.shape} but a has shape {a.shape}; they must match")
+    state = without(a.shape, a.ndim + d)
+    if x0.shape != state:
+        raise ValueError(f"parscan.{op}: x0 has shape {x0.shape}; it must have the shape of a without dim, {state}")
+
+
+def _log_forward_call(a, b, x0, signs, dim, reverse, forms, outputs):
+    state = without(a.shape, a.ndim + dim)
+    full = (lambda wanted, dtype: jax.ShapeDtypeStruct(a.shape if wanted else (0,), dtype))
+    shapes = (full(outputs & _OUT_LOG, a.dtype), full(outputs & _OUT_LOG, jnp.bool_), full(outputs & _OUT_VALUE, a.dtype),
+              jax.ShapeDtypeStruct(state, a.dtype), jax.ShapeDtypeStruct(state, jnp.bool_))
+    call = jax.ffi.ffi_call("parscan_log_forward", shapes, vmap_method="broadcast_all")
+    present = [s if s is not None else _placeholder() for s in signs]
+    return call(a, b, x0, *present, dim=np.int64(dim), reverse=np.int64(reverse), forms=np.int64(forms),
+                signs=np.int64(_sign_mask(signs)), outputs=np.int64(outputs))
+
+
+def _sign_mask(signs):
+    return sum(bit for bit, sign in zip((_A, _B, _X0), signs) if sign is not None)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(6, 7, 8, 9))
+def _log(a, b, x0, a_negative, b_negative, x0_negative, dim, reverse, forms, output):
+    outputs = _OUT_LOG if output == "log" else _OUT_VALUE
+    log_x, x_negative, x, log_final, final_negative = _log_forward_call(
+        a, b, x0, (a_negative, b_negative, x0_negative), dim, reverse, forms, outputs)
+    return (log_x, x_negative) if output == "log" else (x, None), log_final, final_negative
+
+
+def _log_fwd(a, b, x0, a_negative, b_negative, x0_negative, dim, reverse, forms, output):
+    # log|x| and its signs are always kept: the backward reads them instead of recomputing x.
+    outputs = _OUT_LOG | (_OUT_VALUE if output == "value" else 0)
+    signs = (a_negative, b_negative, x0_negative)
+    log_x, x_negative, x, log_final, final_negative = _log_forward_call(a, b, x0, signs, dim, reverse, forms, outputs)
+    main = (log_x, x_negative) if output == "log" else (x, None)
+    return (main, log_final, final_negative), (a, b, x0, signs, log_x, x_negative)
+
+
+def _log_bwd(dim, reverse, forms, output, residuals, cotangents):
+    a, b, x0, signs, log_x, x_negative = residuals
+    (dx, _), dlog_final, _ = cotangents
+    forms = forms | (_DX if output == "value" else 0)
+    call = jax.ffi.ffi_call("parscan_log_backward", (jax.ShapeDtypeStruct(a.shape, a.dtype),) * 2
+                            + (jax.ShapeDtypeStruct(x0.shape, a.dtype),), vmap_method="broadcast_all")
+    present = [s if s is not None else _placeholder() for s in signs]
+    da, db, dx0 = call(a, b, x0, *present, log_x, x_negative, dx, dlog_final, dim=np.int64(dim),
+                       reverse=np.int64(reverse), forms=np.int64(forms), signs=np.int64(_sign_mask(signs)))
+    return da, db, dx0, None, None, None  # sign arrays are not differentiable
+
+
+_log.defvjp(_log_fwd, _log_bwd)
+
+
+def log_recurrence(a, b, x0=None, *, dim=-1, reverse=False, a_negative=None, b_negative=None, x0_negative=None,
+                   a_form="log", b_form="log", x0_form="log", output="log", return_final=False):
+    """x[t] = a[t] * x[t-1] + b[t] carried in log space, along dimension ``dim``.
+
+    The arguments and results are those of parscan.log_recurrence: float32 or bfloat16 arrays in
+    log form (log|v|, with an optional bool or uint8 sign array ``*_negative``) or value form;
+    output="log" returns (log|x|, x_negative), output="value" returns x; ``return_final`` adds
+    (log|x_final|, x_final_negative). Differentiable in a, b and x0, each with respect to its
+    form (log|v| or v); sign arrays are not differentiable.
+    """
+    op = "log_recurrence"
+    _require_targets(op)
+    check_log_forms(op, a_form, b_form, x0_form, output)
+    check_signs(op, (("a", a_form, a_negative), ("b", b_form, b_negative), ("x0", x0_form, x0_negative)))
+    if x0 is None and x0_negative is not None:
+        raise ValueError(f"parscan.{op}: x0_negative is given without x0")
+    a, b = jnp.asarray(a), jnp.asarray(b)
+    d = _negative_dim(op, "a", a, dim)
+    if x0 is None:
+        # x[-1] = 0, which is a value (log form has no exact zero): the same forward.
+        x0, x0_form = jnp.zeros(without(a.shape, a.ndim + d), a.dtype), "value"
+    x0 = jnp.asarray(x0)
+    _check_log(op, a, b, x0, d)
+    signs = (_sign_of(op, "a_negative", a_negative, a), _sign_of(op, "b_negative", b_negative, b),
+             _sign_of(op, "x0_negative", x0_negative, x0))
+    forms = sum(bit for bit, form in zip((_A, _B, _X0), (a_form, b_form, x0_form)) if form == "value")
+    (main, main_negative), log_final, final_negative = _log(a, b, x0, *signs, d, bool(reverse), forms, output)
+    result = (main, main_negative) if output == "log" else (main,)
+    if return_final:
+        result += (log_final, final_negative)
+    return result[0] if len(result) == 1 else result
+
+
+# ---------------------------------------------------------------------------------------------
+# The matrix recurrence and matrix chains.
+
+_MATRIX_TYPES = (jnp.float32, jnp.float64, jnp.bfloat16, jnp.float16)
+
+
+def _check_matrix(op, W, b, x0, d):
+    if b.dtype not in _MATRIX_TYPES:
+        raise TypeError(f"parscan.{op}: b has dtype {b.dtype}; this operation takes float32, float64, bfloat16, float16")
+    for name, other in (("W", W), ("x0", x0)):
+        if other.dtype != b.dtype:
+            raise TypeError(f"parscan.{op}: {name} has dtype {other.dtype} but b has dtype {b.dtype}; they must match")
+    if W.shape != b.shape + b.shape[-1:]:
+        raise ValueError(f"parscan.{op}: W has shape {W.shape}; it must be b's shape {b.shape} followed by "
+                         f"N = {b.shape[-1]}")
+    state = without(b.shape, b.ndim + d)
+    if x0.shape != state:
+        raise ValueError(f"parscan.{op}: x0 has shape {x0.shape}; it must have the shape of b without dim, {state}")
+
+
+def _matrix_forward_call(W, b, x0, dim, reverse):
+    shapes = (jax.ShapeDtypeStruct(b.shape, b.dtype), jax.ShapeDtypeStruct(x0.shape, b.dtype))
+    call = jax.ffi.ffi_call("parscan_matrix_forward", shapes, vmap_method="broadcast_all")
+    return call(W, b, x0, dim=np.int64(dim), reverse=np.int64(reverse))
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(3, 4))
+def _matrix(W, b, x0, dim, reverse):
+    return _matrix_forward_call(W, b, x0, dim, reverse)
+
+
+def _matrix_fwd(W, b, x0, dim, reverse):
+    x, x_final = _matrix_forward_call(W, b, x0, dim, reverse)
+    return (x, x_final), (W, x, x0)
+
+
+def _matrix_bwd(dim, reverse, residuals, cotangents):
+    W, x, x0 = residuals
+    dx, dx_final = cotangents
+    shapes = (jax.ShapeDtypeStruct(W.shape, x.dtype), jax.ShapeDtypeStruct(x.shape, x.dtype),
+              jax.ShapeDtypeStruct(x0.shape, x.dtype))
+    call = jax.ffi.ffi_call("parscan_matrix_backward", shapes, vmap_method="broadcast_all")
+    return call(W, x, x0, dx, dx_final, dim=np.int64(dim), reverse=np.int64(reverse))
+
+
+_matrix.defvjp(_matrix_fwd, _matrix_bwd)
+
+
+def matrix_recurrence(W, b, x0=None, *, dim=-2, reverse=False, return_final=False):
+    """x[t] = W[t] @ x[t-1] + b[t] along dimension ``dim`` of b, as parscan.matrix_recurrence.
+
+    b: (..., N), N = 1..64; W: b's shape followed by N. dtypes float32, float64 (with
+    jax_enable_x64), bfloat16, float16. x0: b's shape without ``dim`` (zeros when not given).
+    Differentiable in W, b and x0 through parscan's backward.
+    """
+    op = "matrix_recurrence"
+    _require_targets(op)
+    W, b = jnp.asarray(W), jnp.asarray(b)
+    d = matrix_step_dim(op, "b", b.ndim, dim) - b.ndim  # from the end: vmap's leading dimensions do not move it
+    x0 = jnp.zeros(without(b.shape, b.ndim + d), b.dtype) if x0 is None else jnp.asarray(x0)
+    _check_matrix(op, W, b, x0, d)
+    x, x_final = _matrix(W, b, x0, d, bool(reverse))
+    return (x, x_final) if return_final else x
+
+
+def _matrix_chain_call(M, dim, prefixes, order, math):
+    shape = M.shape if prefixes else without(M.shape, M.ndim + dim)
+    call = jax.ffi.ffi_call("parscan_matrix_chain", jax.ShapeDtypeStruct(shape, M.dtype), vmap_method="broadcast_all")
+    return call(M, dim=np.int64(dim), prefixes=np.int64(prefixes), order=np.int64(CHAIN_ORDERS.index(order)),
+                math=np.int64(_CHAIN_MATH.index(math)))
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3, 4))
+def _matrix_chain(M, dim, prefixes, order, math):
+    return _matrix_chain_call(M, dim, prefixes, order, math)
+
+
+def _matrix_chain_fwd(M, dim, prefixes, order, math):
+    return _matrix_chain_call(M, dim, prefixes, order, math), None
+
+
+def _matrix_chain_bwd(dim, prefixes, order, math, _residuals, _grad):
+    raise NotImplementedError("parscan.jax.matrix_chain has no gradient (forward only): parscan has no backward "
+                              "kernel for matrix chains; wrap M in jax.lax.stop_gradient, or use "
+                              "parscan.jax.matrix_recurrence")
+
+
+_matrix_chain.defvjp(_matrix_chain_fwd, _matrix_chain_bwd)
+
+
+def matrix_chain(M, *, prefixes=False, order="left_to_right", tensor_cores=None, dim=-3):
+    """Products of the d×d matrices of M along ``dim``, as parscan.matrix_chain. Forward only:
+    differentiating through it raises NotImplementedError."""
+    op = "matrix_chain"
+    _require_targets(op)
+    check_choice(op, "order", order, CHAIN_ORDERS)
+    math = chain_math(op, tensor_cores)
+    M = jnp.asarray(M)
+    if M.dtype not in _MATRIX_TYPES:
+        raise TypeError(f"parscan.{op}: M has dtype {M.dtype}; this operation takes float32, float64, bfloat16, float16")
+    d = chain_dim(op, M.ndim, dim) - M.ndim
+    return _matrix_chain(M, d, bool(prefixes), order, math)
+
+
+__all__ = ["cumulative", "gated_recurrence", "log_recurrence", "matrix_chain", "matrix_recurrence", "reduce"]
