@@ -101,10 +101,9 @@ struct staged_lane_shape {
 /// Workspace bytes of the staged lane tiles of `sequences` × `length` steps of Problem.
 template <class Problem, class shape = staged_lane_shape<Problem>>
 std::size_t staged_lane_workspace_bytes(index_t sequences, index_t length) {
-  if (sequences <= 0 || length <= 0) return 0;
-  const index_t groups = (sequences + warp_threads - 1) / warp_threads;
-  const index_t tiles = groups * ((length + shape::lane_tile - 1) / shape::lane_tile);
-  return tile_state<typename Problem::acc_type, warp_threads>::bytes(tiles) + 256;
+  lane_tile_grid grid;
+  if (sequences <= 0 || length <= 0 || !lane_tile_grid_of(sequences, length, shape::lane_tile, grid)) return 0;
+  return tile_state<typename Problem::acc_type, warp_threads>::bytes(grid.tiles) + 256;
 }
 
 /// What the compute warps and the look-back warp hand each other through shared memory, two

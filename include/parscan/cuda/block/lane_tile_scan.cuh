@@ -20,6 +20,17 @@ inline bool is_lane_major(const sequence_layout& l) {
   return l.count >= warp_threads && l.sequence_stride == 1 && l.step_stride != 1;
 }
 
+/// The lane tiles of `sequences` × `length` steps: groups of 32 sequences, each cut into tiles
+/// of `lane_tile` steps. False when the tile count overflows.
+struct lane_tile_grid {
+  index_t groups, tiles_per_group, tiles;
+};
+inline bool lane_tile_grid_of(index_t sequences, index_t length, index_t lane_tile, lane_tile_grid& g) {
+  g.groups = (sequences + warp_threads - 1) / warp_threads;
+  g.tiles_per_group = (length + lane_tile - 1) / lane_tile;
+  return !__builtin_mul_overflow(g.groups, g.tiles_per_group, &g.tiles);
+}
+
 template <class Acc, int Warps>
 struct lane_tile_storage {
   maybe<Acc> warp_value[Warps][warp_threads];  // each warp's total, then its exclusive prefix

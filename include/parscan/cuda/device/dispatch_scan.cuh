@@ -189,23 +189,13 @@ status launch_cooperative(void (*kernel)(Params...), index_t blocks, int threads
   return check_launch();
 }
 
-/// The lane tiles of `sequences` × `length` steps: groups of 32 sequences, each cut into tiles
-/// of `lane_tile` steps. False when there are more tiles than a grid can count.
-struct lane_tile_grid {
-  index_t groups, tiles_per_group, tiles;
-};
-inline bool lane_tile_grid_of(index_t sequences, index_t length, index_t lane_tile, lane_tile_grid& g) {
-  g.groups = (sequences + warp_threads - 1) / warp_threads;
-  g.tiles_per_group = (length + lane_tile - 1) / lane_tile;
-  return !__builtin_mul_overflow(g.groups, g.tiles_per_group, &g.tiles) && g.tiles <= max_grid;
-}
-
 template <class shape, class Problem, class Op>
 status launch_lane_tiles(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
   using Acc = typename Problem::acc_type;
   using state = tile_state<Acc, warp_threads>;
   lane_tile_grid grid;
-  if (!lane_tile_grid_of(sequences, P.length, shape::lane_tile, grid)) return status::exceeds_device_limits;
+  if (!lane_tile_grid_of(sequences, P.length, shape::lane_tile, grid) || grid.tiles > max_grid)
+    return status::exceeds_device_limits;
   workspace_lease ws(be);
   state st;
   unsigned* counter;
@@ -221,7 +211,8 @@ status launch_staged_lane_tiles(const Problem& P, const Op& op, index_t sequence
   using Acc = typename Problem::acc_type;
   using state = tile_state<Acc, warp_threads>;
   lane_tile_grid grid;
-  if (!lane_tile_grid_of(sequences, P.length, shape::lane_tile, grid)) return status::exceeds_device_limits;
+  if (!lane_tile_grid_of(sequences, P.length, shape::lane_tile, grid) || grid.tiles > max_grid)
+    return status::exceeds_device_limits;
   const device_facts dev = current_device();
   if (dev.st != status::success) return dev.st;
   constexpr auto kernel =
