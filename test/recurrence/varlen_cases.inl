@@ -5,8 +5,8 @@
 // Every packed result is compared with two things, per sequence:
 //  - the fixed-length API called on that sequence alone (its own dense tensors, same backend):
 //    bitwise on the host backend, whose packed path runs the very same per-channel loop; within
-//    the dtype's tolerance on CUDA, whose packed kernel associates differently from the
-//    fixed-length scans;
+//    twice the dtype's tolerance on CUDA (both are within it of the float64 reference), whose
+//    packed kernel associates differently from the fixed-length scans;
 //  - the float64 sequential reference (recurrence_reference.hpp): max|x − ref| / max|ref| at
 //    most 1e-5 for float and complex<float>, 1e-2 for bfloat16, 1e-12 for double.
 // Outputs are poisoned and guarded: every element of a sequence is written, the steps past
@@ -108,14 +108,18 @@ std::vector<V> used_steps(const case_opts& o, const std::vector<V>& packed) {
   return v;
 }
 
-/// The packed result equals the per-sequence one: bitwise on the host, within tol on CUDA.
+/// The packed result equals the per-sequence one: bitwise on the host; on CUDA within 2·tol
+/// (each is checked within tol of the float64 reference, at the same `scale`, so they may
+/// differ by the sum).
 template <class T>
-void check_matches_per_sequence(const char* what, const std::vector<T>& packed, const std::vector<T>& per_sequence) {
+void check_matches_per_sequence(const char* what, const std::vector<T>& packed, const std::vector<T>& per_sequence,
+                                double scale = 0) {
   INFO(what << ": packed result against the fixed-length API on each sequence alone");
   if constexpr (!parscan_test::on_device) {
+    (void)scale;
     CHECK(first_bitwise_difference(packed, per_sequence) == -1);
   } else {
-    check_close(what, packed, to_ref_vec(per_sequence), scalar<T>::tol);
+    check_close(what, packed, to_ref_vec(per_sequence), 2 * scalar<T>::tol, scale);
   }
 }
 
@@ -199,7 +203,7 @@ void run_forward(const case_opts& o) {
   check_matches_per_sequence("x", used_steps(o, x), used_steps(o, x_api));
   check_close("x", used_steps(o, x), used_steps(o, x_ref));
   if (o.xfinal) {
-    check_matches_per_sequence("x_final", xf, xf_api);
+    check_matches_per_sequence("x_final", xf, xf_api, max_abs(x_ref));
     check_close("x_final", xf, xf_ref, scalar<T>::tol, max_abs(x_ref));
   }
 }
@@ -299,7 +303,7 @@ void run_backward(const case_opts& o) {
   check_close("da", used_steps(o, da), used_steps(o, da_ref));
   check_close("db", used_steps(o, db), used_steps(o, db_ref));
   if (o.x0) {
-    check_matches_per_sequence("dx0", dx0, dx0_api);
+    check_matches_per_sequence("dx0", dx0, dx0_api, max_abs(db_ref));
     check_close("dx0", dx0, dx0_ref, scalar<T>::tol, max_abs(db_ref));
   }
 }
