@@ -8,7 +8,6 @@
 
 #include <type_traits>
 
-#include "../block/blocked_tile_scan.cuh"
 #include "../block/tile_scan.cuh"
 #include "staging_ring.cuh"
 #include "tile_reduce.cuh"
@@ -48,35 +47,14 @@ __device__ PARSCAN_INLINE maybe<typename Problem::acc_type> chained_prefix(
 // claimed two neighbouring tiles made every later look-back wait a whole tile: a 3-deep ring
 // ran a 2^26-step scan 29× slower on an H100.)
 
-/// Blocks per SM the blocked staged kernel is compiled for: as many as the staging ring lets
-/// share an SM (227 KB of shared memory), so that ptxas keeps within their registers (without
-/// the bound the 16-warp int32 sum took 103 registers, and one block of 512 threads fit an SM
-/// where the ring lets two). 1 (no bound) for the other shapes.
-template <int Warps, int Chunks, int Stages, bool WarpTiles, class Problem>
-constexpr int chained_staged_min_blocks() {
-  if constexpr (has_blocked_staging<Problem> && !WarpTiles && Chunks > 1 && Stages > 0) {
-    const int by_smem = (227 * 1024) / (staging_ring<Warps, Chunks, Stages, Problem>::bytes + 1024);
-    const int by_threads = 2048 / (Warps * warp_threads);
-    const int blocks = by_smem < by_threads ? by_smem : by_threads;
-    return blocks > 0 ? blocks : 1;
-  } else {
-    return 1;
-  }
-}
-
 /// Chained tiles with the worker's next Stages-1 tiles in flight (staging_ring). A worker is a
 /// whole block, whose tile spans its warps, or, with WarpTiles, each warp on its own: a warp
-/// tile needs no block barrier, so one warp's look-back never idles the others. A block tile of
-/// a Problem with blocked staging (has_blocked_staging) is read from the ring in blocked order
-/// (block/blocked_tile_scan.cuh).
+/// tile needs no block barrier, so one warp's look-back never idles the others.
 template <int Warps, int Chunks, int Stages, bool WarpTiles, class Problem, class Op, class State>
-__global__ void __launch_bounds__(Warps* warp_threads, chained_staged_min_blocks<Warps, Chunks, Stages, WarpTiles, Problem>())
+__global__ void __launch_bounds__(Warps* warp_threads)
     scan_chained_staged_kernel(Problem P, Op op, State st, index_t tiles_per_sequence, index_t total_tiles) {
   using Acc = typename Problem::acc_type;
-  // Blocked order: one warp scan per lane's Chunks runs instead of one per chunk (a 4-byte sum
-  // spent about 30 instructions per 4 steps striped; docs/performance.md).
-  constexpr bool blocked = has_blocked_staging<Problem> && !WarpTiles && Chunks > 1;
-  using ring_t = staging_ring<Warps, Chunks, Stages, Problem, blocked>;
+  using ring_t = staging_ring<Warps, Chunks, Stages, Problem>;
   constexpr int tile_warps = WarpTiles ? 1 : Warps;
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   const ring_t ring{dynamic_smem};
@@ -91,12 +69,6 @@ __global__ void __launch_bounds__(Warps* warp_threads, chained_staged_min_blocks
     if (tile < total_tiles) ring.stage(P, tile / tiles_per_sequence, segment(tile % tiles_per_sequence), slot);
     async_commit();  // one group per tile, empty or not, so the wait below counts tiles
   };
-  // A blocked tile's copies are complete: fill in the runs that were not staged and let the
-  // warp read all of them.
-  auto complete = [&](index_t tile, int slot) {
-    if constexpr (blocked)
-      if (tile < total_tiles) ring.complete(P, tile / tiles_per_sequence, segment(tile % tiles_per_sequence), slot);
-  };
   // Reduce ahead (the window chain, 3 or more stages): a block publishes the aggregate of its
   // next tile before the look-back of this one, so that no look-back waits for another block
   // to finish its own (a 2^28 int32 sum on an H100: 52.5% of copy with 2 stages, 54.6% reducing
@@ -110,56 +82,36 @@ __global__ void __launch_bounds__(Warps* warp_threads, chained_staged_min_blocks
     if constexpr (reduce_ahead) {
       const index_t s = t / tiles_per_sequence, k = t % tiles_per_sequence;
       if (k < ahead_from) return;  // the same in every thread
-      Acc total;
-      if constexpr (blocked) {
-        blocked_items<Problem, Chunks> items;
-        ring.load_blocked(P, slot, items);
-        total = reduce_blocked_tile<Warps, Chunks>(P, op, k, items, reduce_sm);
-      } else {
-        tile_items<Problem, Chunks> items;
-        ring.load(P, s, segment(k), slot, items);
-        total = reduce_tile<Warps, Chunks>(P, op, k, items, reduce_sm);
-      }
+      tile_items<Problem, Chunks> items;
+      ring.load(P, s, segment(k), slot, items);
+      const Acc total = reduce_tile<Warps, Chunks>(P, op, k, items, reduce_sm);
       if (threadIdx.x == 0) State::store(st.aggregate(t), total);
     }
   };
-  const auto next_slot = [](int slot) { return slot + 1 == Stages ? 0 : slot + 1; };
   index_t tile = WarpTiles ? blockIdx.x * Warps + warp : blockIdx.x;
   for (int i = 0; i < Stages - 1; ++i) stage(tile + i * stride, i);
   if constexpr (reduce_ahead) {
     async_wait<Stages - 2>();  // the first tile's group is complete
-    complete(tile, 0);
     if (tile < total_tiles) publish_aggregate(tile, 0);
   }
-  for (int slot = 0; tile < total_tiles; tile += stride, slot = next_slot(slot)) {
+  for (int slot = 0; tile < total_tiles; tile += stride, slot = slot + 1 == Stages ? 0 : slot + 1) {
     // The slot refilled now was read back by the previous tile, and each lane refills only
-    // runs it staged and read back itself (a blocked tile stores through its slot and ends
-    // reading only those), so no barrier is needed. (Refilling a slot as soon as its tile was
-    // in registers, to keep Stages tiles in flight during the look-back, measured 4 points
-    // lower on an H100: 9c3945d.)
+    // runs it staged and read back itself, so no barrier is needed. (Refilling a slot as soon
+    // as its tile was in registers, to keep Stages tiles in flight during the look-back,
+    // measured 4 points lower on an H100: 9c3945d.)
     stage(tile + (Stages - 1) * stride, slot == 0 ? Stages - 1 : slot - 1);
     if constexpr (reduce_ahead) {
       async_wait<Stages - 2>();  // this tile's group and the next one's are complete
-      complete(tile + stride, next_slot(slot));
-      if (tile + stride < total_tiles) publish_aggregate(tile + stride, next_slot(slot));
+      if (tile + stride < total_tiles) publish_aggregate(tile + stride, slot + 1 == Stages ? 0 : slot + 1);
     } else {
       async_wait<Stages - 1>();  // this tile's group is complete
-      complete(tile, slot);
     }
     const index_t s = tile / tiles_per_sequence, k = tile % tiles_per_sequence;
-    auto prefix = [&](const Acc& aggregate) {
+    tile_items<Problem, Chunks> now;
+    ring.load(P, s, segment(k), slot, now);
+    scan_tile<tile_warps, Chunks>(P, op, s, k, now, &sm, [&](const Acc& aggregate) {
       return chained_prefix(st, P, op, tiles_per_sequence, s, k, aggregate, reduce_ahead && k >= ahead_from);
-    };
-    if constexpr (blocked) {
-      blocked_items<Problem, Chunks> now;
-      ring.load_blocked(P, slot, now);
-      scan_blocked_tile<Warps, Chunks>(P, op, s, k, now, &sm, prefix);
-      ring.store_blocked(P, s, segment(k), slot, now);
-    } else {
-      tile_items<Problem, Chunks> now;
-      ring.load(P, s, segment(k), slot, now);
-      scan_tile<tile_warps, Chunks>(P, op, s, k, now, &sm, prefix);
-    }
+    });
   }
   async_wait<0>();
 }

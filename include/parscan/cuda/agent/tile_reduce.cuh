@@ -9,7 +9,6 @@
 #include <type_traits>
 
 #include "../../ops/basic.hpp"
-#include "../block/blocked_tile_scan.cuh"
 #include "../block/tile_scan.cuh"
 
 namespace parscan::cuda_detail {
@@ -66,14 +65,13 @@ __device__ PARSCAN_INLINE maybe<typename Problem::acc_type> reduce_warp_segment(
   return total;
 }
 
-/// The total of tile k from each warp's total of its segment (`mine`, valid in lane 0; .has
-/// false for a segment past the sequence's end), the same in every thread of the block: one
-/// more warp_ordered_reduce over the warps that hold steps.
+/// The total of tile k (which holds at least one step), the same in every thread of the block.
 template <int Warps, int Chunks, class Problem, class Op>
-__device__ PARSCAN_INLINE typename Problem::acc_type reduce_warp_totals(const Problem& P, const Op& op, index_t k,
-                                                                        const maybe<typename Problem::acc_type>& mine,
-                                                                        tile_reduce_smem<typename Problem::acc_type, Warps>& smem) {
+__device__ PARSCAN_INLINE typename Problem::acc_type reduce_tile(const Problem& P, const Op& op, index_t k,
+                                                                 const tile_items<Problem, Chunks>& tile,
+                                                                 tile_reduce_smem<typename Problem::acc_type, Warps>& smem) {
   using Acc = typename Problem::acc_type;
+  const maybe<Acc> mine = reduce_warp_segment<Warps, Chunks>(P, op, k, tile);
   if constexpr (Warps == 1) {
     return shfl_idx(mine.value, 0);
   } else {
@@ -98,26 +96,6 @@ __device__ PARSCAN_INLINE typename Problem::acc_type reduce_warp_totals(const Pr
     __syncthreads();  // the storage is reused by the next tile
     return total;
   }
-}
-
-/// The total of tile k (which holds at least one step), the same in every thread of the block.
-template <int Warps, int Chunks, class Problem, class Op>
-__device__ PARSCAN_INLINE typename Problem::acc_type reduce_tile(const Problem& P, const Op& op, index_t k,
-                                                                 const tile_items<Problem, Chunks>& tile,
-                                                                 tile_reduce_smem<typename Problem::acc_type, Warps>& smem) {
-  return reduce_warp_totals<Warps, Chunks>(P, op, k, reduce_warp_segment<Warps, Chunks>(P, op, k, tile), smem);
-}
-
-/// The total of tile k, the same in every thread of the block: each lane folds its steps, each
-/// warp is a warp_ordered_reduce over its lanes, and the warps one more (reduce_warp_totals).
-template <int Warps, int R, class Problem, class Op>
-__device__ PARSCAN_INLINE typename Problem::acc_type reduce_blocked_tile(const Problem& P, const Op& op, index_t k,
-                                                                         const blocked_items<Problem, R>& items,
-                                                                         tile_reduce_smem<typename Problem::acc_type, Warps>& smem) {
-  using Acc = typename Problem::acc_type;
-  const Acc warp_total = warp_ordered_reduce(fold_blocked_lane<R, Problem>(op, items), warp_threads, op);
-  const bool has_steps = segment_start<Warps, R, Problem>(k) < P.length;
-  return reduce_warp_totals<Warps, R>(P, op, k, maybe<Acc>{warp_total, has_steps}, smem);
 }
 
 /// Operators whose operands may be swapped: sums of arithmetic types (IEEE addition is

@@ -45,27 +45,31 @@ __device__ PARSCAN_INLINE typename Problem::acc_type fold_blocked_lane(const Op&
   return fold;
 }
 
-/// Scans tile k of sequence s in place (inclusive or exclusive, as P says) and reports the
-/// sequence's total to P.finish at its last step. `tile_prefix` as in scan_tile.
-template <int Warps, int R, class Problem, class Op, class TilePrefix>
-__device__ PARSCAN_INLINE void scan_blocked_tile(const Problem& P, const Op& op, index_t s, index_t k,
+/// The inclusive scan of the lanes' folds across the warp: what a lane's steps and the lanes
+/// before it add up to (lane 31: the warp's total).
+template <int R, class Problem, class Op>
+__device__ PARSCAN_INLINE typename Problem::acc_type blocked_lane_inclusive(const Op& op,
+                                                                            const blocked_items<Problem, R>& items) {
+  return warp_inclusive_scan(fold_blocked_lane<R, Problem>(op, items), op);
+}
+
+/// Scans a lane's steps of tile k of sequence s in place (inclusive or exclusive, as P says),
+/// given the warp's prefix and blocked_lane_inclusive of the same items, and reports the
+/// sequence's total to P.finish at its last step.
+template <int Warps, int R, class Problem, class Op>
+__device__ PARSCAN_INLINE void scan_blocked_lane(const Problem& P, const Op& op, index_t s, index_t k,
                                                  blocked_items<Problem, R>& items,
-                                                 tile_scan_smem<typename Problem::acc_type, Warps>* smem,
-                                                 TilePrefix&& tile_prefix) {
+                                                 const typename Problem::acc_type& lane_inclusive,
+                                                 const maybe<typename Problem::acc_type>& warp_prefix) {
   using Acc = typename Problem::acc_type;
   constexpr int V = Problem::run;
   constexpr int steps = R * V;
-  const int lane = lane_id();
-  const Acc lane_inclusive = warp_inclusive_scan(fold_blocked_lane<R, Problem>(op, items), op);
-  const maybe<Acc> warp_prefix =
-      tile_warp_prefix<Warps>(op, shfl_idx(lane_inclusive, warp_threads - 1), smem, tile_prefix);
   const Acc lane_before = shfl_up(lane_inclusive, 1);
-  const maybe<Acc> lane_prefix = lane == 0 ? warp_prefix : combine(warp_prefix, maybe<Acc>{lane_before, true}, op);
-
+  const maybe<Acc> lane_prefix =
+      lane_id() == 0 ? warp_prefix : combine(warp_prefix, maybe<Acc>{lane_before, true}, op);
   const index_t first = blocked_lane_first<R, Problem>(segment_start<Warps, R, Problem>(k));
   const index_t left = P.length - first;  // steps of this lane inside the sequence
-  // The scan of the lane's steps; Checked compares each step with the sequence's end, which
-  // only the lane holding it needs.
+  // Checked compares each step with the sequence's end, which only the lane holding it needs.
   auto scan = [&](auto exclusive, auto checked) {
     Acc r = lane_prefix.value;
 #pragma unroll

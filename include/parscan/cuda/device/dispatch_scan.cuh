@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "../runtime.cuh"
+#include "../agent/blocked_chain.cuh"
 #include "../agent/chained_tiles.cuh"
 #include "../agent/lane_tiles.cuh"
 #include "../agent/reduce_spans.cuh"
@@ -106,6 +107,10 @@ struct tile_shape_of {
   static constexpr bool chained_warp_tiles = ChainedWarpTiles && chained_stages > 0 && !WindowChain;
   static constexpr index_t chained_tile =
       tile_steps<Problem, chained_warp_tiles ? 1 : chained_warps, chunks>;
+  // Chained block tiles read in blocked order with a look-back warp (agent/blocked_chain.cuh):
+  // the window chain, staged, for Problems with blocked staging.
+  static constexpr bool blocked_chain = WindowChain && chained_stages >= 2 && !chained_warp_tiles && chunks > 1 &&
+                                        has_blocked_staging<Problem>;
   static constexpr int lane_steps = LaneSteps;
   static constexpr int lane_warps = LaneWarps;
   static constexpr index_t lane_tile = static_cast<index_t>(lane_warps) * lane_steps;
@@ -279,7 +284,18 @@ status launch_persistent_chained(const Problem& P, const Op& op, index_t sequenc
     return launch_cooperative(kernel, resident < needed ? resident : needed, threads, smem, be, P, op, st,
                               tiles_per_sequence, total_tiles);
   };
-  if constexpr (shape::chained_stages > 0) {
+  if constexpr (shape::blocked_chain) {
+    // Blocked tiles with a look-back warp (agent/blocked_chain.cuh).
+    constexpr auto kernel =
+        scan_chained_blocked_kernel<shape::chained_warps, shape::chunks, shape::chained_stages, Problem, Op>;
+    constexpr int blocked_threads = (shape::chained_warps + 1) * warp_threads;
+    constexpr int smem = staging_ring<shape::chained_warps, shape::chunks, shape::chained_stages, Problem, true>::bytes;
+    const int per_sm = blocks_per_multiprocessor<kernel>(blocked_threads, dev.device, smem);
+    if (per_sm == 0) return status::exceeds_device_limits;
+    const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
+    return launch_cooperative(kernel, resident < total_tiles ? resident : total_tiles, blocked_threads, smem, be, P, op,
+                              st, tiles_per_sequence, total_tiles);
+  } else if constexpr (shape::chained_stages > 0) {
     constexpr auto kernel = scan_chained_staged_kernel<shape::chained_warps, shape::chunks, shape::chained_stages,
                                                        shape::chained_warp_tiles, Problem, Op, decltype(st)>;
     constexpr int smem = staging_ring<shape::chained_warps, shape::chunks, shape::chained_stages, Problem>::bytes;
