@@ -157,5 +157,7 @@ def test_bad_input_names_the_argument(rng):
         pj.gated_recurrence(a, a, jnp.zeros((2, 8), jnp.float32), dim=1)
     with pytest.raises(ValueError, match=r"dim=3 is out of range"):
         pj.gated_recurrence(a, a, dim=3)
-    with pytest.raises(Exception, match=r"parscan.cumulative: x is complex64, which has no order"):
+    with pytest.raises(TypeError, match=r"parscan.cumulative: x is complex64, which has no order"):
         pj.cumulative(jnp.zeros((2, 3), jnp.complex64), "max")
+    with pytest.raises(TypeError, match=r"parscan.reduce: x is complex64, which has no order"):
+        pj.reduce(jnp.zeros((2, 3), jnp.complex64), "min")

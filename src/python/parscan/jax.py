@@ -169,7 +169,15 @@ def cumulative(x, op="sum", *, dim=-1, reverse=False, exclusive=False):
     _require_targets("cumulative")
     check_choice("cumulative", "op", op, SCAN_OPERATORS)
     x = jnp.asarray(x)
+    _require_order("cumulative", x, op)
     return _cumulative(x, op, _negative_dim("cumulative", "x", x, dim), bool(reverse), bool(exclusive))
+
+
+def _require_order(name, x, op):
+    # Checked here, at trace time: on a GPU the handler's own refusal would surface only when
+    # the result is read, not at the call.
+    if op != "sum" and jnp.issubdtype(x.dtype, jnp.complexfloating):
+        raise TypeError(f'parscan.{name}: x is {x.dtype}, which has no order: only op="sum" applies')
 
 
 def _accumulator_dtype(dtype):
@@ -209,6 +217,7 @@ def reduce(x, op="sum", *, dim=-1):
     _require_targets("reduce")
     check_choice("reduce", "op", op, SCAN_OPERATORS)
     x = jnp.asarray(x)
+    _require_order("reduce", x, op)
     d = _negative_dim("reduce", "x", x, dim)
     return _reduce(x, op, d, x.shape[d])
 
