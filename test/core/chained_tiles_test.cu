@@ -135,9 +135,9 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: sequences spanning more than 32 wind
 namespace {
 
 // Blocked tiles with a look-back warp (agent/blocked_chain.cuh): 2 compute warps, 16 steps a
-// lane (4 runs of 4 int32 steps, 8 runs of 2 int64 steps), 3 tiles in flight.
+// lane (4 runs of 4 int32 steps, 8 runs of 2 int64 steps), 4 tiles in the ring.
 template <class Problem>
-using tiny_blocked_shape = cd::tile_shape_of<Problem, 16, 4, 2, 8, 2, 3, 32, false, true>;
+using tiny_blocked_shape = cd::tile_shape_of<Problem, 16, 4, 2, 8, 2, 4, 32, false, true>;
 
 /// Exact integer sums over three sequences of 3200 tiles of Shape, a partial last tile and one
 /// sequence starting off a 16-byte boundary (its runs are read directly, not staged), inclusive

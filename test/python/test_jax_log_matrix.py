@@ -302,5 +302,5 @@ def test_matrix_chain_bad_input(rng):
         pj.matrix_chain(M, tensor_cores="fp8")
     with pytest.raises(TypeError, match=r"M has dtype int32"):
         pj.matrix_chain(M.astype(np.int32))
-    with pytest.raises(Exception, match=r"it must be \(\.\.\., n, d, d\): square matrices"):
+    with pytest.raises(ValueError, match=r"it must be \(\.\.\., n, d, d\): square matrices"):
         pj.matrix_chain(M[..., :2])

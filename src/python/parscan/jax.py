@@ -444,6 +444,11 @@ def matrix_chain(M, *, prefixes=False, order="left_to_right", tensor_cores=None,
     if M.dtype not in _MATRIX_TYPES:
         raise TypeError(f"parscan.{op}: M has dtype {M.dtype}; this operation takes float32, float64, bfloat16, float16")
     d = chain_dim(op, M.ndim, dim) - M.ndim
+    # Checked here, at trace time, as the handler would (on a GPU its refusal would surface
+    # only when the result is read).
+    if M.shape[-1] != M.shape[-2]:
+        raise ValueError(f"parscan.{op}: M has shape {tuple(M.shape)}; it must be (..., n, d, d): square matrices "
+                         "after at least one chain dimension")
     return _matrix_chain(M, d, bool(prefixes), order, math)
 
 

@@ -28,10 +28,11 @@
 
 namespace parscan::cuda_detail {
 
-/// What the compute warps and the look-back warp hand each other, double-buffered by tile.
+/// What the compute warps and the look-back warp hand each other: warp totals for three tiles
+/// (reduced two ahead of the scan), warp prefixes for two.
 template <class Acc, int Warps>
 struct blocked_chain_storage {
-  Acc warp_total[2][Warps];          // each warp's total of its segment (lane 31's inclusive)
+  Acc warp_total[3][Warps];          // each warp's total of its segment (lane 31's inclusive)
   maybe<Acc> warp_prefix[2][Warps];  // what precedes each warp's segment
 };
 template <class Acc, int Warps>
@@ -56,31 +57,50 @@ template <int Warps, int Chunks, int Stages, class Problem, class Op>
 __global__ void __launch_bounds__((Warps + 1) * warp_threads, blocked_chain_min_blocks<Warps, Chunks, Stages, Problem>())
     scan_chained_blocked_kernel(Problem P, Op op, window_chain_state<typename Problem::acc_type> st,
                                 index_t tiles_per_sequence, index_t total_tiles) {
-  static_assert(Stages >= 2 && Warps <= warp_threads, "a staged tile ahead, and one look-back lane per warp");
+  static_assert(Stages >= 4, "the scanned tile, two reduced ahead and one in flight");
+  static_assert(Warps <= warp_threads, "one look-back lane per warp");
   using Acc = typename Problem::acc_type;
   using ring_t = staging_ring<Warps, Chunks, Stages, Problem, true>;
+  using state = window_chain_state<Acc>;
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   const ring_t ring{dynamic_smem};
   __shared__ blocked_chain_smem<Acc, Warps> handoff_smem;
   auto& handoff = handoff_smem.get();
   const int warp = static_cast<int>(threadIdx.x) / warp_threads, lane = lane_id();
   const index_t stride = gridDim.x;
+  // The first 32 windows of a sequence (window_chain_prefix: the tiles that may read the carry
+  // in) publish their aggregates in their own look-backs.
+  constexpr index_t ahead_from = static_cast<index_t>(chain_window) * chain_window;
 
-  if (warp == Warps) {  // the look-back warp: tile i's prefix before barrier i
+  if (warp == Warps) {  // the look-back warp
     const index_t windows_per_sequence = (tiles_per_sequence + chain_window - 1) / chain_window;
-    __syncthreads();  // the first tile's warp totals
-    int buf = 0;
-    for (index_t tile = blockIdx.x; tile < total_tiles; tile += stride, buf ^= 1) {
+    // The warp totals of the block's tile i (in buffer i mod 3): their inclusive scan across
+    // the warps (the last lane: the tile's aggregate).
+    auto warps_inclusive = [&](int i) {
+      return warp_inclusive_scan(handoff.warp_total[i % 3][lane < Warps ? lane : 0], op);
+    };
+    // Publishes tile i's aggregate ahead of its look-back where that is allowed.
+    auto publish_ahead = [&](int i) {
+      const index_t tile = blockIdx.x + i * stride;
+      if (tile >= total_tiles || tile % tiles_per_sequence < ahead_from) return;  // the same in every lane
+      const Acc aggregate = shfl_idx(warps_inclusive(i), Warps - 1);
+      if (lane == 0) state::store(st.aggregate(tile), aggregate);
+    };
+    __syncthreads();  // the warp totals of the first two tiles
+    publish_ahead(0);
+    publish_ahead(1);
+    int i = 0;
+    for (index_t tile = blockIdx.x; tile < total_tiles; tile += stride, ++i) {
       const index_t s = tile / tiles_per_sequence, k = tile % tiles_per_sequence;
-      const Acc total = handoff.warp_total[buf][lane < Warps ? lane : 0];
-      const Acc warps_inclusive = warp_inclusive_scan(total, op);
+      const Acc inclusive = warps_inclusive(i);
       const maybe<Acc> prefix =
-          window_chain_prefix(st, s * tiles_per_sequence, s * windows_per_sequence, k,
-                              shfl_idx(warps_inclusive, Warps - 1), [&] { return P.initial(s); }, op);
-      const Acc before = shfl_up(warps_inclusive, 1);
+          window_chain_prefix(st, s * tiles_per_sequence, s * windows_per_sequence, k, shfl_idx(inclusive, Warps - 1),
+                              [&] { return P.initial(s); }, op, k >= ahead_from);
+      const Acc before = shfl_up(inclusive, 1);
       if (lane < Warps)
-        handoff.warp_prefix[buf][lane] = lane == 0 ? prefix : combine(prefix, maybe<Acc>{before, true}, op);
-      __syncthreads();  // tile's warp prefixes out; the next tile's warp totals in
+        handoff.warp_prefix[i % 2][lane] = lane == 0 ? prefix : combine(prefix, maybe<Acc>{before, true}, op);
+      __syncthreads();  // tile i's warp prefixes out; tile i+2's warp totals in
+      publish_ahead(i + 2);
     }
     return;
   }
@@ -91,39 +111,42 @@ __global__ void __launch_bounds__((Warps + 1) * warp_threads, blocked_chain_min_
     if (tile < total_tiles) ring.stage(P, tile / tiles_per_sequence, segment(tile % tiles_per_sequence), slot);
     async_commit();  // one group per tile, empty or not, so the waits count tiles
   };
-  // Once a tile's copies are in: its lanes' warp scan of their folds, and the warp's total
-  // handed to the look-back warp.
-  auto reduce = [&](index_t tile, int slot, int buf) {
+  // Once the block's tile i is in its slot: the lanes' warp scan of their folds, and the
+  // warp's total handed to the look-back warp.
+  auto reduce = [&](int i) {
+    const index_t tile = blockIdx.x + i * stride;
     Acc lane_inclusive{};
     if (tile < total_tiles) {
+      const int slot = i % Stages;
       ring.complete(P, tile / tiles_per_sequence, segment(tile % tiles_per_sequence), slot);
       blocked_items<Problem, Chunks> items;
       ring.load_blocked(P, slot, items);
       lane_inclusive = blocked_lane_inclusive<Chunks, Problem>(op, items);
-      if (lane == warp_threads - 1) handoff.warp_total[buf][warp] = lane_inclusive;
+      if (lane == warp_threads - 1) handoff.warp_total[i % 3][warp] = lane_inclusive;
     }
     return lane_inclusive;
   };
-  const auto next_slot = [](int slot) { return slot + 1 == Stages ? 0 : slot + 1; };
-  index_t tile = blockIdx.x;
-  for (int i = 0; i < Stages - 1; ++i) stage(tile + i * stride, i);
-  async_wait<Stages - 2>();  // the first tile's group is complete
-  Acc lane_inclusive = reduce(tile, 0, 0);
+  for (int i = 0; i < Stages - 1; ++i) stage(blockIdx.x + i * stride, i);
+  async_wait<Stages - 2>();
+  Acc now_inclusive = reduce(0);
+  async_wait<Stages - 3>();
+  Acc next_inclusive = reduce(1);
   __syncthreads();
-  int buf = 0;
-  for (int slot = 0; tile < total_tiles; tile += stride, slot = next_slot(slot), buf ^= 1) {
+  int i = 0;
+  for (index_t tile = blockIdx.x; tile < total_tiles; tile += stride, ++i) {
     // The slot refilled now held the previous tile, whose store each lane ended reading only
     // the runs it stages itself (store_blocked), so no barrier is needed.
-    stage(tile + (Stages - 1) * stride, slot == 0 ? Stages - 1 : slot - 1);
-    async_wait<Stages - 2>();  // the next tile's group is complete
-    const Acc next_inclusive = reduce(tile + stride, next_slot(slot), buf ^ 1);
-    __syncthreads();  // this tile's warp prefixes in; the next tile's warp totals out
+    stage(tile + (Stages - 1) * stride, (i + Stages - 1) % Stages);
+    async_wait<Stages - 3>();  // tile i+2's group is complete
+    const Acc after_inclusive = reduce(i + 2);
+    __syncthreads();  // tile i's warp prefixes in; tile i+2's warp totals out
     const index_t s = tile / tiles_per_sequence, k = tile % tiles_per_sequence;
     blocked_items<Problem, Chunks> items;
-    ring.load_blocked(P, slot, items);
-    scan_blocked_lane<Warps, Chunks>(P, op, s, k, items, lane_inclusive, handoff.warp_prefix[buf][warp]);
-    ring.store_blocked(P, s, segment(k), slot, items);
-    lane_inclusive = next_inclusive;
+    ring.load_blocked(P, i % Stages, items);
+    scan_blocked_lane<Warps, Chunks>(P, op, s, k, items, now_inclusive, handoff.warp_prefix[i % 2][warp]);
+    ring.store_blocked(P, s, segment(k), i % Stages, items);
+    now_inclusive = next_inclusive;
+    next_inclusive = after_inclusive;
   }
   async_wait<0>();
 }
