@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include <parscan/cuda/device/dispatch_scan.cuh>
@@ -132,78 +131,58 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: sequences spanning more than 32 wind
   }
 }
 
-namespace {
-
-// Blocked tiles with a look-back warp (agent/blocked_chain.cuh): 2 compute warps, 16 steps a
-// lane (4 runs of 4 int32 steps, 8 runs of 2 int64 steps), 4 tiles in the ring.
-template <class Problem>
-using tiny_blocked_shape = cd::tile_shape_of<Problem, 16, 4, 2, 8, 2, 4, 32, false, true>;
-
-/// Exact integer sums over three sequences of 3200 tiles of Shape, a partial last tile and one
-/// sequence starting off a 16-byte boundary (its runs are read directly, not staged), inclusive
-/// and exclusive, both directions, with carry in and out.
-template <class T, class Shape>
-void check_generic_chained(const char* what) {
-  using problem = cd::generic_problem<T, T, T>;
-  PARSCAN_TEST_RNG(r, std::string("chained generic ") + what);
-  const index_t sequences = 3, length = 3200 * Shape::chained_tile + 129;
-  const std::size_t n = static_cast<std::size_t>(sequences * length);
-  std::vector<T> x(n), carry{5, -7, 11};
-  for (auto& v : x) v = static_cast<T>(r.uniform(-100.0, 100.0));  // no int32 overflow
-  parscan_test::guarded_buffer<T> dx(x), dout(n), dcarry(carry), dtotal(static_cast<std::size_t>(sequences));
-  const auto l = parscan::sequence_layout::time_contiguous(sequences, length);
-  for (int variant = 0; variant < 4; ++variant) {  // bits: exclusive, reverse
-    const bool reverse = (variant & 2) != 0;
-    const auto kind = variant & 1 ? parscan::scan_kind::exclusive : parscan::scan_kind::inclusive;
-    const bool exclusive = kind == parscan::scan_kind::exclusive;
-    INFO(what << ": exclusive=" << exclusive << " reverse=" << reverse);
-    parscan::scan_options<T> opts;
-    opts.dir = reverse ? parscan::direction::reverse : parscan::direction::forward;
-    opts.carry_in = dcarry.data();
-    opts.carry_out = dtotal.data();
-    const problem P = problem::from({kind, dx.data(), l, dout.data(), l, opts, T{}, exclusive});
-    REQUIRE(cd::dispatch_scan<Shape>(P, parscan::sum_op<T>{}, sequences, parscan::cuda_backend{}) ==
-            parscan::status::success);
-    PARSCAN_TEST_SYNC();
-    CHECK(dout.all_written());
-    CHECK(dout.guards_intact());
-    CHECK(dtotal.all_written());
-    const std::vector<T> got = dout.download(), total = dtotal.download();
-    std::size_t wrong = 0;
-    for (index_t s = 0; s < sequences; ++s) {
-      T run_sum = carry[static_cast<std::size_t>(s)];
-      for (index_t i = 0; i < length; ++i) {
-        const std::size_t e = static_cast<std::size_t>(s * length + (reverse ? length - 1 - i : i));
-        if (exclusive) wrong += got[e] != run_sum;
-        run_sum += x[e];
-        if (!exclusive) wrong += got[e] != run_sum;
-      }
-      CHECK(total[static_cast<std::size_t>(s)] == run_sum);
-    }
-    CHECK(wrong == 0);
-    dout.repoison();
-    dtotal.repoison();
-  }
-}
-
-}  // namespace
-
 TEST_CASE(PARSCAN_TEST_NAME("chained tiles: generic int32 scans through the staged window chain"),
           PARSCAN_TEST_TAGS("[scan][chained][large]")) {
+  // Exact integer sums over three sequences of 3200 tiles of 256 steps, a partial last tile and
+  // one sequence starting off a 16-byte boundary (its runs are read directly, not staged).
+  PARSCAN_TEST_RNG(r, "staged window chain int32");
+  const index_t sequences = 3, length = 3200 * 256 + 129;
+  const std::size_t n = static_cast<std::size_t>(sequences * length);
+  std::vector<int> x(n), carry{5, -7, 11};
+  for (auto& v : x) v = static_cast<int>(r.uniform(-1000.0, 1000.0));
+  parscan_test::guarded_buffer<int> dx(x), dout(n), dcarry(carry), dtotal(static_cast<std::size_t>(sequences));
+  const auto l = parscan::sequence_layout::time_contiguous(sequences, length);
   using problem = cd::generic_problem<int, int, int>;
-  check_generic_chained<int, tiny_staged_window_shape<2, 2, problem>>("staged 2 deep");
-  check_generic_chained<int, tiny_staged_window_shape<2, 3, problem>>("staged 3 deep, reducing ahead");
-}
-
-TEST_CASE(PARSCAN_TEST_NAME("chained tiles: generic scans through blocked tiles with a look-back warp"),
-          PARSCAN_TEST_TAGS("[scan][chained][large]")) {
-  using int_problem = cd::generic_problem<int, int, int>;
-  using long_problem = cd::generic_problem<long long, long long, long long>;
-  static_assert(tiny_blocked_shape<int_problem>::blocked_chain && tiny_blocked_shape<long_problem>::blocked_chain,
-                "the shapes must take the blocked kernel");
-  static_assert(tiny_blocked_shape<int_problem>::chunks == 4 && tiny_blocked_shape<long_problem>::chunks == 8);
-  check_generic_chained<int, tiny_blocked_shape<int_problem>>("blocked int32");
-  check_generic_chained<long long, tiny_blocked_shape<long_problem>>("blocked int64");
+  for (int variant = 0; variant < 8; ++variant) {  // bits: exclusive, reverse, reducing ahead (3 stages)
+    {
+      const bool reduce_ahead = (variant & 4) != 0, reverse = (variant & 2) != 0;
+      const auto kind = variant & 1 ? parscan::scan_kind::exclusive : parscan::scan_kind::inclusive;
+      const bool exclusive = kind == parscan::scan_kind::exclusive;
+      INFO("exclusive=" << exclusive << " reverse=" << reverse << " reducing ahead=" << reduce_ahead);
+      parscan::scan_options<int> opts;
+      opts.dir = reverse ? parscan::direction::reverse : parscan::direction::forward;
+      opts.carry_in = dcarry.data();
+      opts.carry_out = dtotal.data();
+      const problem P = problem::from({kind, dx.data(), l, dout.data(), l, opts, 0, exclusive});
+      auto run = [&] {
+        const auto st = reduce_ahead ? cd::dispatch_scan<tiny_staged_window_shape<2, 3, problem>>(
+                                           P, parscan::sum_op<int>{}, sequences, parscan::cuda_backend{})
+                                     : cd::dispatch_scan<tiny_staged_window_shape<2, 2, problem>>(
+                                           P, parscan::sum_op<int>{}, sequences, parscan::cuda_backend{});
+        REQUIRE(st == parscan::status::success);
+        PARSCAN_TEST_SYNC();
+      };
+      run();
+      CHECK(dout.all_written());
+      CHECK(dout.guards_intact());
+      CHECK(dtotal.all_written());
+      const std::vector<int> got = dout.download(), total = dtotal.download();
+      std::size_t wrong = 0;
+      for (index_t s = 0; s < sequences; ++s) {
+        long long run_sum = carry[static_cast<std::size_t>(s)];
+        for (index_t i = 0; i < length; ++i) {
+          const std::size_t e = static_cast<std::size_t>(s * length + (reverse ? length - 1 - i : i));
+          if (exclusive) wrong += got[e] != run_sum;
+          run_sum += x[e];
+          if (!exclusive) wrong += got[e] != run_sum;
+        }
+        CHECK(total[static_cast<std::size_t>(s)] == run_sum);
+      }
+      CHECK(wrong == 0);
+      dout.repoison();
+      dtotal.repoison();
+    }
+  }
 }
 
 TEST_CASE(PARSCAN_TEST_NAME("chained tiles: two-pass reduce over spans of several tiles"),

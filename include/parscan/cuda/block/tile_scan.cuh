@@ -68,31 +68,6 @@ __device__ PARSCAN_INLINE void load_tile(const Problem& P, index_t s, index_t k,
   for (int j = 0; j < Chunks; ++j) P.load_run(cur, segment + j * chunk + lane_id() * Problem::run, items.v[j]);
 }
 
-/// What precedes this warp's segment of a tile, given the warp's total: `tile_prefix` (run by
-/// warp 0 with the tile's aggregate) followed by the earlier warps' totals, gathered through
-/// shared memory. The same in every lane; `smem` is unused when Warps == 1.
-template <int Warps, class Acc, class Op, class TilePrefix>
-__device__ PARSCAN_INLINE maybe<Acc> tile_warp_prefix(const Op& op, const Acc& warp_total, tile_scan_smem<Acc, Warps>* smem,
-                                                      TilePrefix&& tile_prefix) {
-  if constexpr (Warps == 1) {
-    return tile_prefix(warp_total);
-  } else {
-    const int lane = lane_id(), warp = static_cast<int>(threadIdx.x) / warp_threads;
-    auto& sm = smem->get();
-    if (lane == 0) sm.warp_total[warp] = warp_total;
-    __syncthreads();
-    if (warp == 0) {
-      const Acc total = sm.warp_total[lane < Warps ? lane : 0];
-      const Acc warps_inclusive = warp_inclusive_scan(total, op);
-      const maybe<Acc> prefix = tile_prefix(shfl_idx(warps_inclusive, Warps - 1));
-      const Acc before = shfl_up(warps_inclusive, 1);
-      if (lane < Warps) sm.warp_prefix[lane] = lane == 0 ? prefix : combine(prefix, maybe<Acc>{before, true}, op);
-    }
-    __syncthreads();
-    return sm.warp_prefix[warp];
-  }
-}
-
 /// Scans the loaded tile k of sequence s and stores it. `tile_prefix` is run by one warp with
 /// the tile's aggregate and returns what precedes the tile. `smem` is unused when Warps == 1.
 template <int Warps, int Chunks, class Problem, class Op, class TilePrefix>
@@ -103,7 +78,7 @@ __device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t
   using Acc = typename Problem::acc_type;
   constexpr int V = Problem::run;
   constexpr index_t chunk = static_cast<index_t>(warp_threads) * V;
-  const int lane = lane_id();
+  const int lane = lane_id(), warp = Warps == 1 ? 0 : static_cast<int>(threadIdx.x) / warp_threads;
   const index_t segment = segment_start<Warps, Chunks, Problem>(k);
   auto& items = tile.v;
 
@@ -120,7 +95,23 @@ __device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t
 #pragma unroll
   for (int j = 1; j < Chunks; ++j) warp_total = op(warp_total, chunk_total[j]);
 
-  maybe<Acc> run = tile_warp_prefix<Warps>(op, warp_total, smem, tile_prefix);
+  maybe<Acc> run;
+  if constexpr (Warps == 1) {
+    run = tile_prefix(warp_total);
+  } else {
+    auto& sm = smem->get();
+    if (lane == 0) sm.warp_total[warp] = warp_total;
+    __syncthreads();
+    if (warp == 0) {
+      const Acc total = sm.warp_total[lane < Warps ? lane : 0];
+      const Acc warps_inclusive = warp_inclusive_scan(total, op);
+      const maybe<Acc> prefix = tile_prefix(shfl_idx(warps_inclusive, Warps - 1));
+      const Acc before = shfl_up(warps_inclusive, 1);
+      if (lane < Warps) sm.warp_prefix[lane] = lane == 0 ? prefix : combine(prefix, maybe<Acc>{before, true}, op);
+    }
+    __syncthreads();
+    run = sm.warp_prefix[warp];
+  }
 
   const index_t length = P.length;
 #pragma unroll

@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "../runtime.cuh"
-#include "../agent/blocked_chain.cuh"
 #include "../agent/chained_tiles.cuh"
 #include "../agent/lane_tiles.cuh"
 #include "../agent/reduce_spans.cuh"
@@ -70,18 +69,13 @@ constexpr bool default_window_chain = stages_whole_runs<Problem>;
 /// block reduces its next tile ahead of each look-back (at f87de05: int32 sum 54.6% against
 /// 52.5% with 2, affine 59.3% against 55.5%), 2 for the recurrences' Problems, whose larger registers and two input
 /// tensors measured 46–48% either way (f32) and lost to spills at 3 (bf16, 18%).
-/// Problems with blocked staging take 4 (agent/blocked_chain.cuh: tiles two ahead are reduced
-/// while one more is in flight).
 template <class Problem>
-constexpr int default_chained_stages =
-    has_blocked_staging<Problem> ? 4 : (can_reduce_only<Problem> && stages_whole_runs<Problem> ? 3 : 2);
+constexpr int default_chained_stages = can_reduce_only<Problem> && stages_whole_runs<Problem> ? 3 : 2;
 
 /// Warps of a chained tile: 16 for 4-byte accumulators (int32 sum 54.6% against 49.9% with 8 at
-/// f87de05), else 8. With blocked staging, tiles of 16 KB (8 warps for 4-byte accumulators, 4
-/// for 8-byte ones), so that three blocks' 4-deep rings share an SM.
-template <class Problem, class Acc = typename Problem::acc_type>
-constexpr int default_chained_warps =
-    has_blocked_staging<Problem> ? (sizeof(Acc) <= 4 ? 8 : 4) : (sizeof(Acc) <= 4 ? 16 : 8);
+/// f87de05), else 8.
+template <class Acc>
+constexpr int default_chained_warps = sizeof(Acc) <= 4 ? 16 : 8;
 
 /// A tile-shape policy. PerLane accumulators per lane, in chunks of Problem::run steps; warps
 /// that loop over whole sequences come LoopWarps to a block, chained tiles are ChainedWarps
@@ -93,7 +87,7 @@ constexpr int default_chained_warps =
 /// (agent/window_chain.cuh) — on a persistent staged grid, or with ChainedStages = 0 one tile
 /// per block — or the hierarchical windows of tile_state.cuh; warp tiles apply to the latter.
 template <class Problem, int PerLane = default_per_lane<typename Problem::acc_type>, int LoopWarps = 4,
-          int ChainedWarps = default_chained_warps<Problem>, int LaneWarps = 8, int LoopStages = 2,
+          int ChainedWarps = default_chained_warps<typename Problem::acc_type>, int LaneWarps = 8, int LoopStages = 2,
           int ChainedStages = default_chained_stages<Problem>,
           int LaneSteps = default_lane_steps<Problem>, bool ChainedWarpTiles = false,
           bool WindowChain = default_window_chain<Problem>>
@@ -112,10 +106,6 @@ struct tile_shape_of {
   static constexpr bool chained_warp_tiles = ChainedWarpTiles && chained_stages > 0 && !WindowChain;
   static constexpr index_t chained_tile =
       tile_steps<Problem, chained_warp_tiles ? 1 : chained_warps, chunks>;
-  // Chained block tiles read in blocked order with a look-back warp (agent/blocked_chain.cuh):
-  // the window chain, staged, for Problems with blocked staging.
-  static constexpr bool blocked_chain = WindowChain && chained_stages >= 4 && !chained_warp_tiles && chunks > 1 &&
-                                        has_blocked_staging<Problem>;
   static constexpr int lane_steps = LaneSteps;
   static constexpr int lane_warps = LaneWarps;
   static constexpr index_t lane_tile = static_cast<index_t>(lane_warps) * lane_steps;
@@ -289,18 +279,7 @@ status launch_persistent_chained(const Problem& P, const Op& op, index_t sequenc
     return launch_cooperative(kernel, resident < needed ? resident : needed, threads, smem, be, P, op, st,
                               tiles_per_sequence, total_tiles);
   };
-  if constexpr (shape::blocked_chain) {
-    // Blocked tiles with a look-back warp (agent/blocked_chain.cuh).
-    constexpr auto kernel =
-        scan_chained_blocked_kernel<shape::chained_warps, shape::chunks, shape::chained_stages, Problem, Op>;
-    constexpr int blocked_threads = (shape::chained_warps + 1) * warp_threads;
-    constexpr int smem = staging_ring<shape::chained_warps, shape::chunks, shape::chained_stages, Problem, true>::bytes;
-    const int per_sm = blocks_per_multiprocessor<kernel>(blocked_threads, dev.device, smem);
-    if (per_sm == 0) return status::exceeds_device_limits;
-    const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
-    return launch_cooperative(kernel, resident < total_tiles ? resident : total_tiles, blocked_threads, smem, be, P, op,
-                              st, tiles_per_sequence, total_tiles);
-  } else if constexpr (shape::chained_stages > 0) {
+  if constexpr (shape::chained_stages > 0) {
     constexpr auto kernel = scan_chained_staged_kernel<shape::chained_warps, shape::chunks, shape::chained_stages,
                                                        shape::chained_warp_tiles, Problem, Op, decltype(st)>;
     constexpr int smem = staging_ring<shape::chained_warps, shape::chunks, shape::chained_stages, Problem>::bytes;

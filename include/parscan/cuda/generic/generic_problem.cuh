@@ -123,21 +123,6 @@ struct generic_problem : generic_staging<std::is_pointer_v<input_iterator_t<In>>
     }
     load_run(c, pos, items);
   }
-  // Blocked reads of the staging ring (agent/staging_ring.cuh): a raw pointer input and output
-  // whose element is the accumulator, 16 bytes a run.
-  static constexpr bool stages_blocked = stages_runs && pointer_out && std::is_same_v<in_value, Acc> &&
-                                         std::is_same_v<std::remove_pointer_t<out_iterator>, Acc>;
-  /// Reads the run at pos directly and writes it into slot as a staged copy would have.
-  __device__ PARSCAN_INLINE void fill_staged(const cursor& c, index_t pos, unsigned char* slot) const {
-    Acc items[run], stored[run];
-    load_run(c, pos, items);
-#pragma unroll
-    for (int v = 0; v < run; ++v) stored[v] = items[reverse ? run - 1 - v : v];
-    store_shared_run(slot, stored);
-  }
-  __device__ PARSCAN_INLINE void read_staged_run(const unsigned char* slot, Acc (&items)[run]) const {
-    if constexpr (stages_runs) read_staged(slot, reverse ? -1 : 1, items);
-  }
   __device__ PARSCAN_INLINE Acc load_at(const cursor& c, index_t pos) const {
     return static_cast<Acc>(c.in[step(pos) * in_layout.step_stride]);
   }

@@ -133,21 +133,6 @@ __device__ PARSCAN_INLINE void read_staged(const void* src, int dir, T (&out)[V]
   read_staged_bytes(src, dir, out);
 }
 
-/// A 16-byte run of V values of T to or from shared memory, as one vector access.
-template <int V, class T>
-__device__ PARSCAN_INLINE void store_shared_run(void* dst, const T (&in)[V]) {
-  static_assert(sizeof(T) * V == 16, "shared runs are 16 bytes");
-  uint4 w;
-  memcpy(&w, in, sizeof(w));
-  *static_cast<uint4*>(dst) = w;
-}
-template <int V, class T>
-__device__ PARSCAN_INLINE void load_shared_run(const void* src, T (&out)[V]) {
-  static_assert(sizeof(T) * V == 16, "shared runs are 16 bytes");
-  const uint4 w = *static_cast<const uint4*>(src);
-  memcpy(out, &w, sizeof(w));
-}
-
 /// Brings the cache line of global memory that holds p into L2 (a read that follows soon, not
 /// staged).
 __device__ PARSCAN_INLINE void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
