@@ -152,6 +152,9 @@ TOLERANCE = {
     "complex64": 2e-5,
     "float16": 2e-3,
     "bfloat16": 1.6e-2,
+    # float32 products on tf32 tensor cores (10-bit mantissas) along a chain: measured up to
+    # 2.4e-3 on an H100 for the chains of test_jax_log_matrix.
+    "tf32": 1e-2,
 }
 
 

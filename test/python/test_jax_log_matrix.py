@@ -89,8 +89,15 @@ def test_log_grad_matches_chain_rule(rng, dtype_name, a_form, b_form, signed, x0
     log_x, x_neg = parscan.log_recurrence(a, b, x0, **forms)
     numpy_grads = parscan.log_recurrence_backward(a, b, w, x0=x0, dlog_x_final=w_final, dx_form=output, log_x=log_x,
                                                   x_negative=x_neg, **forms)
+    # On the CPU the same kernel runs: equal to rounding. On a GPU JAX runs the CUDA backward,
+    # which associates differently: within the tolerance against the reference above.
+    on_cpu = jax.default_backend() == "cpu"
     for name, g, n in zip(("da", "db", "dx0"), got, numpy_grads):
-        np.testing.assert_allclose(ref.wide(g), ref.wide(n), rtol=1e-6, atol=1e-6, err_msg=name)
+        if on_cpu:
+            np.testing.assert_allclose(ref.wide(g), ref.wide(n), rtol=1e-6, atol=1e-6, err_msg=name)
+        else:
+            assert_log_close(g, ref.wide(n), dtype_name, name + " (CUDA against NumPy)",
+                             SIGNED_GRADIENT_TOLERANCE if signed else LOG_GRADIENT_TOLERANCE, normwise=signed)
 
 
 def test_log_grad_matches_finite_differences(rng):
@@ -109,9 +116,14 @@ def test_log_grad_matches_finite_differences(rng):
     eps = 1e-2
     for k, (grad, point) in enumerate(((da, a), (db, b))):
         v = rng.normal(size=point.shape)
-        plus, minus = [ref.wide(a), ref.wide(b)], [ref.wide(a), ref.wide(b)]
-        plus[k], minus[k] = plus[k] + eps * v, minus[k] - eps * v
-        numeric = float(loss(*plus) - loss(*minus)) / (2 * eps)
+        def at(step):  # the loss at point + step·v
+            args = [ref.wide(a), ref.wide(b)]
+            args[k] = args[k] + step * v
+            return float(loss(*args))
+
+        # Five-point central differences: truncation error O(eps^4), not the O(eps^2) of two
+        # points, which alone reached 4e-3 on some seeds.
+        numeric = (8 * (at(eps) - at(-eps)) - (at(2 * eps) - at(-2 * eps))) / (12 * eps)
         analytic = float(np.sum(ref.wide(grad) * v))
         assert abs(numeric - analytic) <= 2e-3 * max(1.0, abs(analytic)), (k, numeric, analytic)
 
@@ -256,8 +268,7 @@ def test_matrix_bad_input_names_the_argument(rng):
         pj.matrix_recurrence(W, b, dim=2)
     with pytest.raises(ValueError, match=r"x0 has shape \(2, 8\)"):
         pj.matrix_recurrence(W, b, np.zeros((2, 8), np.float32))
-    # Refused by the handler at run time (N is checked there): JAX raises its runtime error.
-    with pytest.raises(Exception, match=r"b has state size N = 65 .* N = 1\.\.64"):
+    with pytest.raises(ValueError, match=r"b has state size N = 65 .* N = 1\.\.64"):
         pj.matrix_recurrence(np.zeros((2, 65, 65), np.float32), np.zeros((2, 65), np.float32), dim=0)
 
 
@@ -276,7 +287,10 @@ def test_matrix_chain_jit_matches_loop(rng, dtype_name, order, lead, dim, d):
     total, prefixes = f(M)
     assert total.dtype == M.dtype and prefixes.shape == M.shape
     ref.assert_close(np.asarray(total), ref.matrix_chain(M, False, order, dim), dtype_name, "total")
-    ref.assert_close(np.asarray(prefixes), ref.matrix_chain(M, True, order, dim), dtype_name, "prefixes")
+    # The prefixes ask for tf32 tensor cores, which a GPU uses for float32 (10-bit mantissas).
+    tf32 = dtype_name == "float32" and jax.default_backend() != "cpu"
+    ref.assert_close(np.asarray(prefixes), ref.matrix_chain(M, True, order, dim), "tf32" if tf32 else dtype_name,
+                     "prefixes")
 
 
 def test_matrix_chain_vmap_and_no_gradient(rng):

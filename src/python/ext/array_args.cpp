@@ -2,7 +2,7 @@
 // scanned along one dimension onto parscan's strided (batch, channel, time) layout.
 #include "array_args.hpp"
 
-#include <sstream>
+#include <string>
 
 namespace parscan::python {
 
@@ -30,13 +30,13 @@ std::int64_t array_arg::size() const {
 
 namespace {
 
+// Python's tuple notation. Built from std::to_string: the std::ostringstream it replaced crashed
+// (SIGSEGV) in the CUDA build of the module on the GPU machine, not in the host-only build.
 std::string join(const std::int64_t* v, int n) {
-  std::ostringstream s;
-  s << '(';
-  for (int i = 0; i < n; ++i) s << (i ? ", " : "") << v[i];
-  if (n == 1) s << ',';
-  s << ')';
-  return s.str();
+  std::string s = "(";
+  for (int i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  if (n == 1) s += ',';
+  return s + ')';
 }
 
 std::string device_name(const array_arg& a) {

@@ -355,6 +355,11 @@ def _check_matrix(op, W, b, x0, d):
     for name, other in (("W", W), ("x0", x0)):
         if other.dtype != b.dtype:
             raise TypeError(f"parscan.{op}: {name} has dtype {other.dtype} but b has dtype {b.dtype}; they must match")
+    # Checked here, at trace time, as the handler would (on a GPU its refusal would surface
+    # only when the result is read).
+    if b.ndim >= 1 and not 1 <= b.shape[-1] <= 64:
+        raise ValueError(f"parscan.{op}: b has state size N = {b.shape[-1]} (its last dimension); parscan takes "
+                         "N = 1..64")
     if W.shape != b.shape + b.shape[-1:]:
         raise ValueError(f"parscan.{op}: W has shape {W.shape}; it must be b's shape {b.shape} followed by "
                          f"N = {b.shape[-1]}")
