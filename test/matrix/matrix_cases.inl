@@ -3,7 +3,7 @@
 // and matrix_test.cu (CUDA backend, PARSCAN_TEST_CUDA=1); test names carry the backend.
 //
 // Every result is compared with a float64 sequential reference (matrix_reference.hpp) computed
-// from the same rounded inputs; error max|got − ref| / max|ref| within tolerance<T>(size).
+// from the same rounded inputs; error max|got − ref| / max|ref| within tolerance<T>(size, steps).
 // Every output is poisoned before the call and checked afterwards: each element written,
 // nothing written around it (holes of strided views, guard bands), inputs untouched.
 #pragma once
@@ -125,7 +125,7 @@ void run_forward(const rec_opts& o) {
   dvec x, xf;
   ref_forward(o.B, o.T, o.N, to_dvec(in.W), to_dvec(in.b), to_dvec(in.x0), o.reverse, x, xf);
   const fwd_result<T> out = forward_call(o, in);
-  const double tol = tolerance<T>(o.N);
+  const double tol = tolerance<T>(o.N, o.T);
   check_close("x", out.x, x, tol);
   if (o.xfinal) check_close("x_final", out.xf, xf, tol, max_abs(x));
 }
@@ -191,7 +191,7 @@ void run_backward(const rec_opts& o) {
   const rec_inputs<T> in = draw_inputs<T>(r, o);
   const bwd_result<T> ref = reference_backward(o, in);
   const bwd_result<T> out = backward_call(o, in);
-  const double tol = tolerance<T>(o.N);
+  const double tol = tolerance<T>(o.N, o.T);
   check_close("dW", out.dW, ref.dW, tol);
   check_close("db", out.db, ref.db, tol);
   if (o.x0) check_close("dx0", out.dx0, ref.dx0, tol, max_abs(ref.db));
@@ -347,7 +347,7 @@ void run_chunked(const rec_opts& o, bool state_in_place) {
   const bwd_result<T> bref = reference_backward(o, in);
   const fwd_result<T> whole_f = forward_call(o, in);
   const bwd_result<T> whole_b = backward_call(o, in);
-  const double tol = tolerance<T>(N);
+  const double tol = tolerance<T>(N, o.T);
 
   const index_t l1 = std::max<index_t>(1, o.T / 7), l2 = std::max<index_t>(1, (o.T - l1) * 2 / 3);
   const index_t cut[4] = {0, l1, l1 + l2, o.T};
