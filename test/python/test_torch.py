@@ -192,7 +192,7 @@ def test_cuda_matches_cpu_forward_and_backward(gen, dtype_name):
     x0, w = values(gen, (4, 64), dtype), values(gen, (4, 300, 64), dtype)
     results = []
     for device in ("cpu", "cuda"):
-        ad, bd, x0d = (t.to(device).requires_grad_() for t in (a, b, x0))
+        ad, bd, x0d = (t.detach().to(device).requires_grad_() for t in (a, b, x0))  # leaves on each device
         x = pt.gated_recurrence(ad, bd, x0d, dim=1)
         (x.float() * w.to(device).float()).sum().backward()
         results.append([as_numpy(t) for t in (x, ad.grad, bd.grad, x0d.grad)])
