@@ -16,6 +16,7 @@
 #   PARSCAN_BUILD_DIR   build directory (default build/quickstart; build/quickstart-host for the
 #                       demo without a GPU)
 #   PARSCAN_JOBS        parallel build jobs (default: the number of cores)
+#   PARSCAN_GPU_TEST_JOBS  GPU test shards run at once (default 8; Catch2 v3 splits the suite)
 #   PARSCAN_CMAKE_ARGS  extra arguments for the configure step (split on spaces)
 #   PARSCAN_PYTHON      the Python that builds the package (default python3); PARSCAN_PYTHON=none
 #                       skips the Python part of `test`
@@ -165,7 +166,9 @@ ctest --test-dir "$build_dir" -C Release --output-on-failure -L host -j "$jobs" 
 
 if [[ $have_gpu -eq 1 ]]; then
   say "GPU found: running the GPU tests"
-  ctest --test-dir "$build_dir" -C Release --output-on-failure -L gpu || failed="${failed:+$failed and }gpu"
+  # The suite's shards (Catch2 v3; test/CMakeLists.txt) side by side, on one GPU.
+  ctest --test-dir "$build_dir" -C Release --output-on-failure -L gpu -j "${PARSCAN_GPU_TEST_JOBS:-8}" ||
+    failed="${failed:+$failed and }gpu"
 fi
 
 # --- the Python package: built by pip (scikit-build-core drives this CMake project) into a
