@@ -54,13 +54,28 @@ run_shards() {
 [ $skip_tests = 0 ] && step gpu-tests run_shards
 if [ $skip_san = 0 ]; then
   # Small cases under each tool: every kernel kind (warp loop, chained tiles, lane tiles),
-  # forward and backward, carries and reverse.
-  small=${PARSCAN_SANITIZER_CASES:-'cuda: generic scans: batches in every layout in both directions with carries,cuda: recurrence backward: every option x every layout <float>,cuda: recurrence chunked forward and backward equal one call <float>,cuda: log recurrence: chunks chained through x_final equal one call,cuda: log recurrence backward: chunks chained through dlog_x_final = dlog_x0 equal one call,cuda: matrix recurrence: chunked forward and backward equal one call <float>,cuda: recurrence forward: lengths off 16-byte multiples and sequences off alignment <float>,cuda: recurrence backward: lengths off 16-byte multiples and sequences off alignment <float>,cuda: log recurrence value forms: chunks across forms equal one call forward and backward,cuda: matrix recurrence: engine edges (N and T and B around chunks and stages and tasks per warp) <float>,cuda: recurrence forward: channel-last lane packs with even and odd D and misaligned pointers <bfloat16>,cuda: recurrence backward: channel-last lane packs with even and odd D and misaligned pointers <bfloat16>,cuda: chained tiles: generic int32 scans through the staged window chain,cuda: graph capture: generic scans of one long sequence,cuda: graph capture: generic scans of one long affine sequence (cooperative launch),cuda: iterator scans: fancy iterators in every layout\, both directions\, with carries,cuda: iterator scans: device_vector iterators and device_ptr run as raw pointers'}
-  for tool in memcheck racecheck; do
-    # PARSCAN_TEST_SMALL: without the GPU-only long shapes (the tools slow kernels a hundredfold).
-    step "sanitizer-$tool" bash -c "PARSCAN_TEST_SMALL=1 timeout ${PARSCAN_SANITIZER_TIMEOUT:-150} compute-sanitizer --tool $tool --error-exitcode 1 '$gpu_tests' '$small' \
-      > '$out/sanitizer_$tool.txt' 2>&1 || { tail -40 '$out/sanitizer_$tool.txt'; exit 1; }"
-  done
+  # forward and backward, carries and reverse, iterators, varlen, graph capture. One process per
+  # case, all at once, each with its own time limit: run as one process, racecheck ran out of
+  # 150 s and of 170 s before its last case on an H100 (2026-11-25). PARSCAN_SANITIZER_CASES: a
+  # '|'-separated list of Catch2 test specs instead.
+  default_cases='cuda: generic scans: batches in every layout in both directions with carries|cuda: recurrence backward: every option x every layout <float>|cuda: recurrence chunked forward and backward equal one call <float>|cuda: log recurrence: chunks chained through x_final equal one call|cuda: log recurrence backward: chunks chained through dlog_x_final = dlog_x0 equal one call|cuda: matrix recurrence: chunked forward and backward equal one call <float>|cuda: recurrence forward: lengths off 16-byte multiples and sequences off alignment <float>|cuda: recurrence backward: lengths off 16-byte multiples and sequences off alignment <float>|cuda: log recurrence value forms: chunks across forms equal one call forward and backward|cuda: matrix recurrence: engine edges (N and T and B around chunks and stages and tasks per warp) <float>|cuda: recurrence forward: channel-last lane packs with even and odd D and misaligned pointers <bfloat16>|cuda: recurrence backward: channel-last lane packs with even and odd D and misaligned pointers <bfloat16>|cuda: chained tiles: generic int32 scans through the staged window chain|cuda: graph capture: generic scans of one long sequence|cuda: graph capture: generic scans of one long affine sequence (cooperative launch)|cuda: iterator scans: fancy iterators in every layout in both directions with carries|cuda: iterator scans: device_vector iterators and device_ptr run as raw pointers|[varlen]'
+  IFS='|' read -r -a cases <<<"${PARSCAN_SANITIZER_CASES:-$default_cases}"
+  run_sanitizer() {  # tool: every case in its own process, side by side
+    local tool=$1 pids=() rc=0 i
+    for i in "${!cases[@]}"; do
+      # PARSCAN_TEST_SMALL: without the GPU-only long shapes (the tools slow kernels a hundredfold).
+      PARSCAN_TEST_SMALL=1 timeout "${PARSCAN_SANITIZER_TIMEOUT:-300}" compute-sanitizer --tool "$tool" --error-exitcode 1 \
+        "$gpu_tests" "${cases[$i]}" > "/tmp/sanitizer_${tool}_$i.txt" 2>&1 & pids+=($!)
+    done
+    for i in "${!pids[@]}"; do
+      wait "${pids[$i]}"
+      local st=$?  # 124: out of time
+      [ $st = 0 ] || { rc=1; echo "$tool: ${cases[$i]}: exit $st"; tail -20 "/tmp/sanitizer_${tool}_$i.txt"; }
+    done
+    cat /tmp/sanitizer_"${tool}"_*.txt > "$out/sanitizer_$tool.txt"
+    return $rc
+  }
+  for tool in memcheck racecheck; do step "sanitizer-$tool" run_sanitizer "$tool"; done
 fi
 if [ $skip_bench = 0 ]; then
   # The GPU machine's copy of the tree has no git metadata: pass PARSCAN_COMMIT=<hash> from here.
