@@ -174,8 +174,8 @@ def cumulative(x, op="sum", *, dim=-1, reverse=False, exclusive=False):
 
 
 def _require_order(name, x, op):
-    # Checked here, at trace time: on a GPU the handler's own refusal would surface only when
-    # the result is read, not at the call.
+    # Checked here, at trace time, like every refusal that shapes and dtypes alone decide: on a
+    # GPU the handler's own refusal would surface only when the result is read, not at the call.
     if op != "sum" and jnp.issubdtype(x.dtype, jnp.complexfloating):
         raise TypeError(f'parscan.{name}: x is {x.dtype}, which has no order: only op="sum" applies')
 
@@ -355,8 +355,7 @@ def _check_matrix(op, W, b, x0, d):
     for name, other in (("W", W), ("x0", x0)):
         if other.dtype != b.dtype:
             raise TypeError(f"parscan.{op}: {name} has dtype {other.dtype} but b has dtype {b.dtype}; they must match")
-    # Checked here, at trace time, as the handler would (on a GPU its refusal would surface
-    # only when the result is read).
+    # At trace time, as _require_order says why.
     if b.ndim >= 1 and not 1 <= b.shape[-1] <= 64:
         raise ValueError(f"parscan.{op}: b has state size N = {b.shape[-1]} (its last dimension); parscan takes "
                          "N = 1..64")
@@ -449,8 +448,7 @@ def matrix_chain(M, *, prefixes=False, order="left_to_right", tensor_cores=None,
     if M.dtype not in _MATRIX_TYPES:
         raise TypeError(f"parscan.{op}: M has dtype {M.dtype}; this operation takes float32, float64, bfloat16, float16")
     d = chain_dim(op, M.ndim, dim) - M.ndim
-    # Checked here, at trace time, as the handler would (on a GPU its refusal would surface
-    # only when the result is read).
+    # At trace time, as _require_order says why.
     if M.shape[-1] != M.shape[-2]:
         raise ValueError(f"parscan.{op}: M has shape {tuple(M.shape)}; it must be (..., n, d, d): square matrices "
                          "after at least one chain dimension")
