@@ -2,10 +2,11 @@
 """Times parscan's operations called from Python (parscan.torch on CUDA tensors) and writes JSON
 in the format of the C++ benchmarks, for benchmarks/report.py:
 
-    python3 benchmarks/bench_python.py [--json OUT.json] [--runs 50]
+    python3 benchmarks/bench_python.py [--json OUT.json] [--runs 50] [--cpp bench_recurrence.json]
 
-Each op runs at a large shape, (B, T, D) = (8, 1536, 4096) or its nearest equivalent, and at a
-tiny one. Times are CUDA events around one call on the current stream, the median of --runs
+Each op runs at a large shape, (B, D, T) = (8, 1536, 4096) laid out channel-last as bench_recurrence's
+"channel-last T=4096" rows are, i.e. a (B, T, D) = (8, 4096, 1536) tensor scanned along dim=1, or its
+nearest equivalent, and at a tiny one. Times are CUDA events around one call on the current stream, the median of --runs
 calls after warm-up. Two figures answer "what does Python cost":
 - overhead_us (tiny shape): the call's time minus that of an empty torch kernel launch measured
   the same way, i.e. what the Python wrapper, the custom-op dispatch and the argument checks
@@ -13,6 +14,9 @@ calls after warm-up. Two figures answer "what does Python cost":
 - pct_copy (large shape): bytes the op must move (every input read once, every output written
   once) per second, as a percentage of a torch device-to-device copy of the same number of
   bytes in the same process.
+--cpp names a bench_recurrence JSON written in the same sitting (benchmarks/gpu_run.sh runs both):
+each Python row with a C++ row of the same operation, dtype and shape then also gets the C++
+median and the ratio python/cpp (the issue's bar: at most 1.03).
 Without a CUDA GPU (or a parscan built without CUDA) it says so and exits 0.
 """
 import argparse
@@ -50,7 +54,7 @@ def median_us(torch, fn, runs, warmup=5):
 
 def cases(torch, pt, large):
     """(name, dtype name, shape text, bytes moved, the call) for each op at one size."""
-    B, T, D = (8, 1536, 4096) if large else (1, 8, 32)
+    B, T, D = (8, 4096, 1536) if large else (1, 8, 32)
     dev, f32, bf16 = "cuda", torch.float32, torch.bfloat16
     a = torch.rand(B, T, D, device=dev) * 0.5 + 0.5
     b = torch.randn(B, T, D, device=dev)
@@ -69,7 +73,7 @@ def cases(torch, pt, large):
         ("cumulative sum", "f32", 2 * n, lambda: pt.cumulative(b, dim=1)),
         ("reduce sum", "f32", n, lambda: pt.reduce(b, dim=1)),
     ]
-    shapes = {name: f"{B}x{T}x{D}" for name, *_ in out}
+    shapes = {name: f"{B}x{D}x{T}" for name, *_ in out}  # B x D x T, as bench_recurrence names shapes
     # The matrix recurrence with N = 8 at the same number of state elements: B·D/8 sequences.
     N = 8
     seqs = max(1, B * D // N) if large else 1
@@ -84,10 +88,28 @@ def cases(torch, pt, large):
     return [(name, dtype, shapes[name], moved, fn) for name, dtype, moved, fn in out]
 
 
+# Python rows and the bench_recurrence rows of the same operation (channel-last, T = 4096).
+CPP_ROWS = {
+    ("gated_recurrence forward", "f32"): "fwd f32 channel-last T=4096",
+    ("gated_recurrence forward", "bf16"): "fwd bf16 channel-last T=4096",
+    ("gated_recurrence backward", "f32"): "bwd f32 channel-last T=4096",
+}
+
+
+def cpp_rows(path):
+    """{(case, shape): median_us} from a bench_recurrence JSON, or {} without one."""
+    if not path:
+        return {}
+    with open(path) as f:
+        run = json.load(f)
+    return {(r["case"], r["shape"]): r["median_us"] for r in run["results"]}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--runs", type=int, default=50, help="timed calls per case (at least 20)")
+    parser.add_argument("--cpp", help="a bench_recurrence JSON from the same sitting, to compare with")
     args = parser.parse_args()
     runs = max(20, args.runs)
     try:
@@ -112,6 +134,7 @@ def main():
     copy_us = median_us(torch, lambda: dst.copy_(src), runs)
     copy_gbs = copy_bytes / (copy_us * 1e3)  # read + write
 
+    cpp = cpp_rows(args.cpp)
     results = []
     for large in (True, False):
         for name, dtype, shape, moved, fn in cases(torch, pt, large):
@@ -121,9 +144,13 @@ def main():
                    "direction": "backward" if "backward" in name else "forward", "shape": shape, "median_us": round(us, 3), "gbs": round(gbs, 2),
                    "pct_copy": round(100 * gbs / copy_gbs, 2),
                    "extra": round(us - launch_us, 3) if not large else round(moved / 1e6, 3)}
+            cpp_us = cpp.get((CPP_ROWS.get((name, dtype)), shape))
+            if cpp_us:
+                row["cpp_median_us"], row["python_over_cpp"] = cpp_us, round(us / cpp_us, 4)
             results.append(row)
             print(f"{name:46s} {dtype:5s} {shape:18s} {us:10.2f} us {gbs:8.1f} GB/s {row['pct_copy']:6.1f}% of copy"
-                  + (f"  overhead {us - launch_us:6.2f} us" if not large else ""))
+                  + (f"  overhead {us - launch_us:6.2f} us" if not large else "")
+                  + (f"  C++ {cpp_us:.2f} us, python/C++ {us / cpp_us:.3f}" if cpp_us else ""))
     print(f"empty launch {launch_us:.2f} us; copy bandwidth (read+write) {copy_gbs:.1f} GB/s on "
           f"{torch.cuda.get_device_name()}")
     run = {"program": "bench_python", "gpu": torch.cuda.get_device_name(), "commit": commit(),
