@@ -14,6 +14,7 @@ PyTorch work and can be captured in a CUDA graph.
 from typing import Optional, Tuple
 
 import torch
+from torch.utils.dlpack import to_dlpack as _to_dlpack
 
 from . import _core
 from ._shapes import (CHAIN_ORDERS, GATES, SCAN_OPERATORS, chain_dim, chain_math, check_choice, check_log_forms,
@@ -25,6 +26,15 @@ _GATED_TYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16, tor
 def _stream(t):
     """The stream parscan runs on: the current one of t's device (0 on the CPU, where none is used)."""
     return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
+
+
+def _run(fn, *args):
+    """fn(*args) with every tensor handed over as a DLPack capsule from torch's own exporter.
+
+    Given tensors, nanobind calls Tensor.__dlpack__, whose stream bookkeeping (for a consumer on
+    another stream; parscan runs on the current one) is Python code run for every tensor; torch's
+    C exporter skips it."""
+    return fn(*(_to_dlpack(a) if isinstance(a, torch.Tensor) else a for a in args))
 
 
 def _plain(t):
@@ -62,7 +72,7 @@ def _gated_forward(a: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor],
     d = _check_gated("gated_recurrence", a, b, dim, gate)
     x = torch.empty(a.shape, dtype=a.dtype, device=a.device)
     x_final = torch.empty(without(a.shape, d), dtype=a.dtype, device=a.device)
-    _core.gated_forward(_plain(a), _plain(b), x, _state(x0), x_final, d, reverse, gate, _stream(a))
+    _run(_core.gated_forward, _plain(a), _plain(b), x, _state(x0), x_final, d, reverse, gate, _stream(a))
     return x, x_final
 
 
@@ -82,7 +92,7 @@ def _gated_backward(a: torch.Tensor, x: torch.Tensor, x0: Optional[torch.Tensor]
     # Without x0 there is no dx0: an empty tensor stands for it (a custom op returns tensors).
     dx0 = torch.empty(without(a.shape, d) if x0 is not None else (0,), dtype=a.dtype, device=a.device)
     # Incoming gradients may have any strides (expanded ones, say); dense ones always describe.
-    _core.gated_backward(_plain(a), _plain(x), None, _state(x0), _plain(dx).contiguous(), _state(dx_final), da, db,
+    _run(_core.gated_backward, _plain(a), _plain(x), None, _state(x0), _plain(dx).contiguous(), _state(dx_final), da, db,
                          dx0 if x0 is not None else None, d, reverse, gate, _stream(a))
     return da, db, dx0
 
@@ -138,7 +148,7 @@ def _cumulative(x: torch.Tensor, op: str, dim: int, reverse: bool, exclusive: bo
     check_choice("cumulative", "op", op, SCAN_OPERATORS)
     d = normalize_dim("cumulative", "x", x.dim(), dim)
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    _core.cumulative(_plain(x), out, op, d, reverse, exclusive, _stream(x))
+    _run(_core.cumulative, _plain(x), out, op, d, reverse, exclusive, _stream(x))
     return out
 
 
@@ -172,7 +182,7 @@ def _reduce(x: torch.Tensor, op: str, dim: int) -> torch.Tensor:
     d = normalize_dim("reduce", "x", x.dim(), dim)
     wide = x.dtype in (torch.float16, torch.bfloat16)  # accumulated, and written, in float32
     out = torch.empty(without(x.shape, d), dtype=torch.float32 if wide else x.dtype, device=x.device)
-    _core.reduce(_plain(x), out, op, d, _stream(x))
+    _run(_core.reduce, _plain(x), out, op, d, _stream(x))
     return out.to(x.dtype) if wide else out
 
 
@@ -245,7 +255,7 @@ def _log_forward(a: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], a
     a_, a_negative = _signs(a, a_negative)
     b_, b_negative = _signs(b, b_negative)
     x0_, x0_negative = (None, None) if x0 is None else (_state(x0), _state(x0_negative))
-    _core.log_forward(a_, b_, log_x if want_log else None, x_neg if want_log else None, x if want_value else None, x0_,
+    _run(_core.log_forward, a_, b_, log_x if want_log else None, x_neg if want_log else None, x if want_value else None, x0_,
                       a_negative, b_negative, x0_negative, log_final, final_neg, a_form, b_form, x0_form, d, reverse,
                       _stream(a))
     return log_x, x_neg, x, log_final, final_neg
@@ -272,7 +282,7 @@ def _log_backward(a: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], 
     a_, a_negative = _signs(a, a_negative)
     b_, b_negative = _signs(b, b_negative)
     log_x_, x_negative = (None, None) if log_x is None else _signs(log_x, x_negative)
-    _core.log_backward(a_, b_, _plain(dx).contiguous(), da, db, _state(x0), a_negative, b_negative,
+    _run(_core.log_backward, a_, b_, _plain(dx).contiguous(), da, db, _state(x0), a_negative, b_negative,
                        _state(x0_negative), log_x_, x_negative, _state(dlog_x_final),
                        dx0 if x0 is not None else None, a_form, b_form, x0_form, dx_form, d, reverse, _stream(a))
     return da, db, dx0
@@ -356,7 +366,7 @@ def _matrix_forward(W: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor]
     d = _check_matrix("matrix_recurrence", b, dim)
     x = torch.empty(b.shape, dtype=b.dtype, device=b.device)
     x_final = torch.empty(without(b.shape, d), dtype=b.dtype, device=b.device)
-    _core.matrix_forward(_plain(W), _plain(b), x, _state(x0), x_final, d, reverse, _stream(b))
+    _run(_core.matrix_forward, _plain(W), _plain(b), x, _state(x0), x_final, d, reverse, _stream(b))
     return x, x_final
 
 
@@ -373,7 +383,7 @@ def _matrix_backward(W: torch.Tensor, x: torch.Tensor, x0: Optional[torch.Tensor
     dW = torch.empty(W.shape, dtype=x.dtype, device=x.device)
     db = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     dx0 = torch.empty(without(x.shape, d) if x0 is not None else _EMPTY, dtype=x.dtype, device=x.device)
-    _core.matrix_backward(_plain(W), _plain(x), None, _state(x0), _plain(dx).contiguous(), _state(dx_final), dW, db,
+    _run(_core.matrix_backward, _plain(W), _plain(x), None, _state(x0), _plain(dx).contiguous(), _state(dx_final), dW, db,
                           dx0 if x0 is not None else None, d, reverse, _stream(x))
     return dW, db, dx0
 
@@ -418,7 +428,7 @@ def matrix_recurrence(W, b, x0=None, *, dim=-2, reverse=False, return_final=Fals
 def _matrix_chain(M: torch.Tensor, dim: int, prefixes: bool, order: str, math: str) -> torch.Tensor:
     d = chain_dim("matrix_chain", M.dim(), dim)
     out = torch.empty(M.shape if prefixes else without(M.shape, d), dtype=M.dtype, device=M.device)
-    _core.matrix_chain(_plain(M), out, d, prefixes, order, math, _stream(M))
+    _run(_core.matrix_chain, _plain(M), out, d, prefixes, order, math, _stream(M))
     return out
 
 
