@@ -11,13 +11,22 @@
 // Effective bandwidth counts each tensor once (forward: a, b read, x written; backward: a, x,
 // dx read, da, db written), as bench_recurrence does. Sequence 0 of every packed row is checked
 // against a float64 host loop.
+//
+// Then the generic segmented scan (parscan/segmented_scan.hpp): a float sum over 10^5 segments
+// of 2^28 elements in all, cut at uniformly random points, against cub::DeviceScan::
+// InclusiveSumByKey over the same data with a segment id per element (CUB's nearest
+// algorithm), in the same run. Both rows count the task's bytes (the values read and written
+// once; CUB also reads its keys, which the task does not need). The first 2000 segments and the
+// last are checked against a float64 host loop.
 //   usage: bench_varlen [--json out.json] [--filter <part of a row name>]
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include <parscan/parscan.hpp>
+#include <cub/device/device_scan.cuh>
+#include <parscan/parscan.cuh>
 
 #include "bench_common.cuh"
 
@@ -143,6 +152,77 @@ bench::row run(const spec& c, double copy, double& max_err) {
           c.backward ? "bwd" : "fwd", shape, us, gbs, 100 * gbs / copy, 0.0};
 }
 
+__global__ void segment_keys(const std::int64_t* offsets, index_t segments, int* keys) {
+  for (index_t s = blockIdx.x; s < segments; s += gridDim.x)
+    for (index_t i = offsets[s] + threadIdx.x; i < offsets[s + 1]; i += blockDim.x) keys[i] = static_cast<int>(s);
+}
+
+/// The generic segmented float sum and CUB's scan by key, same data, same run.
+void segmented_rows(double copy, const std::string& filter, std::vector<bench::row>& rows, double& max_err) {
+  const std::string name = "segmented float sum, 1e5 random segments";
+  if ((name + " (parscan)").find(filter) == std::string::npos && (name + " (cub by key)").find(filter) == std::string::npos)
+    return;
+  const index_t n = index_t(1) << 28, N = 100000;
+  std::vector<std::int64_t> offsets(static_cast<size_t>(N) + 1);
+  offsets[0] = 0, offsets[static_cast<size_t>(N)] = n;
+  for (index_t s = 1; s < N; ++s)
+    offsets[static_cast<size_t>(s)] = static_cast<std::int64_t>(bench::mix(0xc0ffeeull + s) % static_cast<std::uint64_t>(n));
+  std::sort(offsets.begin(), offsets.end());
+  float *x, *out;
+  int* keys;
+  std::int64_t* off;
+  BENCH_CHECK(cudaMalloc(&x, n * sizeof(float)));
+  BENCH_CHECK(cudaMalloc(&out, n * sizeof(float)));
+  BENCH_CHECK(cudaMalloc(&keys, n * sizeof(int)));
+  BENCH_CHECK(cudaMalloc(&off, offsets.size() * sizeof(std::int64_t)));
+  BENCH_CHECK(cudaMemcpy(off, offsets.data(), offsets.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice));
+  fill<<<2048, 256>>>(x, n, 77u, false);
+  segment_keys<<<4096, 256>>>(off, N, keys);
+  const parscan::segments seg{N, off, n};
+  const parscan::cuda_backend be{};
+  auto check = [&](const char* who) {
+    BENCH_CHECK(cudaDeviceSynchronize());
+    const index_t upto = offsets[2000];
+    std::vector<float> hx(static_cast<size_t>(upto)), ho(static_cast<size_t>(upto));
+    BENCH_CHECK(cudaMemcpy(hx.data(), x, upto * sizeof(float), cudaMemcpyDeviceToHost));
+    BENCH_CHECK(cudaMemcpy(ho.data(), out, upto * sizeof(float), cudaMemcpyDeviceToHost));
+    double err = 0;
+    for (index_t s = 0; s < 2000; ++s) {
+      double run = 0, scale = 1;
+      for (index_t i = offsets[static_cast<size_t>(s)]; i < offsets[static_cast<size_t>(s) + 1]; ++i) {
+        run += hx[static_cast<size_t>(i)];
+        scale = std::max(scale, std::fabs(run));
+        err = std::max(err, std::fabs(double(ho[static_cast<size_t>(i)]) - run) / scale);
+      }
+    }
+    if (err > 1e-5) std::printf("%s: segmented sum off by %.3g\n", who, err);
+    return err;
+  };
+  auto parscan_call = [&](int) {
+    const parscan::status st = parscan::segmented_inclusive_scan(be, x, out, seg, parscan::sum_op<float>{});
+    if (st != parscan::status::success) std::printf("segmented scan: %s\n", parscan::to_string(st)), std::exit(1);
+  };
+  parscan_call(0);
+  max_err = std::max(max_err, check("parscan"));
+  const double us = bench::median_us(parscan_call, 15, 2);
+  std::size_t tmp_bytes = 0;
+  BENCH_CHECK(cub::DeviceScan::InclusiveSumByKey(nullptr, tmp_bytes, keys, x, out, static_cast<int>(n)));
+  void* tmp;
+  BENCH_CHECK(cudaMalloc(&tmp, tmp_bytes));
+  auto cub_call = [&](int) {
+    BENCH_CHECK(cub::DeviceScan::InclusiveSumByKey(tmp, tmp_bytes, keys, x, out, static_cast<int>(n)));
+  };
+  cub_call(0);
+  check("cub");
+  const double cub_us = bench::median_us(cub_call, 15, 2);
+  const double moved = 2.0 * n * sizeof(float);
+  const std::string shape = "1e5 segs, total 2^28";
+  rows.push_back({name + " (parscan)", "f32", "packed", "fwd", shape, us, moved / us / 1e3, 100 * moved / us / 1e3 / copy, 0.0});
+  rows.push_back({name + " (cub by key)", "f32", "packed", "fwd", shape, cub_us, moved / cub_us / 1e3,
+                  100 * moved / cub_us / 1e3 / copy, 0.0});
+  for (void* p : {(void*)x, (void*)out, (void*)keys, (void*)off, tmp}) BENCH_CHECK(cudaFree(p));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -170,12 +250,15 @@ int main(int argc, char** argv) {
           rows.push_back(bf16 ? run<parscan::bfloat16>(c, copy, max_err_16) : run<float>(c, copy, max_err));
         }
       }
+  double max_err_segmented = 0;
+  segmented_rows(copy, filter, rows, max_err_segmented);
   bench::print_table(rows, copy);
   bench::write_json(bench::json_arg(argc, argv), "bench_varlen", rows, copy);
   std::printf("random lengths: 64 sequences, total %lld steps (mean %.1f)\n", static_cast<long long>(total),
               double(total) / 64);
   std::printf("max relative error of checked sequences: f32 %.3g, bf16 %.3g\n", max_err, max_err_16);
-  const bool ok = max_err <= 1e-5 && max_err_16 <= 1e-2;
+  std::printf("max relative error of the segmented sum's checked segments: %.3g\n", max_err_segmented);
+  const bool ok = max_err <= 1e-5 && max_err_16 <= 1e-2 && max_err_segmented <= 1e-5;
   if (!ok) std::printf("FAILED: checked sequences above tolerance\n");
   return ok ? 0 : 1;
 }

@@ -4,3 +4,4 @@
 
 #include "parscan.hpp"
 #include "cuda/scan.cuh"
+#include "cuda/segmented_scan.cuh"

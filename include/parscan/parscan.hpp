@@ -14,4 +14,6 @@
 #include "matrix_recurrence.hpp"
 #include "recurrence.hpp"
 #include "scan.hpp"
+#include "segmented_scan.hpp"
+#include "host/segmented_scan.hpp"
 #include "status.hpp"

@@ -37,11 +37,7 @@ inline status check_varlen_shape(const varlen_shape& s, index_t& states) {
 /// The offsets themselves, where the caller can read them (host memory): cu_seqlens[0] = 0,
 /// never decreasing, cu_seqlens[N] ≤ total_length. A full pass, O(N).
 inline status check_offsets(const varlen_shape& s) {
-  const std::int64_t* o = s.cu_seqlens;
-  if (o[0] != 0) return status::invalid_offsets;
-  for (index_t n = 0; n < s.sequences; ++n)
-    if (o[n + 1] < o[n]) return status::invalid_offsets;
-  return o[s.sequences] <= s.total_length ? status::success : status::invalid_offsets;
+  return parscan::detail::check_offsets(s.cu_seqlens, s.sequences, s.total_length);
 }
 
 struct varlen_forward_plan {

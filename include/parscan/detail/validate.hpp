@@ -113,6 +113,15 @@ inline status check_tensors(std::initializer_list<tensor_ref*> inputs, std::init
   return status::success;
 }
 
+/// Segment offsets where the caller can read them (host memory): o[0] = 0, never decreasing,
+/// o[n] ≤ total. A full pass, O(n).
+inline status check_offsets(const std::int64_t* o, index_t n, index_t total) {
+  if (o[0] != 0) return status::invalid_offsets;
+  for (index_t i = 0; i < n; ++i)
+    if (o[i + 1] < o[i]) return status::invalid_offsets;
+  return o[n] <= total ? status::success : status::invalid_offsets;
+}
+
 /// A dense per-sequence array of n elements (carry in, carry out, x0, ...).
 inline tensor_ref dense(const void* p, index_t n, std::size_t elem_bytes) {
   return {p, sequence_layout::contiguous(n), elem_bytes, 0};

@@ -9,29 +9,34 @@
 
 namespace parscan::cuda_detail {
 
-template <int Warps, int Chunks, class Problem, class Op>
-__global__ void __launch_bounds__(Warps* warp_threads) scan_warp_loop_kernel(Problem P, Op op, index_t sequences) {
+/// Sequence s of P, whole, by the calling warp: its tiles in order, the running prefix in
+/// registers. P.length > 0.
+template <int Chunks, class Problem, class Op>
+__device__ PARSCAN_INLINE void scan_sequence_in_warp(const Problem& P, const Op& op, index_t s) {
   using Acc = typename Problem::acc_type;
   using items = tile_items<Problem, Chunks>;
   constexpr index_t tile = tile_steps<Problem, 1, Chunks>;
   const index_t tiles = (P.length + tile - 1) / tile;
+  maybe<Acc> running = P.initial(s);
+  // No prefetch of tile k+1 here: measured on an H200 it doubled the tile's registers, cut the
+  // resident warps from 20 to 12 per SM and lowered the forward from 55% to 38% of copy.
+  // Independent warps already overlap one another's loads and scans.
+  for (index_t k = 0; k < tiles; ++k) {
+    items now;
+    load_tile<1, Chunks>(P, s, k, now);
+    scan_tile<1, Chunks>(P, op, s, k, now, static_cast<tile_scan_smem<Acc, 1>*>(nullptr), [&](const Acc& aggregate) {
+      const maybe<Acc> before = running;
+      running = combine(running, maybe<Acc>{aggregate, true}, op);
+      return before;
+    });
+  }
+}
+
+template <int Warps, int Chunks, class Problem, class Op>
+__global__ void __launch_bounds__(Warps* warp_threads) scan_warp_loop_kernel(Problem P, Op op, index_t sequences) {
   const index_t first_warp = static_cast<index_t>(blockIdx.x) * Warps + threadIdx.x / warp_threads;
   const index_t all_warps = static_cast<index_t>(gridDim.x) * Warps;
-  for (index_t s = first_warp; s < sequences; s += all_warps) {
-    maybe<Acc> running = P.initial(s);
-    // No prefetch of tile k+1 here: measured on an H200 it doubled the tile's registers, cut the
-    // resident warps from 20 to 12 per SM and lowered the forward from 55% to 38% of copy.
-    // Independent warps already overlap one another's loads and scans.
-    for (index_t k = 0; k < tiles; ++k) {
-      items now;
-      load_tile<1, Chunks>(P, s, k, now);
-      scan_tile<1, Chunks>(P, op, s, k, now, static_cast<tile_scan_smem<Acc, 1>*>(nullptr), [&](const Acc& aggregate) {
-        const maybe<Acc> before = running;
-        running = combine(running, maybe<Acc>{aggregate, true}, op);
-        return before;
-      });
-    }
-  }
+  for (index_t s = first_warp; s < sequences; s += all_warps) scan_sequence_in_warp<Chunks>(P, op, s);
 }
 
 /// The warp loop with the next Stages-1 tiles of the warp's sequence in flight (staging_ring).

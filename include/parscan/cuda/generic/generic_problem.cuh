@@ -180,6 +180,20 @@ struct generic_problem : generic_staging<std::is_pointer_v<input_iterator_t<In>>
     store_at(c.c, c.first + i, v);
   }
 
+  /// The problem of a segment of a packed array (agent/segment_warps.cuh): a one-sequence
+  /// problem narrowed to elements [begin, begin + n); its carries stay indexed by segment.
+  __device__ PARSCAN_INLINE generic_problem segment(index_t begin, index_t n) const {
+    generic_problem q = *this;
+    q.in += begin;
+    if constexpr (pointer_out) {
+      if (q.out) q.out += begin;
+    } else {
+      q.out += begin;
+    }
+    q.length = q.in_layout.length = q.out_layout.length = n;
+    return q;
+  }
+
   /// A reduce writes no scan: dispatch_scan then runs its two-pass reduce.
   bool reduce_only() const {
     if constexpr (pointer_out) return out == nullptr;
