@@ -285,15 +285,14 @@ void reduces(const generic_case<int>& c, result_sink& sink) {
 }
 
 // PerLane accumulators per lane, ChainedWarps warps per tile, ChainedStages tiles in flight (0: the
-// one-tile-per-block kernel), WindowChain: the window chain (else the persistent hierarchical grid),
-// SpanChain: the span chain in its place.
-template <class T, int PerLane, int ChainedWarps, int ChainedStages, bool WindowChain = true, bool SpanChain = false>
+// one-tile-per-block kernel), WindowChain: the window chain (else the persistent hierarchical grid).
+template <class T, int PerLane, int ChainedWarps, int ChainedStages, bool WindowChain = true>
 void generic_shape(const generic_case<T>& c, double tol, result_sink& sink) {
   using S = cd::tile_shape_of<cd::generic_problem<T, T, T>, PerLane, 4, ChainedWarps, 8, 2, ChainedStages, 8, false,
-                              WindowChain, SpanChain>;
+                              WindowChain>;
   const std::string name = "lane" + std::to_string(PerLane) + "/chain" + std::to_string(ChainedWarps) + "w" +
                            (ChainedStages ? "s" + std::to_string(ChainedStages) : "") +
-                           (SpanChain ? "(span chain)" : WindowChain ? "(window chain)" : "(hierarchical)");
+                           (WindowChain ? "(window chain)" : "(hierarchical)");
   generic_variant<S>(c, name, tol, sink);
 }
 
@@ -313,10 +312,6 @@ int main(int argc, char** argv) {
       generic_shape<int, 16, 8, 3>(c, 0, out);   // ... reducing ahead
       generic_shape<int, 16, 16, 3>(c, 0, out);  // ... reducing ahead (the library's default)
       generic_shape<int, 32, 8, 3>(c, 0, out);
-      generic_shape<int, 16, 16, 3, true, true>(c, 0, out);  // the span chain
-      generic_shape<int, 16, 16, 4, true, true>(c, 0, out);
-      generic_shape<int, 16, 8, 3, true, true>(c, 0, out);
-      generic_shape<int, 32, 8, 3, true, true>(c, 0, out);
       generic_cub(c, 0, out);
       reduces(c, out);
       c.release();
@@ -329,8 +324,6 @@ int main(int argc, char** argv) {
       generic_shape<parscan::affine<float>, 16, 8, 2>(c, 1e-4, out);
       generic_shape<parscan::affine<float>, 16, 8, 3>(c, 1e-4, out);  // the library's default
       generic_shape<parscan::affine<float>, 16, 16, 3>(c, 1e-4, out);
-      generic_shape<parscan::affine<float>, 16, 8, 3, true, true>(c, 1e-4, out);  // the span chain
-      generic_shape<parscan::affine<float>, 16, 16, 3, true, true>(c, 1e-4, out);
       c.release();
     }
     if (bench::has_flag(argc, argv, "--only-generic")) {

@@ -40,10 +40,6 @@ using tiny_window_shape = cd::tile_shape_of<Problem, 4, 4, Warps, 8, 2, 0, 32, f
 template <int Warps, int Stages, class Problem = cd::recurrence_forward_problem<float>>
 using tiny_staged_window_shape = cd::tile_shape_of<Problem, 4, 4, Warps, 8, 2, Stages, 32, false, true>;
 
-// The same grid with the span chain (agent/span_chain.cuh) for its look-back.
-template <int Warps, int Stages, class Problem = cd::recurrence_forward_problem<float>>
-using tiny_span_shape = cd::tile_shape_of<Problem, 4, 4, Warps, 8, 2, Stages, 32, false, true, true>;
-
 
 template <class Shape>
 void check_chained(const std::string& what, index_t sequences, index_t length, bool reverse, bool head_pads = false) {
@@ -51,9 +47,7 @@ void check_chained(const std::string& what, index_t sequences, index_t length, b
             << ", head pads=" << head_pads);
   PARSCAN_TEST_RNG(r, "chained tiles " + what + (reverse ? " reverse" : ""));
   const index_t tiles = (length + Shape::chained_tile - 1) / Shape::chained_tile;
-  REQUIRE(tiles > (Shape::span_chain     ? 2 * cd::span_tiles
-                   : Shape::window_chain ? 3 * cd::chain_window * cd::chain_window
-                                         : 2 * cd::lookback_hyper));
+  REQUIRE(tiles > (Shape::window_chain ? 3 * cd::chain_window * cd::chain_window : 2 * cd::lookback_hyper));
   const std::size_t n = static_cast<std::size_t>(sequences * length);
   std::vector<float> a(n), b(n), x0(static_cast<std::size_t>(sequences));
   for (auto& v : a) v = static_cast<float>(r.uniform(0.5, 1.0));
@@ -134,18 +128,13 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: sequences spanning more than 32 wind
     check_chained<tiny_staged_window_shape<2, 2>>("staged window chain 2 deep", 3, staged_length, reverse);
     check_chained<tiny_staged_window_shape<2, 3>>("staged window chain 3 deep", 2, staged_length, reverse);
     check_chained<tiny_staged_window_shape<2, 4>>("staged window chain 4 deep", 1, staged_length, reverse, true);
-    check_chained<tiny_span_shape<2, 3>>("span chain 3 deep", 3, staged_length, reverse);
-    check_chained<tiny_span_shape<1, 4>>("one-warp span chain 4 deep", 2, staged_length, reverse, true);
-    check_chained<tiny_span_shape<4, 3>>("four-warp span chain 3 deep", 2, 2 * staged_length, reverse);
   }
 }
 
 TEST_CASE(PARSCAN_TEST_NAME("chained tiles: generic int32 scans through the staged window chain"),
           PARSCAN_TEST_TAGS("[scan][chained][large]")) {
   // Exact integer sums over three sequences of 3200 tiles of 256 steps, a partial last tile and
-  // one sequence starting off a 16-byte boundary (its runs are read directly, not staged); the
-  // window chain 2 and 3 deep and the span chain, which also runs with the carry out written
-  // over the carry in (chunks chained in place).
+  // one sequence starting off a 16-byte boundary (its runs are read directly, not staged).
   PARSCAN_TEST_RNG(r, "staged window chain int32");
   const index_t sequences = 3, length = 3200 * 256 + 129;
   const std::size_t n = static_cast<std::size_t>(sequences * length);
@@ -154,34 +143,30 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: generic int32 scans through the stag
   parscan_test::guarded_buffer<int> dx(x), dout(n), dcarry(carry), dtotal(static_cast<std::size_t>(sequences));
   const auto l = parscan::sequence_layout::time_contiguous(sequences, length);
   using problem = cd::generic_problem<int, int, int>;
-  // bits 0, 1: exclusive, reverse; variant / 4: the window chain 2 deep, 3 deep (reducing
-  // ahead), the span chain, the span chain in place.
-  for (int variant = 0; variant < 16; ++variant) {
+  for (int variant = 0; variant < 8; ++variant) {  // bits: exclusive, reverse, reducing ahead (3 stages)
     {
-      const int lookback = variant / 4;
-      const bool reverse = (variant & 2) != 0, in_place = lookback == 3;
+      const bool reduce_ahead = (variant & 4) != 0, reverse = (variant & 2) != 0;
       const auto kind = variant & 1 ? parscan::scan_kind::exclusive : parscan::scan_kind::inclusive;
       const bool exclusive = kind == parscan::scan_kind::exclusive;
-      INFO("exclusive=" << exclusive << " reverse=" << reverse << " look-back=" << lookback);
+      INFO("exclusive=" << exclusive << " reverse=" << reverse << " reducing ahead=" << reduce_ahead);
       parscan::scan_options<int> opts;
       opts.dir = reverse ? parscan::direction::reverse : parscan::direction::forward;
       opts.carry_in = dcarry.data();
-      opts.carry_out = in_place ? dcarry.data() : dtotal.data();
+      opts.carry_out = dtotal.data();
       const problem P = problem::from({kind, dx.data(), l, dout.data(), l, opts, 0, exclusive});
       auto run = [&] {
-        const parscan::sum_op<int> op{};
-        const parscan::cuda_backend be{};
-        const auto st = lookback == 0   ? cd::dispatch_scan<tiny_staged_window_shape<2, 2, problem>>(P, op, sequences, be)
-                        : lookback == 1 ? cd::dispatch_scan<tiny_staged_window_shape<2, 3, problem>>(P, op, sequences, be)
-                                        : cd::dispatch_scan<tiny_span_shape<2, 3, problem>>(P, op, sequences, be);
+        const auto st = reduce_ahead ? cd::dispatch_scan<tiny_staged_window_shape<2, 3, problem>>(
+                                           P, parscan::sum_op<int>{}, sequences, parscan::cuda_backend{})
+                                     : cd::dispatch_scan<tiny_staged_window_shape<2, 2, problem>>(
+                                           P, parscan::sum_op<int>{}, sequences, parscan::cuda_backend{});
         REQUIRE(st == parscan::status::success);
         PARSCAN_TEST_SYNC();
       };
       run();
       CHECK(dout.all_written());
       CHECK(dout.guards_intact());
-      CHECK(dtotal.all_written() != in_place);
-      const std::vector<int> got = dout.download(), total = in_place ? dcarry.download() : dtotal.download();
+      CHECK(dtotal.all_written());
+      const std::vector<int> got = dout.download(), total = dtotal.download();
       std::size_t wrong = 0;
       for (index_t s = 0; s < sequences; ++s) {
         long long run_sum = carry[static_cast<std::size_t>(s)];
@@ -196,7 +181,6 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: generic int32 scans through the stag
       CHECK(wrong == 0);
       dout.repoison();
       dtotal.repoison();
-      dcarry.upload(carry);
     }
   }
 }

@@ -11,7 +11,6 @@
 #include "../block/tile_scan.cuh"
 #include "staging_ring.cuh"
 #include "tile_reduce.cuh"
-#include "span_chain.cuh"
 #include "tile_state.cuh"
 #include "window_chain.cuh"
 
@@ -70,26 +69,15 @@ __global__ void __launch_bounds__(Warps* warp_threads)
     if (tile < total_tiles) ring.stage(P, tile / tiles_per_sequence, segment(tile % tiles_per_sequence), slot);
     async_commit();  // one group per tile, empty or not, so the wait below counts tiles
   };
-  // Reduce ahead (the window and span chains, 3 or more stages): a block publishes the
-  // aggregate of its next tile before the look-back of this one, so that no look-back waits for
-  // another block to finish its own (a 2^28 int32 sum on an H100: 52.5% of copy with 2 stages,
-  // 54.6% reducing ahead with 3; other designs measured are in docs/performance.md).
-  constexpr bool span = std::is_same_v<State, span_chain_state<Acc>>;
-  constexpr bool reduce_ahead =
-      (span || std::is_same_v<State, window_chain_state<Acc>>) && Stages >= 3 && !WarpTiles;
-  static_assert(!span || reduce_ahead, "the span chain reduces ahead");
+  // Reduce ahead (the window chain, 3 or more stages): a block publishes the aggregate of its
+  // next tile before the look-back of this one, so that no look-back waits for another block
+  // to finish its own (a 2^28 int32 sum on an H100: 52.5% of copy with 2 stages, 54.6% reducing
+  // ahead with 3; other designs measured are in docs/performance.md).
+  constexpr bool reduce_ahead = std::is_same_v<State, window_chain_state<Acc>> && Stages >= 3 && !WarpTiles;
   __shared__ tile_reduce_smem<Acc, reduce_ahead ? Warps : 1> reduce_sm;
-  // The span chain: each warp's share of the span's aggregates, and the carry in that each tile
-  // of span 0 read before its aggregate went out (span_chain.cuh), per ring slot.
-  struct span_storage {
-    maybe<Acc> warp_parts[span ? Warps : 1];
-    maybe<Acc> carry[span ? Stages : 1];
-  };
-  __shared__ alignas(16) unsigned char span_raw[sizeof(span_storage)];
-  auto& span_sm = *reinterpret_cast<span_storage*>(span_raw);
-  // The window chain: the tiles of the first 32 windows of a sequence (window_chain_prefix: the
-  // tiles that may read the carry in) publish their aggregates in their own look-backs.
-  constexpr index_t ahead_from = span ? 0 : static_cast<index_t>(chain_window) * chain_window;
+  // The first 32 windows of a sequence (window_chain_prefix: the tiles that may read the carry
+  // in) publish their aggregates in their own look-backs.
+  constexpr index_t ahead_from = static_cast<index_t>(chain_window) * chain_window;
   auto publish_aggregate = [&](index_t t, int slot) {
     if constexpr (reduce_ahead) {
       const index_t s = t / tiles_per_sequence, k = t % tiles_per_sequence;
@@ -97,15 +85,9 @@ __global__ void __launch_bounds__(Warps* warp_threads)
       tile_items<Problem, Chunks> items;
       ring.load(P, s, segment(k), slot, items);
       const Acc total = reduce_tile<Warps, Chunks>(P, op, k, items, reduce_sm);
-      if (threadIdx.x == 0) {
-        // Storing the carry consumes the load, so it is done before the aggregate goes out.
-        if constexpr (span)
-          if (k < span_tiles) span_sm.carry[slot] = P.initial(s);
-        State::store(st.aggregate(t), total);
-      }
+      if (threadIdx.x == 0) State::store(st.aggregate(t), total);
     }
   };
-  const index_t spans_per_sequence = (tiles_per_sequence + span_tiles - 1) / span_tiles;
   index_t tile = WarpTiles ? blockIdx.x * Warps + warp : blockIdx.x;
   for (int i = 0; i < Stages - 1; ++i) stage(tile + i * stride, i);
   if constexpr (reduce_ahead) {
@@ -113,12 +95,6 @@ __global__ void __launch_bounds__(Warps* warp_threads)
     if (tile < total_tiles) publish_aggregate(tile, 0);
   }
   for (int slot = 0; tile < total_tiles; tile += stride, slot = slot + 1 == Stages ? 0 : slot + 1) {
-    const index_t s = tile / tiles_per_sequence, k = tile % tiles_per_sequence;
-    // The span chain: this tile's share of its span's aggregates goes in flight first, and is
-    // waited for after the next tile's reduce.
-    span_share<span ? Warps * warp_threads : span_tiles, Acc> share;
-    const index_t span_start = tile - k % span_tiles;
-    if constexpr (span) share.issue(st, span_start, static_cast<int>(k % span_tiles));
     // The slot refilled now was read back by the previous tile, and each lane refills only
     // runs it staged and read back itself, so no barrier is needed. (Refilling a slot as soon
     // as its tile was in registers, to keep Stages tiles in flight during the look-back,
@@ -130,19 +106,11 @@ __global__ void __launch_bounds__(Warps* warp_threads)
     } else {
       async_wait<Stages - 1>();  // this tile's group is complete
     }
-    if constexpr (span) {
-      // scan_tile's first barrier orders these stores before warp 0 reads them.
-      const maybe<Acc> part = share.finish(st, span_start, static_cast<int>(k % span_tiles), op);
-      if (lane_id() == 0) span_sm.warp_parts[warp] = part;
-    }
+    const index_t s = tile / tiles_per_sequence, k = tile % tiles_per_sequence;
     tile_items<Problem, Chunks> now;
     ring.load(P, s, segment(k), slot, now);
     scan_tile<tile_warps, Chunks>(P, op, s, k, now, &sm, [&](const Acc& aggregate) {
-      if constexpr (span)
-        return span_chain_prefix<Warps>(st, s * spans_per_sequence, k, aggregate, span_sm.warp_parts,
-                                        k < span_tiles ? span_sm.carry[slot] : maybe<Acc>{Acc{}, false}, op);
-      else
-        return chained_prefix(st, P, op, tiles_per_sequence, s, k, aggregate, reduce_ahead && k >= ahead_from);
+      return chained_prefix(st, P, op, tiles_per_sequence, s, k, aggregate, reduce_ahead && k >= ahead_from);
     });
   }
   async_wait<0>();

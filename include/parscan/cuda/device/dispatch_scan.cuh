@@ -11,7 +11,6 @@
 #include "../agent/chained_tiles.cuh"
 #include "../agent/lane_tiles.cuh"
 #include "../agent/reduce_spans.cuh"
-#include "../agent/span_chain.cuh"
 #include "../agent/staged_lane_tiles.cuh"
 #include "../agent/warp_loop.cuh"
 
@@ -87,19 +86,16 @@ constexpr int default_chained_warps = sizeof(Acc) <= 4 ? 16 : 8;
 /// WindowChain picks the look-back of the chained kernels: the window chain
 /// (agent/window_chain.cuh) — on a persistent staged grid, or with ChainedStages = 0 one tile
 /// per block — or the hierarchical windows of tile_state.cuh; warp tiles apply to the latter.
-/// SpanChain (with WindowChain and 3 or more ChainedStages) puts the span chain
-/// (agent/span_chain.cuh) in the window chain's place on the persistent staged grid.
 template <class Problem, int PerLane = default_per_lane<typename Problem::acc_type>, int LoopWarps = 4,
           int ChainedWarps = default_chained_warps<typename Problem::acc_type>, int LaneWarps = 8, int LoopStages = 2,
           int ChainedStages = default_chained_stages<Problem>,
           int LaneSteps = default_lane_steps<Problem>, bool ChainedWarpTiles = false,
-          bool WindowChain = default_window_chain<Problem>, bool SpanChain = false>
+          bool WindowChain = default_window_chain<Problem>>
 struct tile_shape_of {
   static constexpr bool window_chain = WindowChain;
   static constexpr bool staged = has_staging<Problem>;
   static constexpr int loop_stages = staged ? LoopStages : 0;
   static constexpr int chained_stages = staged ? ChainedStages : 0;
-  static constexpr bool span_chain = SpanChain && WindowChain && chained_stages >= 3 && !ChainedWarpTiles;
   static constexpr int per_lane = PerLane;
   static constexpr int chunks = per_lane / Problem::run > 0 ? per_lane / Problem::run : 1;
   static constexpr int loop_warps = LoopWarps;
@@ -142,10 +138,7 @@ std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
   const index_t lane_tiles = (sequences + 31) / 32 * ((length + shape::lane_tile - 1) / shape::lane_tile);
   const index_t spans = sequences * ((tiles_per_sequence + reduce_tiles_per_span(tiles_per_sequence) - 1) /
                                      reduce_tiles_per_span(tiles_per_sequence));
-  const index_t chain_spans = sequences * ((tiles_per_sequence + span_tiles - 1) / span_tiles);
-  const std::size_t chained = shape::span_chain     ? span_chain_state<Acc>::bytes(tiles, chain_spans)
-                              : shape::window_chain ? window_chain_state<Acc>::bytes(tiles, windows)
-                                                    : tile_state<Acc>::bytes(tiles);
+  const std::size_t chained = shape::window_chain ? window_chain_state<Acc>::bytes(tiles, windows) : tile_state<Acc>::bytes(tiles);
   std::size_t lanes = tile_state<Acc, warp_threads>::bytes(lane_tiles);
   if constexpr (has_staged_lanes<Problem>) {
     const std::size_t staged = staged_lane_workspace_bytes<Problem>(sequences, length);
@@ -265,15 +258,13 @@ status launch_persistent_chained(const Problem& P, const Op& op, index_t sequenc
   if (__builtin_mul_overflow(sequences, tiles_per_sequence, &total_tiles) || total_tiles > max_grid)
     return status::exceeds_device_limits;
   workspace_lease ws(be);
-  // The look-back: the span or window chain (zeroed whole) or the hierarchical windows.
-  using chain_state = std::conditional_t<shape::span_chain, span_chain_state<Acc>, window_chain_state<Acc>>;
-  std::conditional_t<shape::window_chain, chain_state, tile_state<Acc>> st;
+  // The look-back: the window chain (zeroed whole) or the hierarchical windows.
+  std::conditional_t<shape::window_chain, window_chain_state<Acc>, tile_state<Acc>> st;
   if constexpr (shape::window_chain) {
-    const index_t records = sequences * (shape::span_chain ? (tiles_per_sequence + span_tiles - 1) / span_tiles
-                                                           : (tiles_per_sequence + chain_window - 1) / chain_window);
-    const std::size_t bytes = chain_state::bytes(total_tiles, records);
+    const index_t windows = sequences * ((tiles_per_sequence + chain_window - 1) / chain_window);
+    const std::size_t bytes = window_chain_state<Acc>::bytes(total_tiles, windows);
     if (status s = ws.acquire(bytes); s != status::success) return s;
-    st = chain_state::carve(ws.get(), total_tiles, records);
+    st = window_chain_state<Acc>::carve(ws.get(), total_tiles, windows);
     if (status s = report(cudaMemsetAsync(ws.get(), 0, bytes, be.stream)); s != status::success) return s;
   } else {
     unsigned* counter;  // unused: the persistent grid takes its tiles round-robin
@@ -283,9 +274,7 @@ status launch_persistent_chained(const Problem& P, const Op& op, index_t sequenc
   constexpr index_t tiles_per_block = shape::chained_warp_tiles ? shape::chained_warps : 1;
   auto run = [&](auto kernel, int per_sm, int smem) {
     if (per_sm == 0) return status::exceeds_device_limits;
-    index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
-    // More blocks than a span's tiles would chain span ends within a round (span_chain.cuh).
-    if (shape::span_chain && resident > span_tiles) resident = span_tiles;
+    const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
     const index_t needed = (total_tiles + tiles_per_block - 1) / tiles_per_block;
     return launch_cooperative(kernel, resident < needed ? resident : needed, threads, smem, be, P, op, st,
                               tiles_per_sequence, total_tiles);
