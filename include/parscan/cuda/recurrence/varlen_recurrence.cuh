@@ -1,25 +1,23 @@
 // parscan/cuda/recurrence/varlen_recurrence.cuh — the gated recurrence over packed
-// variable-length sequences (cu_seqlens): one thread per (sequence, channel), walking that
-// sequence's steps in order with the forward or backward Problem of recurrence_problems.cuh
-// narrowed to the sequence, so the step arithmetic (gates, log gates, conjugates, da from
-// x[prev] or x0) is the same code the fixed-length kernels run.
-//
-// Why a kernel of its own: the shared scan kernels (agent/) take one length for every sequence
-// of a launch (Problem::length), and their tile shapes and workspace are sized from it. A
-// per-sequence length would reach into every agent. This kernel needs no workspace and no
-// barriers: consecutive threads take consecutive channels of one sequence, so a channel-last
-// (total_T, D) tensor is read a whole row of channels at a time; a time-contiguous one is
-// read one step per thread, each thread along its own row.
-//
-// UNMEASURED: written and compiled without a GPU. Its speed is bounded by one dependent
-// step per thread per iteration; with N·D threads it should keep the memory system busy
-// when N·D is in the tens of thousands (the benchmark's 64 × 1536), and it will be slow for
-// few long sequences of few channels, where the fixed-length kernels split time across warps.
+// variable-length sequences (cu_seqlens). Each kernel narrows the forward or backward Problem
+// of recurrence_problems.cuh to one sequence (sequence_of), so the step arithmetic (gates, log
+// gates, conjugates, da from x[prev] or x0) is the code the fixed-length kernels run, and each
+// sequence runs on its own, with no workspace and nothing passed between sequences:
+//   * time-contiguous (D, total_T): one warp per (sequence, channel), the warp loop's scan of a
+//     whole sequence (agent/warp_loop.cuh), 16-byte runs where a run is aligned;
+//   * channel-last (total_T, D), D ≥ 32: one block per (sequence, 32 channels), lane tiles
+//     (block/lane_tile_scan.cuh) walked in order with each lane's running value, the lane loop;
+//   * any other strides: one thread per (sequence, channel), step by step.
+// The shared agents take one length for every sequence of a launch (Problem::length) and size
+// their tile states from it; these loops need neither.
 #pragma once
 
 #include <cstdint>
 
 #include "../../layout.hpp"
+#include "../agent/warp_loop.cuh"
+#include "../block/lane_tile_scan.cuh"
+#include "../device/dispatch_scan.cuh"
 #include "../runtime.cuh"
 #include "recurrence_problems.cuh"
 
@@ -87,17 +85,87 @@ __global__ void __launch_bounds__(varlen_block_threads)
   }
 }
 
-/// Launches the kernel over N·D (sequence, channel) pairs; a grid-stride loop covers any count.
+/// Time-contiguous: warp w of the grid takes (sequence, channel) pairs w, w + all warps, ...
+template <int Warps, int Chunks, class Problem, class Op>
+__global__ void __launch_bounds__(Warps* warp_threads)
+    varlen_warp_loop_kernel(Problem P, Op op, const std::int64_t* cu_seqlens, index_t sequences, index_t channels) {
+  const index_t jobs = sequences * channels;
+  const index_t all_warps = static_cast<index_t>(gridDim.x) * Warps;
+  for (index_t i = static_cast<index_t>(blockIdx.x) * Warps + threadIdx.x / warp_threads; i < jobs; i += all_warps) {
+    const index_t n = i / channels, d = i - n * channels;
+    const index_t start = cu_seqlens[n];
+    const Problem Q = sequence_of(P, n, start, cu_seqlens[n + 1] - start, channels);
+    if (Q.length > 0) scan_sequence_in_warp<Chunks>(Q, op, d);
+    else if (lane_id() == 0) Q.finish(d, Q.initial(d).value);
+  }
+}
+
+/// Channel-last: block b takes (sequence, group of 32 channels) pairs b, b + grid, ..., and
+/// scans the group's lane tiles in order, warp 0 carrying each lane's running value.
+template <int Warps, int Steps, class Problem, class Op>
+__global__ void __launch_bounds__(Warps* warp_threads)
+    varlen_lane_loop_kernel(Problem P, Op op, const std::int64_t* cu_seqlens, index_t sequences, index_t channels) {
+  using Acc = typename Problem::acc_type;
+  constexpr index_t tile = static_cast<index_t>(Warps) * Steps;
+  __shared__ lane_tile_smem<Acc, Warps> sm;
+  const index_t groups = (channels + warp_threads - 1) / warp_threads;
+  for (index_t job = blockIdx.x; job < sequences * groups; job += gridDim.x) {
+    const index_t n = job / groups, g = job - n * groups;
+    const index_t start = cu_seqlens[n];
+    const Problem Q = sequence_of(P, n, start, cu_seqlens[n + 1] - start, channels);
+    const index_t d = g * warp_threads + lane_id();
+    maybe<Acc> running = d < channels ? Q.initial(d) : maybe<Acc>{Acc{}, false};
+    const index_t tiles = (Q.length + tile - 1) / tile;
+    for (index_t k = 0; k < tiles; ++k)
+      scan_lane_tile<Warps, Steps>(Q, op, channels, g, k, sm, [&](const maybe<Acc>& aggregate) {
+        const maybe<Acc> before = running;
+        running = combine(running, aggregate, op);
+        return before;
+      });
+    if (tiles == 0 && threadIdx.x < warp_threads && d < channels) Q.finish(d, running.value);
+  }
+}
+
+/// How dispatch_varlen covers a Problem: all of its tensors time-contiguous, all lane-major
+/// (channel-last with D ≥ 32), or neither.
+enum class varlen_cover { warp_loop, lane_loop, threads };
+template <class T>
+inline varlen_cover varlen_cover_of(const recurrence_forward_problem<T>& P) {
+  if (P.la.step_stride == 1 && P.lb.step_stride == 1 && P.lx.step_stride == 1) return varlen_cover::warp_loop;
+  if (is_lane_major(P.la) && is_lane_major(P.lb) && is_lane_major(P.lx)) return varlen_cover::lane_loop;
+  return varlen_cover::threads;
+}
+template <class T>
+inline varlen_cover varlen_cover_of(const recurrence_backward_problem<T>& P) {
+  const sequence_layout* all[] = {&P.la, &P.lx, &P.ldx, &P.lda, &P.ldb};
+  bool steps = true, lanes = true;
+  for (const sequence_layout* l : all) steps &= l->step_stride == 1, lanes &= is_lane_major(*l);
+  return steps ? varlen_cover::warp_loop : lanes ? varlen_cover::lane_loop : varlen_cover::threads;
+}
+
+/// Launches the kernel that suits the layout over N·D (sequence, channel) pairs; grid-stride
+/// loops cover any count.
 template <class Problem, class Op>
 status dispatch_varlen(const Problem& P, Op op, const std::int64_t* cu_seqlens, index_t sequences, index_t channels,
                        const cuda_backend& be) {
   const index_t jobs = sequences * channels;
   if (jobs == 0) return status::success;
-  constexpr index_t max_blocks = index_t(1) << 20;  // the loop takes the rest
-  index_t blocks = (jobs + varlen_block_threads - 1) / varlen_block_threads;
-  if (blocks > max_blocks) blocks = max_blocks;
-  varlen_recurrence_kernel<<<static_cast<unsigned>(blocks), varlen_block_threads, 0, be.stream>>>(
-      P, op, cu_seqlens, sequences, channels);
+  constexpr index_t max_blocks = index_t(1) << 20;  // the loops take the rest
+  auto capped = [&](index_t blocks) { return blocks < max_blocks ? blocks : max_blocks; };
+  using shape = tile_shape<Problem>;
+  switch (varlen_cover_of(P)) {
+    case varlen_cover::warp_loop:
+      return launch(varlen_warp_loop_kernel<shape::loop_warps, shape::chunks, Problem, Op>,
+                    capped((jobs + shape::loop_warps - 1) / shape::loop_warps), shape::loop_warps * warp_threads, 0, be,
+                    P, op, cu_seqlens, sequences, channels);
+    case varlen_cover::lane_loop:
+      return launch(varlen_lane_loop_kernel<shape::lane_warps, shape::lane_steps, Problem, Op>,
+                    capped(sequences * ((channels + warp_threads - 1) / warp_threads)),
+                    shape::lane_warps * warp_threads, 0, be, P, op, cu_seqlens, sequences, channels);
+    case varlen_cover::threads: break;
+  }
+  varlen_recurrence_kernel<<<static_cast<unsigned>(capped((jobs + varlen_block_threads - 1) / varlen_block_threads)),
+                             varlen_block_threads, 0, be.stream>>>(P, op, cu_seqlens, sequences, channels);
   return check_launch();
 }
 
