@@ -6,11 +6,14 @@ in the format of the C++ benchmarks, for benchmarks/report.py:
 
 Each op runs at a large shape, (B, D, T) = (8, 1536, 4096) laid out channel-last as bench_recurrence's
 "channel-last T=4096" rows are, i.e. a (B, T, D) = (8, 4096, 1536) tensor scanned along dim=1, or its
-nearest equivalent, and at a tiny one. Times are CUDA events around one call on the current stream, the median of --runs
-calls after warm-up. Two figures answer "what does Python cost":
+nearest equivalent, and at a tiny one. A sample is CUDA events around a batch of calls issued
+back to back on the current stream (enough calls for about 2 ms), as a training loop issues
+them; a call's time is the median over --runs samples of sample time / batch. So a call costs
+whichever is longer, its GPU time or the host time to issue it. Two figures answer "what does
+Python cost":
 - overhead_us (tiny shape): the call's time minus that of an empty torch kernel launch measured
   the same way, i.e. what the Python wrapper, the custom-op dispatch and the argument checks
-  add on top of one launch;
+  add on top of one launch (there the host time is the longer one);
 - pct_copy (large shape): bytes the op must move (every input read once, every output written
   once) per second, as a percentage of a torch device-to-device copy of the same number of
   bytes in the same process.
@@ -37,19 +40,23 @@ def commit():
         return "unknown"
 
 
-def median_us(torch, fn, runs, warmup=5):
+def median_us(torch, fn, runs, warmup=5, sample_us=2000.0):
+    """Microseconds per call: the median over `runs` samples, each a batch of back-to-back calls."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(runs):
+
+    def sample(batch):
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        fn()
+        for _ in range(batch):
+            fn()
         stop.record()
         stop.synchronize()
-        times.append(start.elapsed_time(stop) * 1e3)
-    return statistics.median(times)
+        return start.elapsed_time(stop) * 1e3 / batch
+
+    batch = max(1, min(500, int(sample_us / max(sample(1), 1.0))))
+    return statistics.median(sample(batch) for _ in range(runs))
 
 
 def cases(torch, pt, large):
@@ -86,6 +93,47 @@ def cases(torch, pt, large):
     out.append(("matrix_chain total d=8", "f32", 4 * seqs * (T + 1) * N * N, lambda: pt.matrix_chain(M, dim=1)))
     shapes[out[-1][0]] = f"{seqs}x{T}x{N}x{N}"
     return [(name, dtype, shapes[name], moved, fn) for name, dtype, moved, fn in out]
+
+
+def floors(torch, large):
+    """What any torch.library.custom_op costs, measured the same way: an op that only allocates
+    its output, without and with an autograd formula, and parscan's extension called directly
+    (the C++ entry point, with no custom op around it). (name, dtype, bytes moved, the call)."""
+    from torch.utils.dlpack import to_dlpack
+    from parscan import _core
+
+    B, T, D = (8, 4096, 1536) if large else (1, 8, 32)
+    a = torch.rand(B, T, D, device="cuda") * 0.5 + 0.5
+    b = torch.randn(B, T, D, device="cuda")
+    x, x_final = torch.empty_like(a), torch.empty(B, D, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    rows = [("parscan extension called directly (gated forward)", "f32", 3 * 4 * B * T * D,
+             lambda: _core.gated_forward(to_dlpack(a), to_dlpack(b), to_dlpack(x), None, to_dlpack(x_final), 1, False,
+                                         "linear", stream))]
+    if not large:
+        if not hasattr(floors, "ops"):
+            @torch.library.custom_op("parscan_bench::empty", mutates_args=())
+            def empty(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+                return torch.empty_like(a)
+
+            @empty.register_fake
+            def _(a, b):
+                return torch.empty_like(a)
+
+            @torch.library.custom_op("parscan_bench::empty_with_autograd", mutates_args=())
+            def empty_grad(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+                return torch.empty_like(a)
+
+            @empty_grad.register_fake
+            def _(a, b):
+                return torch.empty_like(a)
+
+            empty_grad.register_autograd(lambda ctx, g: (g, g), setup_context=lambda ctx, inputs, output: None)
+            floors.ops = (empty, empty_grad)
+        empty, empty_grad = floors.ops
+        rows += [("floor: an empty torch custom_op", "f32", 0, lambda: empty(a, b)),
+                 ("floor: an empty torch custom_op with autograd", "f32", 0, lambda: empty_grad(a, b))]
+    return [(name, dtype, f"{B}x{D}x{T}", moved, fn) for name, dtype, moved, fn in rows]
 
 
 # Python rows and the bench_recurrence rows of the same operation (channel-last, T = 4096).
@@ -137,14 +185,14 @@ def main():
     cpp = cpp_rows(args.cpp)
     results = []
     for large in (True, False):
-        for name, dtype, shape, moved, fn in cases(torch, pt, large):
+        for name, dtype, shape, moved, fn in cases(torch, pt, large) + floors(torch, large):
             us = median_us(torch, fn, runs)
             gbs = moved / (us * 1e3)
             row = {"case": name, "dtype": dtype, "layout": "channel_last" if "matrix" not in name else "dense",
                    "direction": "backward" if "backward" in name else "forward", "shape": shape, "median_us": round(us, 3), "gbs": round(gbs, 2),
                    "pct_copy": round(100 * gbs / copy_gbs, 2),
                    "extra": round(us - launch_us, 3) if not large else round(moved / 1e6, 3)}
-            cpp_us = cpp.get((CPP_ROWS.get((name, dtype)), shape))
+            cpp_us = cpp.get((CPP_ROWS.get((name, dtype)), shape)) if "directly" not in name else None
             if cpp_us:
                 row["cpp_median_us"], row["python_over_cpp"] = cpp_us, round(us / cpp_us, 4)
             results.append(row)

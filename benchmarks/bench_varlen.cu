@@ -250,6 +250,21 @@ int main(int argc, char** argv) {
           rows.push_back(bf16 ? run<parscan::bfloat16>(c, copy, max_err_16) : run<float>(c, copy, max_err));
         }
       }
+  // The training shape of bench_recurrence, (8, 4096, 1536) channel-last, packed as 8 equal
+  // sequences, against the fixed-length call: how the packed lane loop compares with the
+  // fixed-length channel-last kernel at few sequences.
+  for (bool bwd : {false, true})
+    for (bool bf16 : {false, true}) {
+      const std::string tag = std::string(bwd ? "bwd " : "fwd ") + (bf16 ? "bf16 " : "f32 ") + "channel-last";
+      const spec cases[] = {
+          {"varlen 8 equal " + tag, std::vector<index_t>(8, 4096), 0, 0, 1536, L::channel_last, bwd},
+          {"batch 8 equal " + tag, {}, 8, 4096, 1536, L::channel_last, bwd},
+      };
+      for (const spec& c : cases) {
+        if (c.name.find(filter) == std::string::npos) continue;
+        rows.push_back(bf16 ? run<parscan::bfloat16>(c, copy, max_err_16) : run<float>(c, copy, max_err));
+      }
+    }
   double max_err_segmented = 0;
   segmented_rows(copy, filter, rows, max_err_segmented);
   bench::print_table(rows, copy);

@@ -194,6 +194,19 @@ struct generic_problem : generic_staging<std::is_pointer_v<input_iterator_t<In>>
     return q;
   }
 
+  /// Steps before the first run whose 16-byte access is aligned, in processing order (0 when
+  /// runs are never one access): the steps before the first boundary, or reversed, those
+  /// after the last. Only for a contiguous sequence (a segment).
+  __device__ PARSCAN_INLINE int misaligned_head() const {
+    if constexpr (stages_runs) {
+      constexpr int bytes = static_cast<int>(sizeof(in_value));
+      const int past = static_cast<int>(reinterpret_cast<std::uintptr_t>(reverse ? in + length : in) % 16) / bytes;
+      return reverse ? past : (run - past) % run;
+    } else {
+      return 0;
+    }
+  }
+
   /// A reduce writes no scan: dispatch_scan then runs its two-pass reduce.
   bool reduce_only() const {
     if constexpr (pointer_out) return out == nullptr;

@@ -111,7 +111,7 @@ struct head_padded {
   index_t length;  // virtual steps: the real length + run - 1
   bool lane_major, exclusive;
 
-  explicit head_padded(const Problem& P)
+  PARSCAN_HD explicit head_padded(const Problem& P)
       : base(P), length(P.length + run - 1), lane_major(P.lane_major), exclusive(P.exclusive) {}
 
   struct cursor {

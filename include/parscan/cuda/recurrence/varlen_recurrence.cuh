@@ -4,7 +4,9 @@
 // gates, conjugates, da from x[prev] or x0) is the code the fixed-length kernels run, and each
 // sequence runs on its own, with no workspace and nothing passed between sequences:
 //   * time-contiguous (D, total_T): one warp per (sequence, channel), the warp loop's scan of a
-//     whole sequence (agent/warp_loop.cuh), 16-byte runs where a run is aligned;
+//     whole sequence (agent/warp_loop.cuh), through head pads (recurrence_head_pads.cuh) for
+//     real types, since a sequence starts wherever cu_seqlens puts it, mostly off a 16-byte
+//     boundary, and its runs would otherwise be read a step at a time;
 //   * channel-last (total_T, D), D ≥ 32: one block per (sequence, 32 channels), lane tiles
 //     (block/lane_tile_scan.cuh) walked in order with each lane's running value, the lane loop;
 //   * any other strides: one thread per (sequence, channel), step by step.
@@ -13,12 +15,14 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "../../layout.hpp"
 #include "../agent/warp_loop.cuh"
 #include "../block/lane_tile_scan.cuh"
 #include "../device/dispatch_scan.cuh"
 #include "../runtime.cuh"
+#include "recurrence_head_pads.cuh"
 #include "recurrence_problems.cuh"
 
 namespace parscan::cuda_detail {
@@ -95,8 +99,13 @@ __global__ void __launch_bounds__(Warps* warp_threads)
     const index_t n = i / channels, d = i - n * channels;
     const index_t start = cu_seqlens[n];
     const Problem Q = sequence_of(P, n, start, cu_seqlens[n + 1] - start, channels);
-    if (Q.length > 0) scan_sequence_in_warp<Chunks>(Q, op, d);
-    else if (lane_id() == 0) Q.finish(d, Q.initial(d).value);
+    if (Q.length == 0) {
+      if (lane_id() == 0) Q.finish(d, Q.initial(d).value);
+    } else if constexpr (Problem::run > 1 && std::is_floating_point_v<typename Problem::C>) {
+      scan_sequence_in_warp<Chunks>(head_padded<Problem>(Q), op, d);
+    } else {
+      scan_sequence_in_warp<Chunks>(Q, op, d);
+    }
   }
 }
 
