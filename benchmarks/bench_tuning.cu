@@ -13,6 +13,8 @@
 #include <vector>
 
 #include <parscan/parscan.cuh>
+#include <parscan/cuda/agent/lane_loop.cuh>
+#include <parscan/cuda/recurrence/recurrence_lane_packs.cuh>
 #include <parscan/cuda/recurrence/recurrence_problems.cuh>
 
 #include "bench_common.cuh"
@@ -106,6 +108,39 @@ void time_forward(const forward_case<T>& c, const std::string& variant, double t
   out.rows.push_back({c.name + " " + variant, sizeof(T) == 2 ? "bf16" : "f32", c.l.step_stride == 1 ? "(B,D,T)" : "(B,T,D)",
                       "fwd", std::to_string(c.l.num_sequences()) + "x" + std::to_string(c.l.length), us, gbs,
                       100 * gbs / out.copy, err});
+}
+
+// Channel-last forward through lane packs of K channels (recurrence_lane_packs.cuh): the
+// library's staged lane tiles (dispatch_lane_tiles) against the lane loop (agent/lane_loop.cuh),
+// a block per group of 32 packs for the whole length, Steps steps per thread.
+template <class T, int Steps>
+void lane_loop_against_staged(const forward_case<T>& c, double tol, result_sink& out) {
+  constexpr int K = cd::channels_per_lane<T>;
+  using lanes = cd::recurrence_forward_lanes<T, K>;
+  using op_t = cd::lanewise_op<parscan::affine_op<T>, K>;
+  const lanes L(c.problem());
+  const index_t packs = c.l.num_sequences() / K;
+  auto time = [&](const std::string& variant, auto&& call) {
+    auto run = [&](int) {
+      const auto s = call();
+      if (s != parscan::status::success) std::printf("%s: %s\n", variant.c_str(), parscan::to_string(s)), std::exit(1);
+    };
+    BENCH_CHECK(cudaMemset(c.x, 0xff, c.bytes()));
+    run(0);
+    BENCH_CHECK(cudaDeviceSynchronize());
+    const double err = c.check();
+    if (!(err <= tol)) ++out.failures, std::printf("FAILED %s %s: error %.3g\n", c.name.c_str(), variant.c_str(), err);
+    const double us = bench::median_us(run, 15, 2);
+    const double gbs = 3.0 * c.bytes() / us / 1e3;
+    out.rows.push_back({c.name + " " + variant, sizeof(T) == 2 ? "bf16" : "f32", "(B,T,D)", "fwd",
+                        std::to_string(c.l.num_sequences()) + "x" + std::to_string(c.l.length), us, gbs,
+                        100 * gbs / out.copy, err});
+  };
+  time("staged lane tiles (library)", [&] { return cd::dispatch_lane_tiles(L, op_t{}, packs, parscan::cuda_backend{}); });
+  time("lane loop " + std::to_string(Steps) + " steps", [&] {
+    return cd::launch(cd::scan_lane_loop_kernel<8, Steps, lanes, op_t>, (packs + 31) / 32, 8 * 32, 0,
+                      parscan::cuda_backend{}, L, op_t{}, packs);
+  });
 }
 
 // PerLane steps per lane (and per thread of a lane tile); LoopWarps, ChainedWarps, LaneWarps warps per block of each kernel;
@@ -397,6 +432,15 @@ int main(int argc, char** argv) {
     variant<float, 32, 4, 8, 4>(c, 1e-5, out);
     variant<float, 32, 4, 8, 8>(c, 1e-5, out);
     variant<float, 64, 4, 8, 4>(c, 1e-5, out);
+    lane_loop_against_staged<float, 32>(c, 1e-5, out);
+    lane_loop_against_staged<float, 16>(c, 1e-5, out);
+    c.release();
+  }
+  {
+    forward_case<parscan::bfloat16> c{"fwd bf16 (8,4096,1536)", L::channel_last(8, 4096, 1536)};
+    c.alloc();
+    lane_loop_against_staged<parscan::bfloat16, 16>(c, 1e-2, out);
+    lane_loop_against_staged<parscan::bfloat16, 8>(c, 1e-2, out);
     c.release();
   }
   bench::print_table(out.rows, out.copy);

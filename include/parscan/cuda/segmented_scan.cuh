@@ -14,16 +14,27 @@ namespace parscan {
 
 namespace cuda_detail {
 
-/// Warps per block of the segment kernel, and accumulators per lane as the warp loop has them.
+/// Warps per block of the segment kernel; accumulators per lane and staged tiles as the warp
+/// loop of the batched scans has them (tile_shape).
 constexpr int segment_block_warps = 4;
 
 template <class Problem, class Op>
 status launch_segments(const Problem& P, const Op& op, const std::int64_t* offsets, index_t segments,
                        const cuda_backend& be) {
   using shape = tile_shape<Problem>;
+  constexpr int threads = segment_block_warps * warp_threads;
   const index_t blocks = (segments + segment_block_warps - 1) / segment_block_warps;
-  return launch(scan_segments_kernel<segment_block_warps, shape::chunks, Problem, Op>, blocks,
-                segment_block_warps * warp_threads, 0, be, P, op, offsets, segments);
+  constexpr auto kernel = scan_segments_kernel<segment_block_warps, shape::chunks, shape::loop_stages, Problem, Op>;
+  constexpr int smem = [] {
+    if constexpr (shape::loop_stages > 0)
+      return staging_ring<segment_block_warps, shape::chunks, shape::loop_stages, Problem>::bytes;
+    else
+      return 0;
+  }();
+  const device_facts dev = current_device();
+  if (dev.st != status::success) return dev.st;
+  if (blocks_per_multiprocessor<kernel>(threads, dev.device, smem) <= 0) return status::exceeds_device_limits;
+  return launch(kernel, blocks, threads, smem, be, P, op, offsets, segments);
 }
 
 }  // namespace cuda_detail

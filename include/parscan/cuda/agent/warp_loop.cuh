@@ -45,40 +45,45 @@ __global__ void __launch_bounds__(Warps* warp_threads) scan_warp_loop_kernel(Pro
   for (index_t s = first_warp; s < sequences; s += all_warps) scan_sequence_in_warp<Chunks>(P, op, s);
 }
 
+/// Sequence s of P, whole, by the calling warp, with its next Stages-1 tiles in flight through
+/// this warp's slots of `ring` (a staging_ring of Stages slots), from `running`. P.length > 0.
+template <int Chunks, int Stages, class Problem, class Op, class Ring>
+__device__ PARSCAN_INLINE void scan_sequence_in_warp_staged(const Problem& P, const Op& op, index_t s, const Ring& ring,
+                                                            maybe<typename Problem::acc_type> running) {
+  using Acc = typename Problem::acc_type;
+  constexpr index_t tile = tile_steps<Problem, 1, Chunks>;
+  const index_t tiles = (P.length + tile - 1) / tile;
+  for (index_t k = 0; k < Stages - 1; ++k) {
+    if (k < tiles) ring.stage(P, s, k * tile, static_cast<int>(k));
+    async_commit();  // one group per tile, empty or not, so the wait below counts tiles
+  }
+  for (index_t k = 0; k < tiles; ++k) {
+    const index_t ahead = k + Stages - 1;
+    if (ahead < tiles) ring.stage(P, s, ahead * tile, static_cast<int>(ahead % Stages));
+    async_commit();
+    async_wait<Stages - 1>();  // tile k's group is complete
+    tile_items<Problem, Chunks> now;
+    ring.load(P, s, k * tile, static_cast<int>(k % Stages), now);
+    scan_tile<1, Chunks>(P, op, s, k, now, static_cast<tile_scan_smem<Acc, 1>*>(nullptr), [&](const Acc& aggregate) {
+      const maybe<Acc> before = running;
+      running = combine(running, maybe<Acc>{aggregate, true}, op);
+      return before;
+    });
+  }
+  async_wait<0>();
+  __syncwarp();  // the next sequence's copies reuse the slots this warp just read
+}
+
 /// The warp loop with the next Stages-1 tiles of the warp's sequence in flight (staging_ring).
 template <int Warps, int Chunks, int Stages, class Problem, class Op>
 __global__ void __launch_bounds__(Warps* warp_threads)
     scan_warp_loop_staged_kernel(Problem P, Op op, index_t sequences) {
-  using Acc = typename Problem::acc_type;
-  using ring_t = staging_ring<Warps, Chunks, Stages, Problem>;
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
-  const ring_t ring{dynamic_smem};
-  constexpr index_t tile = tile_steps<Problem, 1, Chunks>;
-  const index_t tiles = (P.length + tile - 1) / tile;
+  const staging_ring<Warps, Chunks, Stages, Problem> ring{dynamic_smem};
   const index_t first_warp = static_cast<index_t>(blockIdx.x) * Warps + threadIdx.x / warp_threads;
   const index_t all_warps = static_cast<index_t>(gridDim.x) * Warps;
-  for (index_t s = first_warp; s < sequences; s += all_warps) {
-    maybe<Acc> running = P.initial(s);
-    for (index_t k = 0; k < Stages - 1; ++k) {
-      if (k < tiles) ring.stage(P, s, k * tile, static_cast<int>(k));
-      async_commit();  // one group per tile, empty or not, so the wait below counts tiles
-    }
-    for (index_t k = 0; k < tiles; ++k) {
-      const index_t ahead = k + Stages - 1;
-      if (ahead < tiles) ring.stage(P, s, ahead * tile, static_cast<int>(ahead % Stages));
-      async_commit();
-      async_wait<Stages - 1>();  // tile k's group is complete
-      tile_items<Problem, Chunks> now;
-      ring.load(P, s, k * tile, static_cast<int>(k % Stages), now);
-      scan_tile<1, Chunks>(P, op, s, k, now, static_cast<tile_scan_smem<Acc, 1>*>(nullptr), [&](const Acc& aggregate) {
-        const maybe<Acc> before = running;
-        running = combine(running, maybe<Acc>{aggregate, true}, op);
-        return before;
-      });
-    }
-    async_wait<0>();
-    __syncwarp();  // the next sequence's copies reuse the slots this warp just read
-  }
+  for (index_t s = first_warp; s < sequences; s += all_warps)
+    scan_sequence_in_warp_staged<Chunks, Stages>(P, op, s, ring, P.initial(s));
 }
 
 }  // namespace parscan::cuda_detail

@@ -4,7 +4,7 @@
 // gates, conjugates, da from x[prev] or x0) is the code the fixed-length kernels run, and each
 // sequence runs on its own, with no workspace and nothing passed between sequences:
 //   * time-contiguous (D, total_T): one warp per (sequence, channel), the warp loop's scan of a
-//     whole sequence (agent/warp_loop.cuh), through head pads (recurrence_head_pads.cuh) for
+//     whole sequence with its next tiles staged (agent/warp_loop.cuh), through head pads (recurrence_head_pads.cuh) for
 //     real types, since a sequence starts wherever cu_seqlens puts it, mostly off a 16-byte
 //     boundary, and its runs would otherwise be read a step at a time;
 //   * channel-last (total_T, D), D ≥ 32: one block per (sequence, 32 channels), lane tiles
@@ -18,8 +18,8 @@
 #include <type_traits>
 
 #include "../../layout.hpp"
+#include "../agent/lane_loop.cuh"
 #include "../agent/warp_loop.cuh"
-#include "../block/lane_tile_scan.cuh"
 #include "../device/dispatch_scan.cuh"
 #include "../runtime.cuh"
 #include "recurrence_head_pads.cuh"
@@ -89,10 +89,12 @@ __global__ void __launch_bounds__(varlen_block_threads)
   }
 }
 
-/// Time-contiguous: warp w of the grid takes (sequence, channel) pairs w, w + all warps, ...
-template <int Warps, int Chunks, class Problem, class Op>
+/// Time-contiguous: warp w of the grid takes (sequence, channel) pairs w, w + all warps, ...,
+/// each with its next Stages-1 tiles in flight (staging_ring), as the batched warp loop.
+template <int Warps, int Chunks, int Stages, class Problem, class Op>
 __global__ void __launch_bounds__(Warps* warp_threads)
     varlen_warp_loop_kernel(Problem P, Op op, const std::int64_t* cu_seqlens, index_t sequences, index_t channels) {
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];
   const index_t jobs = sequences * channels;
   const index_t all_warps = static_cast<index_t>(gridDim.x) * Warps;
   for (index_t i = static_cast<index_t>(blockIdx.x) * Warps + threadIdx.x / warp_threads; i < jobs; i += all_warps) {
@@ -102,36 +104,29 @@ __global__ void __launch_bounds__(Warps* warp_threads)
     if (Q.length == 0) {
       if (lane_id() == 0) Q.finish(d, Q.initial(d).value);
     } else if constexpr (Problem::run > 1 && std::is_floating_point_v<typename Problem::C>) {
-      scan_sequence_in_warp<Chunks>(head_padded<Problem>(Q), op, d);
+      using padded = head_padded<Problem>;
+      const padded R(Q);
+      scan_sequence_in_warp_staged<Chunks, Stages>(R, op, d, staging_ring<Warps, Chunks, Stages, padded>{dynamic_smem},
+                                                   R.initial(d));
     } else {
-      scan_sequence_in_warp<Chunks>(Q, op, d);
+      scan_sequence_in_warp_staged<Chunks, Stages>(Q, op, d, staging_ring<Warps, Chunks, Stages, Problem>{dynamic_smem},
+                                                   Q.initial(d));
     }
   }
 }
 
-/// Channel-last: block b takes (sequence, group of 32 channels) pairs b, b + grid, ..., and
-/// scans the group's lane tiles in order, warp 0 carrying each lane's running value.
+/// Channel-last: block b takes (sequence, group of 32 channels) pairs b, b + grid, ... through
+/// the lane loop (agent/lane_loop.cuh).
 template <int Warps, int Steps, class Problem, class Op>
 __global__ void __launch_bounds__(Warps* warp_threads)
     varlen_lane_loop_kernel(Problem P, Op op, const std::int64_t* cu_seqlens, index_t sequences, index_t channels) {
-  using Acc = typename Problem::acc_type;
-  constexpr index_t tile = static_cast<index_t>(Warps) * Steps;
-  __shared__ lane_tile_smem<Acc, Warps> sm;
+  __shared__ lane_tile_smem<typename Problem::acc_type, Warps> sm;
   const index_t groups = (channels + warp_threads - 1) / warp_threads;
   for (index_t job = blockIdx.x; job < sequences * groups; job += gridDim.x) {
     const index_t n = job / groups, g = job - n * groups;
     const index_t start = cu_seqlens[n];
-    const Problem Q = sequence_of(P, n, start, cu_seqlens[n + 1] - start, channels);
-    const index_t d = g * warp_threads + lane_id();
-    maybe<Acc> running = d < channels ? Q.initial(d) : maybe<Acc>{Acc{}, false};
-    const index_t tiles = (Q.length + tile - 1) / tile;
-    for (index_t k = 0; k < tiles; ++k)
-      scan_lane_tile<Warps, Steps>(Q, op, channels, g, k, sm, [&](const maybe<Acc>& aggregate) {
-        const maybe<Acc> before = running;
-        running = combine(running, aggregate, op);
-        return before;
-      });
-    if (tiles == 0 && threadIdx.x < warp_threads && d < channels) Q.finish(d, running.value);
+    scan_lane_group_in_block<Warps, Steps>(sequence_of(P, n, start, cu_seqlens[n + 1] - start, channels), op, channels,
+                                           g, sm);
   }
 }
 
@@ -163,10 +158,17 @@ status dispatch_varlen(const Problem& P, Op op, const std::int64_t* cu_seqlens, 
   auto capped = [&](index_t blocks) { return blocks < max_blocks ? blocks : max_blocks; };
   using shape = tile_shape<Problem>;
   switch (varlen_cover_of(P)) {
-    case varlen_cover::warp_loop:
-      return launch(varlen_warp_loop_kernel<shape::loop_warps, shape::chunks, Problem, Op>,
-                    capped((jobs + shape::loop_warps - 1) / shape::loop_warps), shape::loop_warps * warp_threads, 0, be,
-                    P, op, cu_seqlens, sequences, channels);
+    case varlen_cover::warp_loop: {
+      constexpr int stages = shape::loop_stages > 0 ? shape::loop_stages : 2;  // the recurrences stage
+      constexpr auto kernel = varlen_warp_loop_kernel<shape::loop_warps, shape::chunks, stages, Problem, Op>;
+      constexpr int smem = staging_ring<shape::loop_warps, shape::chunks, stages, Problem>::bytes;
+      const device_facts dev = current_device();
+      if (dev.st != status::success) return dev.st;
+      if (blocks_per_multiprocessor<kernel>(shape::loop_warps * warp_threads, dev.device, smem) <= 0)
+        return status::exceeds_device_limits;
+      return launch(kernel, capped((jobs + shape::loop_warps - 1) / shape::loop_warps), shape::loop_warps * warp_threads,
+                    smem, be, P, op, cu_seqlens, sequences, channels);
+    }
     case varlen_cover::lane_loop:
       return launch(varlen_lane_loop_kernel<shape::lane_warps, shape::lane_steps, Problem, Op>,
                     capped(sequences * ((channels + warp_threads - 1) / warp_threads)),
