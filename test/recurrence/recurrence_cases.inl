@@ -231,6 +231,10 @@ inline std::vector<shape3> lane_pack_shapes() {
   if (parscan_test::long_shapes_wanted()) {
     v.push_back({1, 64, 140001});  // past a super-window of 1024 tiles, forward and backward
     v.push_back({4, 1024, 2049});
+    // Groups of 32 channels enough for the float forward's lane loop (two per SM of an H100 or
+    // H200: 264): whole groups, and groups that straddle batch rows (D = 1000).
+    v.push_back({8, 1088, 300});
+    v.push_back({9, 1000, 77});
   }
   return v;
 }

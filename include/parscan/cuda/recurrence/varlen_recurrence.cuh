@@ -170,9 +170,8 @@ status dispatch_varlen(const Problem& P, Op op, const std::int64_t* cu_seqlens, 
                     smem, be, P, op, cu_seqlens, sequences, channels);
     }
     case varlen_cover::lane_loop:
-      return launch(varlen_lane_loop_kernel<shape::lane_warps, shape::lane_steps, Problem, Op>,
-                    capped(sequences * ((channels + warp_threads - 1) / warp_threads)),
-                    shape::lane_warps * warp_threads, 0, be, P, op, cu_seqlens, sequences, channels);
+      return launch(varlen_lane_loop_kernel<lane_loop_warps, lane_loop_steps, Problem, Op>,
+                    capped(sequences * ((channels + warp_threads - 1) / warp_threads)), lane_loop_warps * warp_threads, 0, be, P, op, cu_seqlens, sequences, channels);
     case varlen_cover::threads: break;
   }
   varlen_recurrence_kernel<<<static_cast<unsigned>(capped((jobs + varlen_block_threads - 1) / varlen_block_threads)),
