@@ -112,24 +112,17 @@ def floors(torch, large):
                                          "linear", stream))]
     if not large:
         if not hasattr(floors, "ops"):
-            @torch.library.custom_op("parscan_bench::empty", mutates_args=())
-            def empty(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-                return torch.empty_like(a)
+            def empty_op(name, with_autograd):
+                @torch.library.custom_op(f"parscan_bench::{name}", mutates_args=())
+                def op(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+                    return torch.empty_like(a)
 
-            @empty.register_fake
-            def _(a, b):
-                return torch.empty_like(a)
+                op.register_fake(lambda a, b: torch.empty_like(a))
+                if with_autograd:
+                    op.register_autograd(lambda ctx, g: (g, g), setup_context=lambda ctx, inputs, output: None)
+                return op
 
-            @torch.library.custom_op("parscan_bench::empty_with_autograd", mutates_args=())
-            def empty_grad(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-                return torch.empty_like(a)
-
-            @empty_grad.register_fake
-            def _(a, b):
-                return torch.empty_like(a)
-
-            empty_grad.register_autograd(lambda ctx, g: (g, g), setup_context=lambda ctx, inputs, output: None)
-            floors.ops = (empty, empty_grad)
+            floors.ops = (empty_op("empty", False), empty_op("empty_with_autograd", True))
         empty, empty_grad = floors.ops
         rows += [("floor: an empty torch custom_op", "f32", 0, lambda: empty(a, b)),
                  ("floor: an empty torch custom_op with autograd", "f32", 0, lambda: empty_grad(a, b))]

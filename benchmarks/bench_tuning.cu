@@ -91,11 +91,12 @@ struct result_sink {
   int failures = 0;
 };
 
-template <class Shape, class T>
-void time_forward(const forward_case<T>& c, const std::string& variant, double tol, result_sink& out) {
-  const auto P = c.problem();
+/// Times `call` (which runs the forward of c and returns a status) as one row, after checking
+/// its result against c's float64 reference.
+template <class T, class Call>
+void time_forward_call(const forward_case<T>& c, const std::string& variant, double tol, result_sink& out, Call&& call) {
   auto run = [&](int) {
-    const auto s = cd::dispatch_scan<Shape>(P, parscan::affine_op<T>{}, c.l.num_sequences(), parscan::cuda_backend{});
+    const auto s = call();
     if (s != parscan::status::success) std::printf("%s: %s\n", variant.c_str(), parscan::to_string(s)), std::exit(1);
   };
   BENCH_CHECK(cudaMemset(c.x, 0xff, c.bytes()));
@@ -110,6 +111,14 @@ void time_forward(const forward_case<T>& c, const std::string& variant, double t
                       100 * gbs / out.copy, err});
 }
 
+template <class Shape, class T>
+void time_forward(const forward_case<T>& c, const std::string& variant, double tol, result_sink& out) {
+  const auto P = c.problem();
+  time_forward_call(c, variant, tol, out, [&] {
+    return cd::dispatch_scan<Shape>(P, parscan::affine_op<T>{}, c.l.num_sequences(), parscan::cuda_backend{});
+  });
+}
+
 // Channel-last forward through lane packs of K channels (recurrence_lane_packs.cuh): the
 // library's staged lane tiles (dispatch_lane_tiles) against the lane loop (agent/lane_loop.cuh),
 // a block per group of 32 packs for the whole length, Steps steps per thread.
@@ -120,24 +129,9 @@ void lane_loop_against_staged(const forward_case<T>& c, double tol, result_sink&
   using op_t = cd::lanewise_op<parscan::affine_op<T>, K>;
   const lanes L(c.problem());
   const index_t packs = c.l.num_sequences() / K;
-  auto time = [&](const std::string& variant, auto&& call) {
-    auto run = [&](int) {
-      const auto s = call();
-      if (s != parscan::status::success) std::printf("%s: %s\n", variant.c_str(), parscan::to_string(s)), std::exit(1);
-    };
-    BENCH_CHECK(cudaMemset(c.x, 0xff, c.bytes()));
-    run(0);
-    BENCH_CHECK(cudaDeviceSynchronize());
-    const double err = c.check();
-    if (!(err <= tol)) ++out.failures, std::printf("FAILED %s %s: error %.3g\n", c.name.c_str(), variant.c_str(), err);
-    const double us = bench::median_us(run, 15, 2);
-    const double gbs = 3.0 * c.bytes() / us / 1e3;
-    out.rows.push_back({c.name + " " + variant, sizeof(T) == 2 ? "bf16" : "f32", "(B,T,D)", "fwd",
-                        std::to_string(c.l.num_sequences()) + "x" + std::to_string(c.l.length), us, gbs,
-                        100 * gbs / out.copy, err});
-  };
-  time("staged lane tiles (library)", [&] { return cd::dispatch_lane_tiles(L, op_t{}, packs, parscan::cuda_backend{}); });
-  time("lane loop " + std::to_string(Steps) + " steps", [&] {
+  time_forward_call(c, "staged lane tiles (library)", tol, out,
+                    [&] { return cd::dispatch_lane_tiles(L, op_t{}, packs, parscan::cuda_backend{}); });
+  time_forward_call(c, "lane loop " + std::to_string(Steps) + " steps", tol, out, [&] {
     return cd::launch(cd::scan_lane_loop_kernel<8, Steps, lanes, op_t>, (packs + 31) / 32, 8 * 32, 0,
                       parscan::cuda_backend{}, L, op_t{}, packs);
   });
