@@ -4,9 +4,9 @@
 // gates, conjugates, da from x[prev] or x0) is the code the fixed-length kernels run, and each
 // sequence runs on its own, with no workspace and nothing passed between sequences:
 //   * time-contiguous (D, total_T): one warp per (sequence, channel), the warp loop's scan of a
-//     whole sequence with its next tiles staged (agent/warp_loop.cuh), through head pads (recurrence_head_pads.cuh) for
-//     real types, since a sequence starts wherever cu_seqlens puts it, mostly off a 16-byte
-//     boundary, and its runs would otherwise be read a step at a time;
+//     whole sequence with its next tiles staged (agent/warp_loop.cuh), through head pads
+//     (recurrence_head_pads.cuh) for real types: a sequence starts wherever cu_seqlens puts
+//     it, mostly off a 16-byte boundary, and its runs could not be staged whole;
 //   * channel-last (total_T, D), D ≥ 32: one block per (sequence, 32 channels), lane tiles
 //     (block/lane_tile_scan.cuh) walked in order with each lane's running value, the lane loop;
 //   * any other strides: one thread per (sequence, channel), step by step.
@@ -27,7 +27,7 @@
 
 namespace parscan::cuda_detail {
 
-/// Threads per block of the varlen kernel.
+/// Threads per block of the step-by-step kernel (layouts neither loop covers).
 constexpr int varlen_block_threads = 256;
 
 /// Sequence n of a packed Problem: its steps [start, start + length), its states at n·D.
@@ -171,7 +171,8 @@ status dispatch_varlen(const Problem& P, Op op, const std::int64_t* cu_seqlens, 
     }
     case varlen_cover::lane_loop:
       return launch(varlen_lane_loop_kernel<lane_loop_warps, lane_loop_steps, Problem, Op>,
-                    capped(sequences * ((channels + warp_threads - 1) / warp_threads)), lane_loop_warps * warp_threads, 0, be, P, op, cu_seqlens, sequences, channels);
+                    capped(sequences * ((channels + warp_threads - 1) / warp_threads)), lane_loop_warps * warp_threads, 0,
+                    be, P, op, cu_seqlens, sequences, channels);
     case varlen_cover::threads: break;
   }
   varlen_recurrence_kernel<<<static_cast<unsigned>(capped((jobs + varlen_block_threads - 1) / varlen_block_threads)),
