@@ -55,15 +55,15 @@ bool uses_lane_packs(const recurrence_backward_problem<T>& b) {
 template <template <class, int> class Lanes, class T, class Problem>
 status run_recurrence(const Problem& P, index_t sequences, const cuda_backend& be) {
   constexpr int K = channels_per_lane<T>;
-  if constexpr (std::is_same_v<T, float> && std::is_same_v<Problem, recurrence_forward_problem<T>>) {
-    if (uses_lane_packs(P)) {
+  if (uses_lane_packs(P)) {
+    if constexpr (std::is_same_v<T, float> && std::is_same_v<Problem, recurrence_forward_problem<T>>) {
       const device_facts dev = current_device();
       if (dev.st != status::success) return dev.st;
       if (lane_loop_fills(sequences, dev.multiprocessors))
-        return launch_lane_loop(Lanes<T, 1>(P), lanewise_op<affine_op<T>, 1>{}, sequences, be);
+        return launch_lane_loop(Lanes<T, K>(P), lanewise_op<affine_op<T>, K>{}, sequences / K, be);
     }
+    return dispatch_lane_tiles(Lanes<T, K>(P), lanewise_op<affine_op<T>, K>{}, sequences / K, be);
   }
-  if (uses_lane_packs(P)) return dispatch_lane_tiles(Lanes<T, K>(P), lanewise_op<affine_op<T>, K>{}, sequences / K, be);
   return dispatch_recurrence(P, affine_op<T>{}, sequences, be);
 }
 
