@@ -67,15 +67,17 @@ struct scan_plan {
   int threads;           // at most this many threads, the calling one included
 };
 
-/// The plan run_scan follows: chunks by chunk_length(length); threads as the backend asks,
-/// but no more than the work is worth.
-inline scan_plan plan_scan(const host_backend& be, const sequence_layout& l) {
-  const index_t elements = l.num_sequences() * l.length;  // validated: no overflow
+/// Threads for `elements` elements of work: as the backend asks, but no more than the work is
+/// worth.
+inline int threads_for(const host_backend& be, index_t elements) {
   const index_t worth = std::max<index_t>(1, elements / min_elements_per_thread);
-  int threads = 1;
-  if (be.threads != 1 && worth > 1)
-    threads = static_cast<int>(std::min<index_t>(worth, be.threads > 0 ? be.threads : hardware_threads()));
-  return {chunk_length(l.length), threads};
+  if (be.threads == 1 || worth <= 1) return 1;
+  return static_cast<int>(std::min<index_t>(worth, be.threads > 0 ? be.threads : hardware_threads()));
+}
+
+/// The plan run_scan follows: chunks by chunk_length(length), threads by threads_for.
+inline scan_plan plan_scan(const host_backend& be, const sequence_layout& l) {
+  return {chunk_length(l.length), threads_for(be, l.num_sequences() * l.length)};  // validated: no overflow
 }
 
 // ---------------------------------------------------------------------------------------------

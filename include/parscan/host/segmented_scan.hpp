@@ -10,7 +10,7 @@
 // through inclusive_scan (chunked) matches only within rounding.
 #pragma once
 
-#include <algorithm>
+#include <new>
 #include <vector>
 
 #include "../segmented_scan.hpp"
@@ -19,7 +19,8 @@
 namespace parscan {
 
 /// Host backend's full form of the segmented algorithms (see parscan/segmented_scan.hpp).
-/// The offsets are read from host memory and checked first (status::invalid_offsets).
+/// The offsets are read from host memory and checked first (status::invalid_offsets);
+/// status::allocation_failed (nothing written) if the list of jobs cannot be allocated.
 template <class In, class Out, class Acc, class Op>
 status run_segmented_scan(const host_backend& be, const segmented_problem<In, Out, Acc>& p, const Op& op) {
   if (status s = detail::validate(p); s != status::success) return s;
@@ -27,16 +28,18 @@ status run_segmented_scan(const host_backend& be, const segmented_problem<In, Ou
   if (n == 0) return status::success;
   if (status s = detail::check_offsets(p.seg.offsets, n, p.seg.total); s != status::success) return s;
   // Jobs of whole segments, cut where the elements so far pass another elements_per_job: a
-  // prefix walk over the offsets, O(N), on this thread.
-  std::vector<index_t> job_start{0};
-  for (index_t s = 1; s < n; ++s)
-    if (p.seg.offsets[s] - p.seg.offsets[job_start.back()] >= host::detail::elements_per_job) job_start.push_back(s);
-  job_start.push_back(n);
+  // prefix walk over the offsets, O(N), on this thread, before anything is written.
+  std::vector<index_t> job_start;
+  try {
+    job_start.push_back(0);
+    for (index_t s = 1; s < n; ++s)
+      if (p.seg.offsets[s] - p.seg.offsets[job_start.back()] >= host::detail::elements_per_job) job_start.push_back(s);
+    job_start.push_back(n);
+  } catch (const std::bad_alloc&) {
+    return status::allocation_failed;  // before anything is written
+  }
   const index_t jobs = static_cast<index_t>(job_start.size()) - 1;
-  const index_t worth = std::max<index_t>(1, p.seg.offsets[n] / host::detail::min_elements_per_thread);
-  int threads = 1;
-  if (be.threads != 1 && worth > 1)
-    threads = static_cast<int>(std::min<index_t>(worth, be.threads > 0 ? be.threads : host::detail::hardware_threads()));
+  const int threads = host::detail::threads_for(be, p.seg.offsets[n]);
   host::detail::parallel_for(jobs, threads, [&](index_t job) {
     for (index_t s = job_start[static_cast<std::size_t>(job)]; s < job_start[static_cast<std::size_t>(job) + 1]; ++s) {
       const index_t begin = p.seg.offsets[s], length = p.seg.offsets[s + 1] - begin;
