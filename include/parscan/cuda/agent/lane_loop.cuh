@@ -6,7 +6,6 @@
 #pragma once
 
 #include "../block/lane_tile_scan.cuh"
-#include "../runtime.cuh"
 
 namespace parscan::cuda_detail {
 
@@ -41,24 +40,6 @@ __global__ void __launch_bounds__(Warps* warp_threads) scan_lane_loop_kernel(Pro
   __shared__ lane_tile_smem<typename Problem::acc_type, Warps> sm;
   const index_t groups = (sequences + warp_threads - 1) / warp_threads;
   for (index_t g = blockIdx.x; g < groups; g += gridDim.x) scan_lane_group_in_block<Warps, Steps>(P, op, sequences, g, sm);
-}
-
-/// Launches the lane loop over `sequences` sequences of P, a block per group of 32.
-template <class Problem, class Op>
-status launch_lane_loop(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
-  const index_t groups = (sequences + warp_threads - 1) / warp_threads;
-  constexpr index_t max_blocks = index_t(1) << 20;  // the grid-stride loop takes the rest
-  scan_lane_loop_kernel<lane_loop_warps, lane_loop_steps, Problem, Op>
-      <<<static_cast<unsigned>(groups < max_blocks ? groups : max_blocks), lane_loop_warps * warp_threads, 0, be.stream>>>(
-          P, op, sequences);
-  return check_launch();
-}
-
-/// Whether the lane loop has groups enough to fill the device: two blocks per multiprocessor
-/// or more (it gives a group's whole length to one block; the staged lane tiles spread few
-/// groups over many blocks).
-inline bool lane_loop_fills(index_t sequences, int multiprocessors) {
-  return (sequences + warp_threads - 1) / warp_threads >= 2 * static_cast<index_t>(multiprocessors);
 }
 
 }  // namespace parscan::cuda_detail

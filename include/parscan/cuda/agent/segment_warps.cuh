@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "../thread/step_scan.cuh"
 #include "warp_loop.cuh"
 
 namespace parscan::cuda_detail {
@@ -36,15 +37,7 @@ __global__ void __launch_bounds__(Warps* warp_threads)
     maybe<Acc> running = segment.initial(s);
     const index_t head = segment.misaligned_head() < length ? segment.misaligned_head() : length;
     if (head > 0) {
-      if (lane_id() == 0) {
-        const auto c = segment.at(s);
-        for (index_t pos = 0; pos < head; ++pos) {
-          const Acc x = segment.load_at(c, pos);
-          if (segment.exclusive) segment.store_at(c, pos, running.value);  // exclusive: always a prefix
-          running = combine(running, maybe<Acc>{x, true}, op);
-          if (!segment.exclusive) segment.store_at(c, pos, running.value);
-        }
-      }
+      if (lane_id() == 0) scan_steps_in_thread(segment, op, segment.at(s), 0, head, running);
       running = {shfl_idx(running.value, 0), shfl_idx(static_cast<int>(running.has), 0) != 0};
     }
     // The rest: after the head in processing order (before it in memory, reversed).

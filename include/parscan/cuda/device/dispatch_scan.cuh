@@ -9,6 +9,7 @@
 
 #include "../runtime.cuh"
 #include "../agent/chained_tiles.cuh"
+#include "../agent/lane_loop.cuh"
 #include "../agent/lane_tiles.cuh"
 #include "../agent/reduce_spans.cuh"
 #include "../agent/staged_lane_tiles.cuh"
@@ -228,6 +229,21 @@ status launch_staged_lane_tiles(const Problem& P, const Op& op, index_t sequence
   const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
   return launch_cooperative(kernel, resident < grid.tiles ? resident : grid.tiles, threads, smem, be, P, op, st,
                             grid.groups, grid.tiles_per_group, sequences);
+}
+
+/// The lane loop (agent/lane_loop.cuh) over `sequences` sequences of P, a block per group of
+/// 32: no workspace, a plain launch.
+template <class Problem, class Op>
+status launch_lane_loop(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
+  return launch(scan_lane_loop_kernel<lane_loop_warps, lane_loop_steps, Problem, Op>,
+                (sequences + warp_threads - 1) / warp_threads, lane_loop_warps * warp_threads, 0, be, P, op, sequences);
+}
+
+/// Whether the lane loop has groups enough to fill the device: two blocks per multiprocessor
+/// or more (it gives a group's whole length to one block; the staged lane tiles spread few
+/// groups over many blocks).
+inline bool lane_loop_fills(index_t sequences, int multiprocessors) {
+  return (sequences + warp_threads - 1) / warp_threads >= 2 * static_cast<index_t>(multiprocessors);
 }
 
 /// Warps that loop over whole sequences: no workspace, no inter-block traffic.

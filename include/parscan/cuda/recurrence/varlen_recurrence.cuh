@@ -22,6 +22,7 @@
 #include "../agent/warp_loop.cuh"
 #include "../device/dispatch_scan.cuh"
 #include "../runtime.cuh"
+#include "../thread/step_scan.cuh"
 #include "recurrence_head_pads.cuh"
 #include "recurrence_problems.cuh"
 
@@ -59,33 +60,22 @@ __device__ PARSCAN_INLINE recurrence_backward_problem<T> sequence_of(recurrence_
   return P;
 }
 
-/// Problem's `length` and layouts describe the whole packed tensor (D channels × total_T); each
-/// thread narrows it to its sequence. Every Problem here has a carry in (initial() always has
-/// a value), so the running value is plain Acc. The forward Problem is inclusive (x[t] is the
-/// prefix through t), the backward one exclusive (store_at takes the prefix before t).
+/// Strides neither loop covers: one thread per (sequence, channel), step by step. Problem's
+/// `length` and layouts describe the whole packed tensor (D channels × total_T); each thread
+/// narrows it to its sequence. Every Problem here has a carry in (initial() always has a
+/// value), so the total is always there to finish with.
 template <class Problem, class Op>
 __global__ void __launch_bounds__(varlen_block_threads)
     varlen_recurrence_kernel(Problem P, Op op, const std::int64_t* cu_seqlens, index_t sequences, index_t channels) {
-  using Acc = typename Problem::acc_type;
   const index_t jobs = sequences * channels;
   const index_t stride = static_cast<index_t>(gridDim.x) * varlen_block_threads;
   for (index_t i = static_cast<index_t>(blockIdx.x) * varlen_block_threads + threadIdx.x; i < jobs; i += stride) {
     const index_t n = i / channels, d = i - n * channels;
     const index_t start = cu_seqlens[n];
     const Problem Q = sequence_of(P, n, start, cu_seqlens[n + 1] - start, channels);
-    const auto c = Q.at(d);
-    Acc running = Q.initial(d).value;
-    for (index_t pos = 0; pos < Q.length; ++pos) {
-      const Acc e = Q.load_at(c, pos);
-      if (Q.exclusive) {
-        Q.store_at(c, pos, running);
-        running = op(running, e);
-      } else {
-        running = op(running, e);
-        Q.store_at(c, pos, running);
-      }
-    }
-    Q.finish(d, running);
+    auto running = Q.initial(d);  // always present
+    scan_steps_in_thread(Q, op, Q.at(d), 0, Q.length, running);
+    Q.finish(d, running.value);
   }
 }
 
