@@ -318,7 +318,7 @@ void reduces(const generic_case<int>& c, result_sink& sink) {
 template <class T, int PerLane, int ChainedWarps, int ChainedStages, bool WindowChain = true>
 void generic_shape(const generic_case<T>& c, double tol, result_sink& sink) {
   using S = cd::tile_shape_of<cd::generic_problem<T, T, T>, PerLane, 4, ChainedWarps, 8, 2, ChainedStages, 8, false,
-                              WindowChain>;
+                              WindowChain, false>;
   const std::string name = "lane" + std::to_string(PerLane) + "/chain" + std::to_string(ChainedWarps) + "w" +
                            (ChainedStages ? "s" + std::to_string(ChainedStages) : "") +
                            (WindowChain ? "(window chain)" : "(hierarchical)");

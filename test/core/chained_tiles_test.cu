@@ -38,7 +38,7 @@ using tiny_window_shape = cd::tile_shape_of<Problem, 4, 4, Warps, 8, 2, 0, 32, f
 // The persistent staged window chain (scan_window_chain_staged_kernel): Warps · 128-step tiles,
 // Stages tiles in flight per block.
 template <int Warps, int Stages, class Problem = cd::recurrence_forward_problem<float>>
-using tiny_staged_window_shape = cd::tile_shape_of<Problem, 4, 4, Warps, 8, 2, Stages, 32, false, true>;
+using tiny_staged_window_shape = cd::tile_shape_of<Problem, 4, 4, Warps, 8, 2, Stages, 32, false, true, false>;
 
 
 template <class Shape>
@@ -182,6 +182,53 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: generic int32 scans through the stag
       dout.repoison();
       dtotal.repoison();
     }
+  }
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("chained tiles: generic int32 scans as bulk tiles over more than 32 windows"),
+          PARSCAN_TEST_TAGS("[scan][chained][bulk][large]")) {
+  // The library's own shape for two contiguous int32 sequences of 33 windows of 32 tiles of
+  // 8192 steps and a partial tile (agent/bulk_tiles.cuh, look-backs past the first 32 windows),
+  // each starting on a 16-byte boundary; exact sums against a host loop.
+  PARSCAN_TEST_RNG(r, "bulk tiles int32");
+  const index_t sequences = 2, length = 33 * 32 * 8192 + 76;
+  const std::size_t n = static_cast<std::size_t>(sequences * length);
+  std::vector<int> x(n), carry{5, -7};
+  for (auto& v : x) v = static_cast<int>(r.uniform(-1000.0, 1000.0));
+  parscan_test::guarded_buffer<int> dx(x), dout(n), dcarry(carry), dtotal(static_cast<std::size_t>(sequences));
+  const auto l = parscan::sequence_layout::time_contiguous(sequences, length);
+  using problem = cd::generic_problem<int, int, int>;
+  static_assert(cd::tile_shape<problem>::bulk_tiles, "int32 scans take bulk tiles");
+  for (int variant = 0; variant < 4; ++variant) {  // bits: exclusive, reverse
+    const bool reverse = (variant & 2) != 0, exclusive = (variant & 1) != 0;
+    INFO("exclusive=" << exclusive << " reverse=" << reverse);
+    parscan::scan_options<int> opts;
+    opts.dir = reverse ? parscan::direction::reverse : parscan::direction::forward;
+    opts.carry_in = dcarry.data();
+    opts.carry_out = dtotal.data();
+    const auto kind = exclusive ? parscan::scan_kind::exclusive : parscan::scan_kind::inclusive;
+    const problem P = problem::from({kind, dx.data(), l, dout.data(), l, opts, 0, exclusive});
+    REQUIRE(P.stages_bulk());
+    REQUIRE(cd::dispatch_scan(P, parscan::sum_op<int>{}, sequences, parscan::cuda_backend{}) == parscan::status::success);
+    PARSCAN_TEST_SYNC();
+    CHECK(dout.all_written());
+    CHECK(dout.guards_intact());
+    CHECK(dtotal.all_written());
+    const std::vector<int> got = dout.download(), total = dtotal.download();
+    std::size_t wrong = 0;
+    for (index_t s = 0; s < sequences; ++s) {
+      long long run_sum = carry[static_cast<std::size_t>(s)];
+      for (index_t i = 0; i < length; ++i) {
+        const std::size_t e = static_cast<std::size_t>(s * length + (reverse ? length - 1 - i : i));
+        if (exclusive) wrong += got[e] != run_sum;
+        run_sum += x[e];
+        if (!exclusive) wrong += got[e] != run_sum;
+      }
+      CHECK(total[static_cast<std::size_t>(s)] == run_sum);
+    }
+    CHECK(wrong == 0);
+    dout.repoison();
+    dtotal.repoison();
   }
 }
 

@@ -669,6 +669,38 @@ TEST_CASE(PARSCAN_TEST_NAME("generic scans: 10^6 elements"), PARSCAN_TEST_TAGS("
   with_case(c, [&](auto tag) { check_scan<decltype(tag)>(cfg); });
 }
 
+// Few long contiguous sequences, the shapes the CUDA backend scans as bulk tiles
+// (agent/bulk_tiles.cuh: a whole tile staged through shared memory by the copy engine, when every
+// sequence starts on a 16-byte boundary). 40003 steps: several tiles of every element size and a
+// partial last tile whose final bytes are not a 16-byte multiple. Layouts: sequences 16-element
+// aligned with unused gaps between them (which must stay untouched); the same in place; one
+// whose second group starts off alignment (the chained kernels instead, same results).
+TEST_CASE(PARSCAN_TEST_NAME("generic scans: long aligned sequences with gaps, in place and off alignment"),
+          PARSCAN_TEST_TAGS("[scan][bulk]")) {
+  using namespace parscan_scan_cases;
+  const int c = GENERATE(range(0, num_cases));
+  const int lp = GENERATE(0, 1, 2);
+  const int k = GENERATE(0, 1);
+  const int d = GENERATE(0, 1);
+  const int carry = GENERATE(0, 3);
+  constexpr index_t L = 40003;
+  run_config cfg;
+  cfg.kind = kind_of(k);
+  cfg.dir = dir_of(d);
+  sequence_layout l = sequence_layout::time_contiguous(3, L);
+  l.sequence_stride = L + 13;  // 40016, a multiple of 16 elements
+  cfg.layout_name = "3 sequences of 40003 steps, 40016 apart";
+  if (lp == 1) cfg.in_place = true;
+  if (lp == 2) {
+    l = sequence_layout{1, L, L, 1, 2, L + 1};
+    cfg.layout_name = "2 groups of 40003 steps, 40004 apart";
+  }
+  cfg.in_layout = cfg.out_layout = l;
+  cfg.carry = static_cast<carry_mode>(carry);
+  cfg.form = call_form::layouts;
+  with_case(c, [&](auto tag) { check_scan<decltype(tag)>(cfg); });
+}
+
 TEST_CASE(PARSCAN_TEST_NAME("generic scans: batches in every layout in both directions with carries"),
           PARSCAN_TEST_TAGS("[scan][batch]")) {
   using namespace parscan_scan_cases;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "../runtime.cuh"
+#include "../agent/bulk_tiles.cuh"
 #include "../agent/chained_tiles.cuh"
 #include "../agent/lane_loop.cuh"
 #include "../agent/lane_tiles.cuh"
@@ -87,13 +88,16 @@ constexpr int default_chained_warps = sizeof(Acc) <= 4 ? 16 : 8;
 /// WindowChain picks the look-back of the chained kernels: the window chain
 /// (agent/window_chain.cuh) — on a persistent staged grid, or with ChainedStages = 0 one tile
 /// per block — or the hierarchical windows of tile_state.cuh; warp tiles apply to the latter.
+/// BulkTiles lets a Problem that can (generic scans of contiguous, aligned sequences on sm_90)
+/// run as bulk tiles instead (agent/bulk_tiles.cuh), whose shape is bulk_shape below.
 template <class Problem, int PerLane = default_per_lane<typename Problem::acc_type>, int LoopWarps = 4,
           int ChainedWarps = default_chained_warps<typename Problem::acc_type>, int LaneWarps = 8, int LoopStages = 2,
           int ChainedStages = default_chained_stages<Problem>,
           int LaneSteps = default_lane_steps<Problem>, bool ChainedWarpTiles = false,
-          bool WindowChain = default_window_chain<Problem>>
+          bool WindowChain = default_window_chain<Problem>, bool BulkTiles = true>
 struct tile_shape_of {
   static constexpr bool window_chain = WindowChain;
+  static constexpr bool bulk_tiles = BulkTiles && has_bulk_tiles<Problem>;
   static constexpr bool staged = has_staging<Problem>;
   static constexpr int loop_stages = staged ? LoopStages : 0;
   static constexpr int chained_stages = staged ? ChainedStages : 0;
@@ -115,6 +119,17 @@ struct tile_shape_of {
 /// The shape the library uses (chosen with benchmarks/bench_tuning.cu; docs/performance.md).
 template <class Problem>
 using tile_shape = tile_shape_of<Problem>;
+
+/// The bulk tiles' shape: 8 warps and about 32 KB of elements a tile, so that shared memory,
+/// not registers, bounds the tiles in flight (six or seven blocks per SM).
+template <class Problem>
+struct bulk_shape {
+  using element = typename Problem::bulk_element;
+  static constexpr int warps = 8;
+  static constexpr int chunks = bulk_chunks_for<element, warps, 32 * 1024>;
+  static constexpr index_t tile = bulk_tile_steps<element, warps, chunks>;
+  static constexpr int smem = static_cast<int>(tile * sizeof(element));
+};
 
 /// For sequences no longer than one 32-step-per-warp tile: one run per lane and no staging,
 /// so a short sequence does not leave most of its warp idle (T = 128 ran 2.2× faster so).
@@ -146,7 +161,13 @@ std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
     if (staged > lanes) lanes = staged;
   }
   const std::size_t partials = static_cast<std::size_t>(spans) * sizeof(Acc);
-  const std::size_t most = chained > lanes ? (chained > partials ? chained : partials) : (lanes > partials ? lanes : partials);
+  std::size_t most = chained > lanes ? (chained > partials ? chained : partials) : (lanes > partials ? lanes : partials);
+  if constexpr (shape::bulk_tiles) {
+    const index_t bulk_per_sequence = (length + bulk_shape<Problem>::tile - 1) / bulk_shape<Problem>::tile;
+    const std::size_t bulk = window_chain_state<Acc>::bytes(
+        sequences * bulk_per_sequence, sequences * ((bulk_per_sequence + chain_window - 1) / chain_window));
+    if (bulk > most) most = bulk;
+  }
   return most + 256;
 }
 
@@ -329,6 +350,51 @@ status launch_window_chain(const Problem& P, const Op& op, index_t sequences, in
                 shape::chained_warps * warp_threads, 0, be, P, op, st, counter, tiles_per_sequence, windows_per_sequence);
 }
 
+/// Whether the bulk tiles' kernel for Problem was compiled for sm_90 or later and loads on
+/// `device` (a build for older targets only, or an older device, keeps the chained kernels).
+template <auto Kernel>
+bool built_for_bulk_copies(int device) {
+  constexpr int max_devices = 64;
+  static int cached[max_devices] = {};  // 0 unknown, 1 yes, -1 no
+  if (device < 0 || device >= max_devices) device = 0;
+  if (cached[device] == 0) {
+    cudaFuncAttributes a{};
+    int major = 0;
+    const bool ok = cudaFuncGetAttributes(&a, Kernel) == cudaSuccess && a.ptxVersion >= 90 &&
+                    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+                    major >= 9;
+    if (!ok) cudaGetLastError();  // a kernel image missing for this device is not sticky: clear it
+    cached[device] = ok ? 1 : -1;
+  }
+  return cached[device] > 0;
+}
+
+template <class Problem, class Op>
+constexpr auto bulk_tiles_kernel =
+    scan_bulk_tiles_kernel<bulk_shape<Problem>::warps, bulk_shape<Problem>::chunks, Problem, Op>;
+
+/// Bulk tiles (agent/bulk_tiles.cuh): one tile per block, claimed in order, a plain launch.
+template <class Problem, class Op>
+status launch_bulk_tiles(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
+  using Acc = typename Problem::acc_type;
+  using state = window_chain_state<Acc>;
+  using shape = bulk_shape<Problem>;
+  const index_t tiles_per_sequence = (P.length + shape::tile - 1) / shape::tile;
+  const index_t windows_per_sequence = (tiles_per_sequence + chain_window - 1) / chain_window;
+  index_t total_tiles;
+  if (__builtin_mul_overflow(sequences, tiles_per_sequence, &total_tiles) || total_tiles > max_grid)
+    return status::exceeds_device_limits;
+  // One memset zeroes the counter (first 256 bytes) and the state after it.
+  const std::size_t state_bytes = state::bytes(total_tiles, sequences * windows_per_sequence);
+  workspace_lease ws(be);
+  if (status s = ws.acquire(state_bytes + 256); s != status::success) return s;
+  unsigned* counter = static_cast<unsigned*>(ws.get());
+  const state st = state::carve(static_cast<char*>(ws.get()) + 256, total_tiles, sequences * windows_per_sequence);
+  if (status s = report(cudaMemsetAsync(ws.get(), 0, state_bytes + 256, be.stream)); s != status::success) return s;
+  return launch(bulk_tiles_kernel<Problem, Op>, total_tiles, shape::warps * warp_threads, shape::smem, be, P, op, st,
+                counter, tiles_per_sequence, windows_per_sequence);
+}
+
 /// A reduce of few long sequences in two passes over fixed spans of tiles (reduce_spans_kernel,
 /// reduce_partials_kernel): the input is read once, and nothing waits on another block.
 template <class shape, class Problem, class Op>
@@ -386,6 +452,10 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
   }
   if constexpr (can_reduce_only<Problem>) {
     if (P.reduce_only()) return launch_reduce<shape>(P, op, sequences, tiles_per_sequence, be);
+  }
+  if constexpr (shape::bulk_tiles) {
+    if (P.stages_bulk() && built_for_bulk_copies<bulk_tiles_kernel<Problem, Op>>(dev.device))
+      return launch_bulk_tiles(P, op, sequences, be);
   }
   if constexpr (shape::window_chain && shape::chained_stages == 0)
     return launch_window_chain<shape>(P, op, sequences, tiles_per_sequence, be);

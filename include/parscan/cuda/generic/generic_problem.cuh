@@ -8,6 +8,7 @@
 // (cuda/scan.cuh hands thrust::device_ptr and device_vector iterators over as raw pointers.)
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -50,6 +51,12 @@ template <>
 struct generic_output_use<true> {
   bool writes_out;
 };
+
+/// sizeof(T), or 0 for void.
+template <class T>
+constexpr std::size_t sizeof_or_zero = sizeof(T);
+template <>
+constexpr std::size_t sizeof_or_zero<void> = 0;
 
 template <class In, class Out, class Acc>
 struct generic_problem : generic_staging<std::is_pointer_v<input_iterator_t<In>>>,
@@ -206,6 +213,30 @@ struct generic_problem : generic_staging<std::is_pointer_v<input_iterator_t<In>>
       return 0;
     }
   }
+
+  // Bulk tiles (agent/bulk_tiles.cuh): raw pointer input and output whose elements have one
+  // size, each sequence contiguous and starting on a 16-byte boundary in both.
+  using out_value = std::conditional_t<pointer_out, std::remove_pointer_t<out_iterator>, void>;
+  static constexpr bool bulk_capable = pointer_in && pointer_out && sizeof(in_value) == sizeof_or_zero<out_value>;
+  using bulk_element = std::conditional_t<bulk_capable, in_value, void>;
+  using bulk_output = std::conditional_t<bulk_capable, out_value, void>;
+  bool stages_bulk() const {
+    if constexpr (bulk_capable) {
+      if (out == nullptr || lane_major || in_layout.step_stride != 1 || out_layout.step_stride != 1) return false;
+      const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+      // The offset between two sequences (when there are two) is whole 16-byte words.
+      const auto whole = [](index_t elements, index_t used) {
+        return used <= 1 || static_cast<std::size_t>(elements) * sizeof(in_value) % 16 == 0;
+      };
+      return aligned(in) && aligned(out) && whole(in_layout.sequence_stride, in_layout.count) &&
+             whole(in_layout.group_stride, in_layout.groups) && whole(out_layout.sequence_stride, out_layout.count) &&
+             whole(out_layout.group_stride, out_layout.groups);
+    } else {
+      return false;
+    }
+  }
+  __device__ PARSCAN_INLINE const in_value* bulk_in(index_t s) const { return in + in_layout.sequence_offset(s); }
+  __device__ PARSCAN_INLINE out_value* bulk_out(index_t s) const { return out + out_layout.sequence_offset(s); }
 
   /// A reduce writes no scan: dispatch_scan then runs its two-pass reduce.
   bool reduce_only() const {
