@@ -229,6 +229,28 @@ void generic_variant(const generic_case<T>& c, const std::string& variant, doubl
   c.record(variant, bench::median_us(run, 15, 2), err, sink);
 }
 
+// Bulk tiles (agent/bulk_tiles.cuh) of Warps warps and about TileBytes bytes.
+template <int Warps, int TileBytes, class T>
+void generic_bulk(const generic_case<T>& c, double tol, result_sink& sink) {
+  using problem = cd::generic_problem<T, T, T>;
+  using shape = cd::bulk_shape_of<problem, Warps, TileBytes>;
+  const parscan::scan_problem<T, T, T> sp{parscan::scan_kind::inclusive, c.in, parscan::sequence_layout::contiguous(c.n),
+                                          c.out, parscan::sequence_layout::contiguous(c.n), {}, T{}, false};
+  const problem P = problem::from(sp);
+  const std::string variant = "bulk tiles " + std::to_string(Warps) + "w " + std::to_string(shape::smem / 1024) + " KB";
+  auto run = [&](int) {
+    const auto s = cd::launch_bulk_tiles<problem, typename generic_case<T>::op_t, shape>(
+        P, typename generic_case<T>::op_t{}, 1, parscan::cuda_backend{});
+    if (s != parscan::status::success) std::printf("%s: %s\n", variant.c_str(), parscan::to_string(s)), std::exit(1);
+  };
+  BENCH_CHECK(cudaMemset(c.out, 0xff, c.n * sizeof(T)));
+  run(0);
+  BENCH_CHECK(cudaDeviceSynchronize());
+  const double err = c.check();
+  if (!(err <= tol)) ++sink.failures, std::printf("FAILED %s %s: error %.3g\n", c.name.c_str(), variant.c_str(), err);
+  c.record(variant, bench::median_us(run, 15, 2), err, sink);
+}
+
 template <class T>
 void generic_cub(const generic_case<T>& c, double tol, result_sink& sink) {
   std::size_t bytes = 0;
@@ -341,6 +363,12 @@ int main(int argc, char** argv) {
       generic_shape<int, 16, 8, 3>(c, 0, out);   // ... reducing ahead
       generic_shape<int, 16, 16, 3>(c, 0, out);  // ... reducing ahead (the library's default)
       generic_shape<int, 32, 8, 3>(c, 0, out);
+      generic_bulk<8, 32 * 1024>(c, 0, out);  // the library's default
+      generic_bulk<8, 48 * 1024>(c, 0, out);
+      generic_bulk<8, 16 * 1024>(c, 0, out);
+      generic_bulk<4, 16 * 1024>(c, 0, out);
+      generic_bulk<4, 8 * 1024>(c, 0, out);
+      generic_bulk<16, 32 * 1024>(c, 0, out);
       generic_cub(c, 0, out);
       reduces(c, out);
       c.release();
@@ -353,6 +381,9 @@ int main(int argc, char** argv) {
       generic_shape<parscan::affine<float>, 16, 8, 2>(c, 1e-4, out);
       generic_shape<parscan::affine<float>, 16, 8, 3>(c, 1e-4, out);  // the library's default
       generic_shape<parscan::affine<float>, 16, 16, 3>(c, 1e-4, out);
+      generic_bulk<8, 32 * 1024>(c, 1e-4, out);  // the library's default
+      generic_bulk<8, 16 * 1024>(c, 1e-4, out);
+      generic_bulk<4, 8 * 1024>(c, 1e-4, out);
       c.release();
     }
     if (bench::has_flag(argc, argv, "--only-generic")) {

@@ -120,16 +120,21 @@ struct tile_shape_of {
 template <class Problem>
 using tile_shape = tile_shape_of<Problem>;
 
-/// The bulk tiles' shape: 8 warps and about 32 KB of elements a tile, so that shared memory,
-/// not registers, bounds the tiles in flight (six or seven blocks per SM).
-template <class Problem>
-struct bulk_shape {
+/// A bulk tiles' shape: Warps warps and about TileBytes bytes of elements a tile (at most
+/// 48 KB), so that shared memory, not registers, bounds the tiles in flight.
+template <class Problem, int Warps, int TileBytes>
+struct bulk_shape_of {
   using element = typename Problem::bulk_element;
-  static constexpr int warps = 8;
-  static constexpr int chunks = bulk_chunks_for<element, warps, 32 * 1024>;
+  static constexpr int warps = Warps;
+  static constexpr int chunks = bulk_chunks_for<element, warps, TileBytes>;
   static constexpr index_t tile = bulk_tile_steps<element, warps, chunks>;
   static constexpr int smem = static_cast<int>(tile * sizeof(element));
+  static_assert(smem <= 48 * 1024, "bulk tiles stay within the default dynamic shared memory");
 };
+
+/// The shape the library uses (benchmarks/bench_tuning.cu times the others).
+template <class Problem>
+using bulk_shape = bulk_shape_of<Problem, 8, 32 * 1024>;
 
 /// For sequences no longer than one 32-step-per-warp tile: one run per lane and no staging,
 /// so a short sequence does not leave most of its warp idle (T = 128 ran 2.2× faster so).
@@ -369,16 +374,20 @@ bool built_for_bulk_copies(int device) {
   return cached[device] > 0;
 }
 
-template <class Problem, class Op>
-constexpr auto bulk_tiles_kernel =
-    scan_bulk_tiles_kernel<bulk_shape<Problem>::warps, bulk_shape<Problem>::chunks, Problem, Op>;
+template <class Problem, class Op, class shape = bulk_shape<Problem>>
+constexpr auto bulk_tiles_kernel = scan_bulk_tiles_kernel<shape::warps, shape::chunks, Problem, Op>;
 
 /// Bulk tiles (agent/bulk_tiles.cuh): one tile per block, claimed in order, a plain launch.
-template <class Problem, class Op>
+/// Shared memory is given its largest share of the SM (the tiles in flight live there).
+template <class Problem, class Op, class shape = bulk_shape<Problem>>
 status launch_bulk_tiles(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
   using Acc = typename Problem::acc_type;
   using state = window_chain_state<Acc>;
-  using shape = bulk_shape<Problem>;
+  constexpr auto kernel = bulk_tiles_kernel<Problem, Op, shape>;
+  static const bool carved = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                  cudaSharedmemCarveoutMaxShared) == cudaSuccess ||
+                             cudaGetLastError() != cudaSuccess;  // a preference: go on without it
+  (void)carved;
   const index_t tiles_per_sequence = (P.length + shape::tile - 1) / shape::tile;
   const index_t windows_per_sequence = (tiles_per_sequence + chain_window - 1) / chain_window;
   index_t total_tiles;
@@ -391,8 +400,8 @@ status launch_bulk_tiles(const Problem& P, const Op& op, index_t sequences, cons
   unsigned* counter = static_cast<unsigned*>(ws.get());
   const state st = state::carve(static_cast<char*>(ws.get()) + 256, total_tiles, sequences * windows_per_sequence);
   if (status s = report(cudaMemsetAsync(ws.get(), 0, state_bytes + 256, be.stream)); s != status::success) return s;
-  return launch(bulk_tiles_kernel<Problem, Op>, total_tiles, shape::warps * warp_threads, shape::smem, be, P, op, st,
-                counter, tiles_per_sequence, windows_per_sequence);
+  return launch(kernel, total_tiles, shape::warps * warp_threads, shape::smem, be, P, op, st, counter,
+                tiles_per_sequence, windows_per_sequence);
 }
 
 /// A reduce of few long sequences in two passes over fixed spans of tiles (reduce_spans_kernel,
