@@ -364,7 +364,7 @@ int main(int argc, char** argv) {
       generic_shape<int, 16, 16, 3>(c, 0, out);  // ... reducing ahead (the library's default)
       generic_shape<int, 32, 8, 3>(c, 0, out);
       generic_bulk<8, 32 * 1024>(c, 0, out);  // the library's default
-      generic_bulk<8, 48 * 1024>(c, 0, out);
+      generic_bulk<8, 40 * 1024>(c, 0, out);
       generic_bulk<8, 16 * 1024>(c, 0, out);
       generic_bulk<4, 16 * 1024>(c, 0, out);
       generic_bulk<4, 8 * 1024>(c, 0, out);

@@ -692,8 +692,10 @@ TEST_CASE(PARSCAN_TEST_NAME("generic scans: long aligned sequences with gaps, in
   cfg.layout_name = "3 sequences of 40003 steps, 40016 apart";
   if (lp == 1) cfg.in_place = true;
   if (lp == 2) {
-    l = sequence_layout{1, L, L, 1, 2, L + 1};
-    cfg.layout_name = "2 groups of 40003 steps, 40004 apart";
+    // 40005 elements apart: the second group is off 16-byte alignment for every case whose
+    // element is not a multiple of 16 bytes.
+    l = sequence_layout{1, L, L, 1, 2, L + 2};
+    cfg.layout_name = "2 groups of 40003 steps, 40005 apart";
   }
   cfg.in_layout = cfg.out_layout = l;
   cfg.carry = static_cast<carry_mode>(carry);
