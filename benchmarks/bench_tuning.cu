@@ -230,14 +230,15 @@ void generic_variant(const generic_case<T>& c, const std::string& variant, doubl
 }
 
 // Bulk tiles (agent/bulk_tiles.cuh) of Warps warps and about TileBytes bytes.
-template <int Warps, int TileBytes, class T>
+template <int Warps, int TileBytes, bool BulkStore = false, class T>
 void generic_bulk(const generic_case<T>& c, double tol, result_sink& sink) {
   using problem = cd::generic_problem<T, T, T>;
-  using shape = cd::bulk_shape_of<problem, Warps, TileBytes>;
+  using shape = cd::bulk_shape_of<problem, Warps, TileBytes, BulkStore>;
   const parscan::scan_problem<T, T, T> sp{parscan::scan_kind::inclusive, c.in, parscan::sequence_layout::contiguous(c.n),
                                           c.out, parscan::sequence_layout::contiguous(c.n), {}, T{}, false};
   const problem P = problem::from(sp);
-  const std::string variant = "bulk tiles " + std::to_string(Warps) + "w " + std::to_string(shape::smem / 1024) + " KB";
+  const std::string variant = "bulk tiles " + std::to_string(Warps) + "w " + std::to_string(shape::smem / 1024) + " KB" +
+                              (BulkStore ? ", bulk store" : "");
   auto run = [&](int) {
     const auto s = cd::launch_bulk_tiles<problem, typename generic_case<T>::op_t, shape>(
         P, typename generic_case<T>::op_t{}, 1, parscan::cuda_backend{});
@@ -363,12 +364,15 @@ int main(int argc, char** argv) {
       generic_shape<int, 16, 8, 3>(c, 0, out);   // ... reducing ahead
       generic_shape<int, 16, 16, 3>(c, 0, out);  // ... reducing ahead (the library's default)
       generic_shape<int, 32, 8, 3>(c, 0, out);
+      generic_bulk<8, 32 * 1024, true>(c, 0, out);
+      generic_bulk<8, 40 * 1024, true>(c, 0, out);
       generic_bulk<8, 32 * 1024>(c, 0, out);  // the library's default
       generic_bulk<8, 40 * 1024>(c, 0, out);
       generic_bulk<8, 16 * 1024>(c, 0, out);
       generic_bulk<4, 16 * 1024>(c, 0, out);
       generic_bulk<4, 8 * 1024>(c, 0, out);
       generic_bulk<16, 32 * 1024>(c, 0, out);
+      generic_bulk<16, 40 * 1024>(c, 0, out);
       generic_cub(c, 0, out);
       reduces(c, out);
       c.release();
@@ -381,9 +385,11 @@ int main(int argc, char** argv) {
       generic_shape<parscan::affine<float>, 16, 8, 2>(c, 1e-4, out);
       generic_shape<parscan::affine<float>, 16, 8, 3>(c, 1e-4, out);  // the library's default
       generic_shape<parscan::affine<float>, 16, 16, 3>(c, 1e-4, out);
+      generic_bulk<8, 32 * 1024, true>(c, 1e-4, out);
       generic_bulk<8, 32 * 1024>(c, 1e-4, out);  // the library's default
+      generic_bulk<8, 40 * 1024>(c, 1e-4, out);
       generic_bulk<8, 16 * 1024>(c, 1e-4, out);
-      generic_bulk<4, 8 * 1024>(c, 1e-4, out);
+      generic_bulk<16, 40 * 1024>(c, 1e-4, out);
       c.release();
     }
     if (bench::has_flag(argc, argv, "--only-generic")) {

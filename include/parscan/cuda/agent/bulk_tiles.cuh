@@ -103,11 +103,10 @@ __device__ PARSCAN_INLINE void read_bulk_run(const unsigned char* tile, index_t 
   }
 }
 
-/// Writes a run back to where read_bulk_run read it, converted to the output's element O.
+/// Writes a run, converted to the output's element O, where read_bulk_run read it: in the
+/// staged tile or in the output (`o`, the tile's first element either way).
 template <int V, bool Full, class O, class Acc>
-__device__ PARSCAN_INLINE void write_bulk_run(unsigned char* tile, index_t count, index_t p, bool reverse,
-                                              const Acc (&x)[V]) {
-  O* o = reinterpret_cast<O*>(tile);
+__device__ PARSCAN_INLINE void write_bulk_run(O* o, index_t count, index_t p, bool reverse, const Acc (&x)[V]) {
   if constexpr (Full && V > 1) {
     const index_t lo = reverse ? count - V - p : p;
     O raw[V];
@@ -128,12 +127,14 @@ __device__ PARSCAN_INLINE void write_bulk_run(unsigned char* tile, index_t count
   }
 }
 
-/// The scan of one staged tile: reduce, look-back (warp 0, through `tile_prefix`), scan back
-/// into shared memory. Full: the tile has all its elements (count = tile); otherwise its valid
-/// elements are the first `count` in processing order and the rest take no part.
+/// The scan of one staged tile: reduce, look-back (warp 0, through `tile_prefix`), scan into
+/// `result` (the staged tile itself or the output). Full: the tile has all its elements
+/// (count = tile); otherwise its valid elements are the first `count` in processing order and
+/// the rest take no part.
 template <bool Full, int Warps, int Chunks, class Problem, class Op, class TilePrefix>
 __device__ PARSCAN_INLINE void scan_bulk_tile(const Problem& P, const Op& op, index_t s, bool last_tile,
-                                              unsigned char* tile, index_t count,
+                                              const unsigned char* tile, typename Problem::bulk_output* result,
+                                              index_t count,
                                               bulk_tile_storage<typename Problem::acc_type, Warps>& sm,
                                               TilePrefix&& tile_prefix) {
   using Acc = typename Problem::acc_type;
@@ -211,20 +212,22 @@ __device__ PARSCAN_INLINE void scan_bulk_tile(const Problem& P, const Op& op, in
       if (!P.exclusive) x[v] = r;
       if (last_tile && p + v == count - 1) P.finish(s, r);
     }
-    write_bulk_run<V, Full, O>(tile, count, p, reverse, x);
+    write_bulk_run<V, Full>(result, count, p, reverse, x);
     run = combine(run, maybe<Acc>{chunk_total, true}, op);
   }
 }
 
 /// One tile per block, claimed in order; the tile's elements staged in dynamic shared memory
-/// (bulk_tile_steps · sizeof(E) bytes).
-template <int Warps, int Chunks, class Problem, class Op>
+/// (bulk_tile_steps · sizeof(E) bytes). BulkStore: the results go back through shared memory
+/// and out with one bulk copy; otherwise each lane stores its runs as it scans them.
+template <int Warps, int Chunks, bool BulkStore, class Problem, class Op>
 __global__ void __launch_bounds__(Warps* warp_threads)
     scan_bulk_tiles_kernel(Problem P, Op op, window_chain_state<typename Problem::acc_type> st, unsigned* tile_counter,
                            index_t tiles_per_sequence, index_t windows_per_sequence) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Acc = typename Problem::acc_type;
   using E = typename Problem::bulk_element;
+  using O = typename Problem::bulk_output;
   constexpr index_t tile_steps = bulk_tile_steps<E, Warps, Chunks>;
   extern __shared__ __align__(128) unsigned char tile[];
   __shared__ bulk_tile_smem<Acc, Warps> storage;
@@ -250,14 +253,18 @@ __global__ void __launch_bounds__(Warps* warp_threads)
     return window_chain_prefix(st, t - k, s * windows_per_sequence, k, aggregate, [&] { return P.initial(s); }, op);
   };
   const bool last_tile = k == tiles_per_sequence - 1;
-  if (count == tile_steps) scan_bulk_tile<true, Warps, Chunks>(P, op, s, last_tile, tile, count, sm, tile_prefix);
-  else scan_bulk_tile<false, Warps, Chunks>(P, op, s, last_tile, tile, count, sm, tile_prefix);
+  O* const out = P.bulk_out(s) + begin;
+  O* const result = BulkStore ? reinterpret_cast<O*>(tile) : out;
+  if (count == tile_steps) scan_bulk_tile<true, Warps, Chunks>(P, op, s, last_tile, tile, result, count, sm, tile_prefix);
+  else scan_bulk_tile<false, Warps, Chunks>(P, op, s, last_tile, tile, result, count, sm, tile_prefix);
 
-  fence_shared_for_bulk();
-  __syncthreads();
-  unsigned char* dst = reinterpret_cast<unsigned char*>(P.bulk_out(s) + begin);
-  if (threadIdx.x < bytes - bulk_bytes) dst[bulk_bytes + threadIdx.x] = tile[bulk_bytes + threadIdx.x];
-  if (threadIdx.x == 0) bulk_store_and_release(dst, tile, bulk_bytes);
+  if constexpr (BulkStore) {
+    fence_shared_for_bulk();
+    __syncthreads();
+    unsigned char* dst = reinterpret_cast<unsigned char*>(out);
+    if (threadIdx.x < bytes - bulk_bytes) dst[bulk_bytes + threadIdx.x] = tile[bulk_bytes + threadIdx.x];
+    if (threadIdx.x == 0) bulk_store_and_release(dst, tile, bulk_bytes);
+  }
 #else
   __trap();  // never launched: launch_bulk_tiles checks that the kernel was built for sm_90
 #endif
