@@ -230,15 +230,16 @@ void generic_variant(const generic_case<T>& c, const std::string& variant, doubl
 }
 
 // Bulk tiles (agent/bulk_tiles.cuh) of Warps warps and about TileBytes bytes.
-template <int Warps, int TileBytes, bool BulkStore = false, class T>
+template <int Warps, int TileBytes, bool BulkStore = false, bool BulkLoad = true, bool Claims = true, class T>
 void generic_bulk(const generic_case<T>& c, double tol, result_sink& sink) {
   using problem = cd::generic_problem<T, T, T>;
-  using shape = cd::bulk_shape_of<problem, Warps, TileBytes, BulkStore>;
+  using shape = cd::bulk_shape_of<problem, Warps, TileBytes, BulkLoad, BulkStore, Claims>;
   const parscan::scan_problem<T, T, T> sp{parscan::scan_kind::inclusive, c.in, parscan::sequence_layout::contiguous(c.n),
                                           c.out, parscan::sequence_layout::contiguous(c.n), {}, T{}, false};
   const problem P = problem::from(sp);
   const std::string variant = "bulk tiles " + std::to_string(Warps) + "w " + std::to_string(shape::smem / 1024) + " KB" +
-                              (BulkStore ? ", bulk store" : "");
+                              (BulkStore ? ", bulk store" : "") + (BulkLoad ? "" : ", cp.async load") +
+                              (Claims ? "" : ", blockIdx order");
   auto run = [&](int) {
     const auto s = cd::launch_bulk_tiles<problem, typename generic_case<T>::op_t, shape>(
         P, typename generic_case<T>::op_t{}, 1, parscan::cuda_backend{});
@@ -364,15 +365,15 @@ int main(int argc, char** argv) {
       generic_shape<int, 16, 8, 3>(c, 0, out);   // ... reducing ahead
       generic_shape<int, 16, 16, 3>(c, 0, out);  // ... reducing ahead (the library's default)
       generic_shape<int, 32, 8, 3>(c, 0, out);
-      generic_bulk<8, 32 * 1024, true>(c, 0, out);
-      generic_bulk<8, 40 * 1024, true>(c, 0, out);
       generic_bulk<8, 32 * 1024>(c, 0, out);  // the library's default
       generic_bulk<8, 40 * 1024>(c, 0, out);
-      generic_bulk<8, 16 * 1024>(c, 0, out);
-      generic_bulk<4, 16 * 1024>(c, 0, out);
-      generic_bulk<4, 8 * 1024>(c, 0, out);
-      generic_bulk<16, 32 * 1024>(c, 0, out);
-      generic_bulk<16, 40 * 1024>(c, 0, out);
+      generic_bulk<8, 32 * 1024, false, false>(c, 0, out);
+      generic_bulk<8, 16 * 1024, false, false>(c, 0, out);
+      generic_bulk<4, 8 * 1024, false, false>(c, 0, out);
+      generic_bulk<8, 32 * 1024, false, true, false>(c, 0, out);
+      generic_bulk<4, 8 * 1024, false, true, false>(c, 0, out);
+      generic_bulk<8, 32 * 1024, false, false, false>(c, 0, out);
+      generic_bulk<4, 8 * 1024, false, false, false>(c, 0, out);
       generic_cub(c, 0, out);
       reduces(c, out);
       c.release();
@@ -385,11 +386,10 @@ int main(int argc, char** argv) {
       generic_shape<parscan::affine<float>, 16, 8, 2>(c, 1e-4, out);
       generic_shape<parscan::affine<float>, 16, 8, 3>(c, 1e-4, out);  // the library's default
       generic_shape<parscan::affine<float>, 16, 16, 3>(c, 1e-4, out);
-      generic_bulk<8, 32 * 1024, true>(c, 1e-4, out);
       generic_bulk<8, 32 * 1024>(c, 1e-4, out);  // the library's default
-      generic_bulk<8, 40 * 1024>(c, 1e-4, out);
-      generic_bulk<8, 16 * 1024>(c, 1e-4, out);
-      generic_bulk<16, 40 * 1024>(c, 1e-4, out);
+      generic_bulk<8, 32 * 1024, false, false>(c, 1e-4, out);
+      generic_bulk<8, 32 * 1024, false, true, false>(c, 1e-4, out);
+      generic_bulk<8, 32 * 1024, false, false, false>(c, 1e-4, out);
       c.release();
     }
     if (bench::has_flag(argc, argv, "--only-generic")) {

@@ -31,6 +31,7 @@
 
 #include "../../config.hpp"
 #include "../thread/bulk_copy.cuh"
+#include "../thread/run_io.cuh"
 #include "../warp/warp_shuffle.cuh"
 #include "window_chain.cuh"
 
@@ -217,25 +218,33 @@ __device__ PARSCAN_INLINE void scan_bulk_tile(const Problem& P, const Op& op, in
   }
 }
 
-/// One tile per block, claimed in order; the tile's elements staged in dynamic shared memory
-/// (bulk_tile_steps · sizeof(E) bytes). BulkStore: the results go back through shared memory
-/// and out with one bulk copy; otherwise each lane stores its runs as it scans them.
-template <int Warps, int Chunks, bool BulkStore, class Problem, class Op>
-__global__ void __launch_bounds__(Warps* warp_threads)
+/// One tile per block; the tile's elements staged in dynamic shared memory (bulk_tile_steps ·
+/// sizeof(E) bytes). Shape says:
+///   warps, chunks   the tile's layout (above);
+///   bulk_load       the tile comes in with one bulk copy (else the block's threads copy it
+///                   16 bytes each with cp.async);
+///   bulk_store      the results go back through shared memory and out with one bulk copy
+///                   (else each lane stores its runs as it scans them);
+///   claims          tiles are claimed from a counter, so they start in index order whatever
+///                   order the hardware starts blocks in (else tile = blockIdx.x, which relies
+///                   on blocks starting in index order, as CUB's look-back does).
+template <class Shape, class Problem, class Op>
+__global__ void __launch_bounds__(Shape::warps* warp_threads)
     scan_bulk_tiles_kernel(Problem P, Op op, window_chain_state<typename Problem::acc_type> st, unsigned* tile_counter,
                            index_t tiles_per_sequence, index_t windows_per_sequence) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Acc = typename Problem::acc_type;
   using E = typename Problem::bulk_element;
   using O = typename Problem::bulk_output;
+  constexpr int Warps = Shape::warps, Chunks = Shape::chunks;
   constexpr index_t tile_steps = bulk_tile_steps<E, Warps, Chunks>;
   extern __shared__ __align__(128) unsigned char tile[];
   __shared__ bulk_tile_smem<Acc, Warps> storage;
   auto& sm = storage.get();
   const bulk_barrier loaded{&sm.loaded};
   if (threadIdx.x == 0) {
-    sm.claimed = atomicAdd(tile_counter, 1u);
-    loaded.init();
+    sm.claimed = Shape::claims ? atomicAdd(tile_counter, 1u) : blockIdx.x;
+    if (Shape::bulk_load) loaded.init();
   }
   __syncthreads();
   const index_t t = sm.claimed, s = t / tiles_per_sequence, k = t % tiles_per_sequence;
@@ -244,21 +253,27 @@ __global__ void __launch_bounds__(Warps* warp_threads)
   const index_t count = P.length - begin < tile_steps ? P.length - begin : tile_steps;
   const unsigned bytes = static_cast<unsigned>(count * sizeof(E)), bulk_bytes = bytes & ~15u;
   const unsigned char* src = reinterpret_cast<const unsigned char*>(P.bulk_in(s) + begin);
-  if (threadIdx.x == 0) loaded.load(tile, src, bulk_bytes);
+  if constexpr (Shape::bulk_load) {
+    if (threadIdx.x == 0) loaded.load(tile, src, bulk_bytes);
+  } else {
+    for (unsigned i = threadIdx.x * 16u; i < bulk_bytes; i += Warps * warp_threads * 16u) stage_bytes<16>(tile + i, src + i);
+    async_commit();
+  }
   if (threadIdx.x < bytes - bulk_bytes) tile[bulk_bytes + threadIdx.x] = src[bulk_bytes + threadIdx.x];
-  loaded.wait();
-  __syncthreads();  // the tail bytes
+  if constexpr (Shape::bulk_load) loaded.wait();
+  else async_wait<0>();
+  __syncthreads();  // every thread's copies, and the tail bytes
 
   auto tile_prefix = [&](const Acc& aggregate) {
     return window_chain_prefix(st, t - k, s * windows_per_sequence, k, aggregate, [&] { return P.initial(s); }, op);
   };
   const bool last_tile = k == tiles_per_sequence - 1;
   O* const out = P.bulk_out(s) + begin;
-  O* const result = BulkStore ? reinterpret_cast<O*>(tile) : out;
+  O* const result = Shape::bulk_store ? reinterpret_cast<O*>(tile) : out;
   if (count == tile_steps) scan_bulk_tile<true, Warps, Chunks>(P, op, s, last_tile, tile, result, count, sm, tile_prefix);
   else scan_bulk_tile<false, Warps, Chunks>(P, op, s, last_tile, tile, result, count, sm, tile_prefix);
 
-  if constexpr (BulkStore) {
+  if constexpr (Shape::bulk_store) {
     fence_shared_for_bulk();
     __syncthreads();
     unsigned char* dst = reinterpret_cast<unsigned char*>(out);

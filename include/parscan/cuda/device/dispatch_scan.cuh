@@ -122,11 +122,11 @@ using tile_shape = tile_shape_of<Problem>;
 
 /// A bulk tiles' shape: Warps warps and about TileBytes bytes of elements a tile (at most
 /// 48 KB), so that shared memory, not registers, bounds the tiles in flight.
-template <class Problem, int Warps, int TileBytes, bool BulkStore = false>
+template <class Problem, int Warps, int TileBytes, bool BulkLoad = true, bool BulkStore = false, bool Claims = true>
 struct bulk_shape_of {
   using element = typename Problem::bulk_element;
   static constexpr int warps = Warps;
-  static constexpr bool bulk_store = BulkStore;
+  static constexpr bool bulk_load = BulkLoad, bulk_store = BulkStore, claims = Claims;
   static constexpr int chunks = bulk_chunks_for<element, warps, TileBytes>;
   static constexpr index_t tile = bulk_tile_steps<element, warps, chunks>;
   static constexpr int smem = static_cast<int>(tile * sizeof(element));
@@ -377,7 +377,7 @@ bool built_for_bulk_copies(int device) {
 }
 
 template <class Problem, class Op, class shape = bulk_shape<Problem>>
-constexpr auto bulk_tiles_kernel = scan_bulk_tiles_kernel<shape::warps, shape::chunks, shape::bulk_store, Problem, Op>;
+constexpr auto bulk_tiles_kernel = scan_bulk_tiles_kernel<shape, Problem, Op>;
 
 /// Bulk tiles (agent/bulk_tiles.cuh): one tile per block, claimed in order, a plain launch.
 /// Shared memory is given its largest share of the SM (the tiles in flight live there).
