@@ -90,7 +90,8 @@ int blocks_per_multiprocessor(int block_threads, int device = 0, int dynamic_sme
   if (device < 0 || device >= max_devices) device = 0;
   if (cached[device] == 0) {
     int n = 0;
-    if ((dynamic_smem <= 48 * 1024 ||
+    // Opting in for any dynamic shared memory: the default 48 KB also counts the kernel's own.
+    if ((dynamic_smem == 0 ||
          cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_smem) == cudaSuccess) &&
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel, block_threads, dynamic_smem) == cudaSuccess) {
       cached[device] = n > 0 ? n : -1;

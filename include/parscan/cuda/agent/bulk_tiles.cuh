@@ -64,8 +64,8 @@ template <class Acc, int Warps>
 struct bulk_tile_storage {
   Acc warp_total[Warps];
   maybe<Acc> warp_prefix[Warps];
-  std::uint64_t loaded;  // the bulk load's barrier
-  unsigned claimed;
+  std::uint64_t loaded[2];  // the bulk loads' barriers, one per slot
+  unsigned claimed[2];      // the tile in each slot
 };
 
 template <class Acc, int Warps>
@@ -128,26 +128,19 @@ __device__ PARSCAN_INLINE void write_bulk_run(O* o, index_t count, index_t p, bo
   }
 }
 
-/// The scan of one staged tile: reduce, look-back (warp 0, through `tile_prefix`), scan into
-/// `result` (the staged tile itself or the output). Full: the tile has all its elements
-/// (count = tile); otherwise its valid elements are the first `count` in processing order and
-/// the rest take no part.
-template <bool Full, int Warps, int Chunks, class Problem, class Op, class TilePrefix>
-__device__ PARSCAN_INLINE void scan_bulk_tile(const Problem& P, const Op& op, index_t s, bool last_tile,
-                                              const unsigned char* tile, typename Problem::bulk_output* result,
-                                              index_t count,
-                                              bulk_tile_storage<typename Problem::acc_type, Warps>& sm,
-                                              TilePrefix&& tile_prefix) {
+/// Step 1 of a staged tile: each warp's total, chunk by chunk in order (a chunk past the end
+/// takes no part), into sm.warp_total; then (after a block barrier) the tile's aggregate over
+/// the warps that have elements, returned in every lane of warp 0.
+template <bool Full, int Warps, int Chunks, class Problem, class Op>
+__device__ PARSCAN_INLINE typename Problem::acc_type reduce_bulk_tile(
+    const Problem& P, const Op& op, const unsigned char* tile, index_t count,
+    bulk_tile_storage<typename Problem::acc_type, Warps>& sm) {
   using Acc = typename Problem::acc_type;
   using E = typename Problem::bulk_element;
-  using O = typename Problem::bulk_output;
   constexpr int V = bulk_run<E>;
   constexpr index_t chunk = static_cast<index_t>(warp_threads) * V;
   const int lane = lane_id(), warp = static_cast<int>(threadIdx.x) / warp_threads;
   const index_t segment = static_cast<index_t>(warp) * Chunks * chunk;
-  const bool reverse = P.reverse;
-
-  // 1. This warp's total, chunk by chunk in order (a chunk past the end takes no part).
   maybe<Acc> total{Acc{}, false};
 #pragma unroll
   for (int j = 0; j < Chunks; ++j) {
@@ -155,7 +148,7 @@ __device__ PARSCAN_INLINE void scan_bulk_tile(const Problem& P, const Op& op, in
     if (!Full && first >= count) break;  // the same in every lane
     const index_t p = first + lane * V;
     Acc x[V];
-    read_bulk_run<V, Full, E>(tile, count, p, reverse, x);
+    read_bulk_run<V, Full, E>(tile, count, p, P.reverse, x);
     Acc fold = x[0];
     int lanes = warp_threads;
     if constexpr (Full) {
@@ -173,22 +166,37 @@ __device__ PARSCAN_INLINE void scan_bulk_tile(const Problem& P, const Op& op, in
   }
   if (lane == 0) sm.warp_total[warp] = total.value;
   __syncthreads();
-
-  // 2. Warp 0: the tile's aggregate over the warps that have elements, its prefix from the
-  // look-back, and each warp's prefix.
+  Acc aggregate{};
   if (warp == 0) {
-    const int warps = Full ? Warps
-                           : static_cast<int>((count + Chunks * chunk - 1) / (Chunks * chunk));
-    const Acc mine = sm.warp_total[lane < warps ? lane : 0];
-    const Acc aggregate = shfl_idx(warp_ordered_reduce(mine, warps, op), 0);
-    const maybe<Acc> prefix = tile_prefix(aggregate);
-    const Acc inclusive = warp_inclusive_scan(mine, op);
-    const Acc before = shfl_up(inclusive, 1);
-    if (lane < Warps) sm.warp_prefix[lane] = lane == 0 ? prefix : combine(prefix, maybe<Acc>{before, true}, op);
+    const int warps = Full ? Warps : static_cast<int>((count + Chunks * chunk - 1) / (Chunks * chunk));
+    aggregate = shfl_idx(warp_ordered_reduce(sm.warp_total[lane < warps ? lane : 0], warps, op), 0);
   }
-  __syncthreads();
+  return aggregate;
+}
 
-  // 3. The scan, written back over the tile in the output's element type.
+/// Step 2, warp 0 only: the tile's prefix (`prefix`, from the look-back) and the warp totals of
+/// step 1 give each warp's prefix, into sm.warp_prefix (read after a block barrier).
+template <int Warps, class Acc, class Op>
+__device__ PARSCAN_INLINE void spread_bulk_prefix(const maybe<Acc>& prefix, const Op& op,
+                                                  bulk_tile_storage<Acc, Warps>& sm) {
+  const int lane = lane_id();
+  const Acc inclusive = warp_inclusive_scan(sm.warp_total[lane < Warps ? lane : 0], op);
+  const Acc before = shfl_up(inclusive, 1);
+  if (lane < Warps) sm.warp_prefix[lane] = lane == 0 ? prefix : combine(prefix, maybe<Acc>{before, true}, op);
+}
+
+/// Step 3: the scan from each warp's prefix, into `result` (the staged tile itself or the
+/// output; the tile's first element either way).
+template <bool Full, int Warps, int Chunks, class Problem, class Op>
+__device__ PARSCAN_INLINE void scan_bulk_runs(const Problem& P, const Op& op, index_t s, bool last_tile,
+                                              const unsigned char* tile, typename Problem::bulk_output* result,
+                                              index_t count, bulk_tile_storage<typename Problem::acc_type, Warps>& sm) {
+  using Acc = typename Problem::acc_type;
+  using E = typename Problem::bulk_element;
+  constexpr int V = bulk_run<E>;
+  constexpr index_t chunk = static_cast<index_t>(warp_threads) * V;
+  const int lane = lane_id(), warp = static_cast<int>(threadIdx.x) / warp_threads;
+  const index_t segment = static_cast<index_t>(warp) * Chunks * chunk;
   maybe<Acc> run = sm.warp_prefix[warp];
 #pragma unroll
   for (int j = 0; j < Chunks; ++j) {
@@ -196,7 +204,7 @@ __device__ PARSCAN_INLINE void scan_bulk_tile(const Problem& P, const Op& op, in
     if (!Full && first >= count) break;
     const index_t p = first + lane * V;
     Acc x[V];
-    read_bulk_run<V, Full, E>(tile, count, p, reverse, x);
+    read_bulk_run<V, Full, E>(tile, count, p, P.reverse, x);
     Acc fold = x[0];
 #pragma unroll
     for (int v = 1; v < V; ++v) fold = op(fold, x[v]);  // runs past the end fold garbage after
@@ -213,9 +221,26 @@ __device__ PARSCAN_INLINE void scan_bulk_tile(const Problem& P, const Op& op, in
       if (!P.exclusive) x[v] = r;
       if (last_tile && p + v == count - 1) P.finish(s, r);
     }
-    write_bulk_run<V, Full>(result, count, p, reverse, x);
+    write_bulk_run<V, Full>(result, count, p, P.reverse, x);
     run = combine(run, maybe<Acc>{chunk_total, true}, op);
   }
+}
+
+/// The scan of one staged tile: reduce, look-back (warp 0, through `tile_prefix`), scan into
+/// `result`. Full: the tile has all its elements (count = tile); otherwise its valid elements
+/// are the first `count` in processing order and the rest take no part.
+template <bool Full, int Warps, int Chunks, class Problem, class Op, class TilePrefix, class Mark>
+__device__ PARSCAN_INLINE void scan_bulk_tile(const Problem& P, const Op& op, index_t s, bool last_tile,
+                                              const unsigned char* tile, typename Problem::bulk_output* result,
+                                              index_t count,
+                                              bulk_tile_storage<typename Problem::acc_type, Warps>& sm,
+                                              TilePrefix&& tile_prefix, Mark&& mark) {
+  const auto aggregate = reduce_bulk_tile<Full, Warps, Chunks>(P, op, tile, count, sm);
+  mark(3);
+  if (threadIdx.x < warp_threads) spread_bulk_prefix(tile_prefix(aggregate), op, sm);
+  __syncthreads();
+  mark(4);
+  scan_bulk_runs<Full, Warps, Chunks>(P, op, s, last_tile, tile, result, count, sm);
 }
 
 /// One tile per block; the tile's elements staged in dynamic shared memory (bulk_tile_steps ·
@@ -227,58 +252,193 @@ __device__ PARSCAN_INLINE void scan_bulk_tile(const Problem& P, const Op& op, in
 ///                   (else each lane stores its runs as it scans them);
 ///   claims          tiles are claimed from a counter, so they start in index order whatever
 ///                   order the hardware starts blocks in (else tile = blockIdx.x, which relies
-///                   on blocks starting in index order, as CUB's look-back does).
+///                   on blocks starting in index order, as CUB's look-back does);
+///   persistent      a block claims tile after tile until none is left (a grid of resident
+///                   blocks: no block starts or retires between tiles).
+/// With Shape::trace, thread 0 of each tile's block writes its clock at each phase into
+/// bulk_tiles_trace[tile · 8 + phase] (0 start, 1 claimed, 2 loaded, 3 reduced, 4 prefix known,
+/// 5 done) and the global timer at start and end into [6] and [7]: benchmarks/bench_tuning.cu
+/// reads it to tell where a tile's time goes.
+__device__ unsigned long long* bulk_tiles_trace = nullptr;
+
 template <class Shape, class Problem, class Op>
 __global__ void __launch_bounds__(Shape::warps* warp_threads)
     scan_bulk_tiles_kernel(Problem P, Op op, window_chain_state<typename Problem::acc_type> st, unsigned* tile_counter,
-                           index_t tiles_per_sequence, index_t windows_per_sequence) {
+                           index_t tiles_per_sequence, index_t windows_per_sequence, index_t total_tiles) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Acc = typename Problem::acc_type;
   using E = typename Problem::bulk_element;
   using O = typename Problem::bulk_output;
   constexpr int Warps = Shape::warps, Chunks = Shape::chunks;
   constexpr index_t tile_steps = bulk_tile_steps<E, Warps, Chunks>;
+  static_assert(Shape::claims || !Shape::persistent, "a persistent block claims its tiles");
   extern __shared__ __align__(128) unsigned char tile[];
   __shared__ bulk_tile_smem<Acc, Warps> storage;
   auto& sm = storage.get();
-  const bulk_barrier loaded{&sm.loaded};
+  const bulk_barrier loaded{&sm.loaded[0]};
+  unsigned long long trace[8] = {};
+  auto mark = [&](int phase) {
+    if constexpr (Shape::trace) {
+      if (threadIdx.x == 0) trace[phase] = clock64();
+    }
+  };
+  if (Shape::bulk_load && threadIdx.x == 0) loaded.init();
+  for (unsigned parity = 0;; parity ^= 1u) {
+    if constexpr (Shape::trace) {
+      if (threadIdx.x == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(trace[6]));
+    }
+    mark(0);
+    // Also keeps the next load out of shared memory until every thread is done with this tile.
+    if (threadIdx.x == 0) sm.claimed[0] = Shape::claims ? atomicAdd(tile_counter, 1u) : blockIdx.x;
+    __syncthreads();
+    mark(1);
+    const index_t t = sm.claimed[0];
+    if (t >= total_tiles) break;  // the same in every thread
+    const index_t s = t / tiles_per_sequence, k = t % tiles_per_sequence;
+    const index_t m = P.reverse ? tiles_per_sequence - 1 - k : k;  // the memory tile
+    const index_t begin = m * tile_steps;
+    const index_t count = P.length - begin < tile_steps ? P.length - begin : tile_steps;
+    const unsigned bytes = static_cast<unsigned>(count * sizeof(E)), bulk_bytes = bytes & ~15u;
+    const unsigned char* src = reinterpret_cast<const unsigned char*>(P.bulk_in(s) + begin);
+    if constexpr (Shape::bulk_load) {
+      if (threadIdx.x == 0) loaded.load(tile, src, bulk_bytes);
+    } else {
+      for (unsigned i = threadIdx.x * 16u; i < bulk_bytes; i += Warps * warp_threads * 16u)
+        stage_bytes<16>(tile + i, src + i);
+      async_commit();
+    }
+    if (threadIdx.x < bytes - bulk_bytes) tile[bulk_bytes + threadIdx.x] = src[bulk_bytes + threadIdx.x];
+    if constexpr (Shape::bulk_load) loaded.wait(parity);
+    else async_wait<0>();
+    __syncthreads();  // every thread's copies, and the tail bytes
+    mark(2);
+
+    auto tile_prefix = [&](const Acc& aggregate) {
+      return window_chain_prefix(st, t - k, s * windows_per_sequence, k, aggregate, [&] { return P.initial(s); }, op);
+    };
+    const bool last_tile = k == tiles_per_sequence - 1;
+    O* const out = P.bulk_out(s) + begin;
+    O* const result = Shape::bulk_store ? reinterpret_cast<O*>(tile) : out;
+    if (count == tile_steps)
+      scan_bulk_tile<true, Warps, Chunks>(P, op, s, last_tile, tile, result, count, sm, tile_prefix, mark);
+    else scan_bulk_tile<false, Warps, Chunks>(P, op, s, last_tile, tile, result, count, sm, tile_prefix, mark);
+
+    if constexpr (Shape::bulk_store) {
+      fence_shared_for_bulk();
+      __syncthreads();
+      unsigned char* dst = reinterpret_cast<unsigned char*>(out);
+      if (threadIdx.x < bytes - bulk_bytes) dst[bulk_bytes + threadIdx.x] = tile[bulk_bytes + threadIdx.x];
+      if (threadIdx.x == 0) bulk_store_and_release(dst, tile, bulk_bytes);
+    }
+    if constexpr (Shape::trace) {
+      mark(5);
+      if (threadIdx.x == 0) {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(trace[7]));
+        for (int i = 0; i < 8; ++i) bulk_tiles_trace[t * 8 + i] = trace[i];
+      }
+    }
+    if constexpr (!Shape::persistent) break;
+  }
+#else
+  __trap();  // never launched: launch_bulk_tiles checks that the kernel was built for sm_90
+#endif
+}
+
+/// Where tile t of a sequence lies (bulk tiles of `tile_steps` steps).
+struct bulk_tile_place {
+  index_t s, k, begin, count;
+  unsigned bytes, bulk_bytes;
+};
+template <class Problem>
+__device__ PARSCAN_INLINE bulk_tile_place place_bulk_tile(const Problem& P, index_t t, index_t tiles_per_sequence,
+                                                          index_t tile_steps) {
+  bulk_tile_place w;
+  w.s = t / tiles_per_sequence;
+  w.k = t % tiles_per_sequence;
+  const index_t m = P.reverse ? tiles_per_sequence - 1 - w.k : w.k;  // the memory tile
+  w.begin = m * tile_steps;
+  w.count = P.length - w.begin < tile_steps ? P.length - w.begin : tile_steps;
+  w.bytes = static_cast<unsigned>(w.count * sizeof(typename Problem::bulk_element));
+  w.bulk_bytes = w.bytes & ~15u;
+  return w;
+}
+
+/// A persistent block with two slots: while warp 0 looks back for the tile in one slot and the
+/// block scans it, the copy engine loads the next tile into the other; the next tile is then
+/// reduced and its aggregate published (past the sequence's first 32 windows, which publish in
+/// their own look-backs: agent/window_chain.cuh says why) before its own look-back comes round.
+/// Tiles are claimed one at a time, so a block never holds two that wait on each other.
+template <class Shape, class Problem, class Op>
+__global__ void __launch_bounds__(Shape::warps* warp_threads)
+    scan_bulk_pipeline_kernel(Problem P, Op op, window_chain_state<typename Problem::acc_type> st,
+                              unsigned* tile_counter, index_t tiles_per_sequence, index_t windows_per_sequence,
+                              index_t total_tiles) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using Acc = typename Problem::acc_type;
+  using E = typename Problem::bulk_element;
+  using O = typename Problem::bulk_output;
+  constexpr int Warps = Shape::warps, Chunks = Shape::chunks;
+  constexpr index_t tile_steps = bulk_tile_steps<E, Warps, Chunks>;
+  constexpr unsigned slot_bytes = static_cast<unsigned>(tile_steps * sizeof(E));
+  constexpr index_t ahead_from = static_cast<index_t>(chain_window) * chain_window;
+  extern __shared__ __align__(128) unsigned char slots[];
+  __shared__ bulk_tile_smem<Acc, Warps> storage;
+  auto& sm = storage.get();
+  const bulk_barrier loaded[2] = {{&sm.loaded[0]}, {&sm.loaded[1]}};
+  auto claim_and_load = [&](int slot) {  // thread 0
+    const unsigned t = atomicAdd(tile_counter, 1u);
+    sm.claimed[slot] = t;
+    if (t < total_tiles) {
+      const bulk_tile_place w = place_bulk_tile(P, t, tiles_per_sequence, tile_steps);
+      loaded[slot].load(slots + slot * slot_bytes, P.bulk_in(w.s) + w.begin, w.bulk_bytes);
+    }
+  };
+  unsigned parity = 0;  // bit i: the phase of slot i's next load
+  // Waits for the tile in `slot` and reduces it; publishes its aggregate unless its look-back will.
+  auto receive = [&](int slot, const bulk_tile_place& w) {
+    unsigned char* tile = slots + slot * slot_bytes;
+    const unsigned char* src = reinterpret_cast<const unsigned char*>(P.bulk_in(w.s) + w.begin);
+    if (threadIdx.x < w.bytes - w.bulk_bytes) tile[w.bulk_bytes + threadIdx.x] = src[w.bulk_bytes + threadIdx.x];
+    loaded[slot].wait((parity >> slot) & 1u);
+    parity ^= 1u << slot;
+    __syncthreads();  // the tail bytes
+    const Acc aggregate = w.count == tile_steps ? reduce_bulk_tile<true, Warps, Chunks>(P, op, tile, w.count, sm)
+                                                : reduce_bulk_tile<false, Warps, Chunks>(P, op, tile, w.count, sm);
+    if (threadIdx.x == 0 && w.k >= ahead_from) window_chain_state<Acc>::store(st.aggregate(w.s * tiles_per_sequence + w.k), aggregate);
+    return aggregate;  // valid in warp 0
+  };
+
   if (threadIdx.x == 0) {
-    sm.claimed = Shape::claims ? atomicAdd(tile_counter, 1u) : blockIdx.x;
-    if (Shape::bulk_load) loaded.init();
+    loaded[0].init();
+    loaded[1].init();
+    claim_and_load(0);
   }
   __syncthreads();
-  const index_t t = sm.claimed, s = t / tiles_per_sequence, k = t % tiles_per_sequence;
-  const index_t m = P.reverse ? tiles_per_sequence - 1 - k : k;  // the memory tile
-  const index_t begin = m * tile_steps;
-  const index_t count = P.length - begin < tile_steps ? P.length - begin : tile_steps;
-  const unsigned bytes = static_cast<unsigned>(count * sizeof(E)), bulk_bytes = bytes & ~15u;
-  const unsigned char* src = reinterpret_cast<const unsigned char*>(P.bulk_in(s) + begin);
-  if constexpr (Shape::bulk_load) {
-    if (threadIdx.x == 0) loaded.load(tile, src, bulk_bytes);
-  } else {
-    for (unsigned i = threadIdx.x * 16u; i < bulk_bytes; i += Warps * warp_threads * 16u) stage_bytes<16>(tile + i, src + i);
-    async_commit();
-  }
-  if (threadIdx.x < bytes - bulk_bytes) tile[bulk_bytes + threadIdx.x] = src[bulk_bytes + threadIdx.x];
-  if constexpr (Shape::bulk_load) loaded.wait();
-  else async_wait<0>();
-  __syncthreads();  // every thread's copies, and the tail bytes
-
-  auto tile_prefix = [&](const Acc& aggregate) {
-    return window_chain_prefix(st, t - k, s * windows_per_sequence, k, aggregate, [&] { return P.initial(s); }, op);
-  };
-  const bool last_tile = k == tiles_per_sequence - 1;
-  O* const out = P.bulk_out(s) + begin;
-  O* const result = Shape::bulk_store ? reinterpret_cast<O*>(tile) : out;
-  if (count == tile_steps) scan_bulk_tile<true, Warps, Chunks>(P, op, s, last_tile, tile, result, count, sm, tile_prefix);
-  else scan_bulk_tile<false, Warps, Chunks>(P, op, s, last_tile, tile, result, count, sm, tile_prefix);
-
-  if constexpr (Shape::bulk_store) {
-    fence_shared_for_bulk();
-    __syncthreads();
-    unsigned char* dst = reinterpret_cast<unsigned char*>(out);
-    if (threadIdx.x < bytes - bulk_bytes) dst[bulk_bytes + threadIdx.x] = tile[bulk_bytes + threadIdx.x];
-    if (threadIdx.x == 0) bulk_store_and_release(dst, tile, bulk_bytes);
+  int slot = 0;
+  index_t t = sm.claimed[0];
+  if (t >= total_tiles) return;
+  bulk_tile_place w = place_bulk_tile(P, t, tiles_per_sequence, tile_steps);
+  Acc aggregate = receive(slot, w);
+  for (;;) {
+    __syncthreads();  // the other slot's last tile is scanned: it may be refilled
+    if (threadIdx.x == 0) claim_and_load(slot ^ 1);
+    if (threadIdx.x < warp_threads) {
+      const maybe<Acc> prefix =
+          window_chain_prefix(st, t - w.k, w.s * windows_per_sequence, w.k, aggregate, [&] { return P.initial(w.s); }, op,
+                              w.k >= ahead_from);
+      spread_bulk_prefix(prefix, op, sm);
+    }
+    __syncthreads();  // the warps' prefixes, and the next tile's claim
+    const unsigned char* tile = slots + slot * slot_bytes;
+    O* const out = P.bulk_out(w.s) + w.begin;
+    const bool last_tile = w.k == tiles_per_sequence - 1;
+    if (w.count == tile_steps) scan_bulk_runs<true, Warps, Chunks>(P, op, w.s, last_tile, tile, out, w.count, sm);
+    else scan_bulk_runs<false, Warps, Chunks>(P, op, w.s, last_tile, tile, out, w.count, sm);
+    slot ^= 1;
+    t = sm.claimed[slot];
+    if (t >= total_tiles) break;  // the same in every thread
+    w = place_bulk_tile(P, t, tiles_per_sequence, tile_steps);
+    aggregate = receive(slot, w);
   }
 #else
   __trap();  // never launched: launch_bulk_tiles checks that the kernel was built for sm_90

@@ -122,16 +122,20 @@ using tile_shape = tile_shape_of<Problem>;
 
 /// A bulk tiles' shape: Warps warps and about TileBytes bytes of elements a tile (at most
 /// 48 KB), so that shared memory, not registers, bounds the tiles in flight.
-template <class Problem, int Warps, int TileBytes, bool BulkLoad = true, bool BulkStore = false, bool Claims = true>
+template <class Problem, int Warps, int TileBytes, bool BulkLoad = true, bool BulkStore = false, bool Claims = true,
+          bool Persistent = false, bool Trace = false, bool Pipelined = false>
 struct bulk_shape_of {
   using element = typename Problem::bulk_element;
   static constexpr int warps = Warps;
-  static constexpr bool bulk_load = BulkLoad, bulk_store = BulkStore, claims = Claims;
+  static constexpr bool bulk_load = BulkLoad, bulk_store = BulkStore, claims = Claims,
+                        persistent = Persistent || Pipelined, trace = Trace, pipelined = Pipelined;
   static constexpr int chunks = bulk_chunks_for<element, warps, TileBytes>;
   static constexpr index_t tile = bulk_tile_steps<element, warps, chunks>;
-  static constexpr int smem = static_cast<int>(tile * sizeof(element));
-  // Within the 48 KB a block may take without opting in, with the kernel's own 1 KB or less.
-  static_assert(smem <= 47 * 1024, "bulk tiles stay within the default shared memory");
+  static constexpr int slots = Pipelined ? 2 : 1;
+  static constexpr int smem = slots * static_cast<int>(tile * sizeof(element));
+  // Within the 48 KB a block may take without opting in (with the kernel's own 1 KB or less),
+  // or for the pipeline, which opts in, within an SM's 227 KB.
+  static_assert(smem <= (Pipelined ? 200 : 47) * 1024, "bulk tiles fit shared memory");
 };
 
 /// The shape the library uses (benchmarks/bench_tuning.cu times the others).
@@ -377,7 +381,10 @@ bool built_for_bulk_copies(int device) {
 }
 
 template <class Problem, class Op, class shape = bulk_shape<Problem>>
-constexpr auto bulk_tiles_kernel = scan_bulk_tiles_kernel<shape, Problem, Op>;
+constexpr auto bulk_tiles_kernel = [] {
+  if constexpr (shape::pipelined) return scan_bulk_pipeline_kernel<shape, Problem, Op>;
+  else return scan_bulk_tiles_kernel<shape, Problem, Op>;
+}();
 
 /// Bulk tiles (agent/bulk_tiles.cuh): one tile per block, claimed in order, a plain launch.
 /// Shared memory is given its largest share of the SM (the tiles in flight live there).
@@ -402,8 +409,16 @@ status launch_bulk_tiles(const Problem& P, const Op& op, index_t sequences, cons
   unsigned* counter = static_cast<unsigned*>(ws.get());
   const state st = state::carve(static_cast<char*>(ws.get()) + 256, total_tiles, sequences * windows_per_sequence);
   if (status s = report(cudaMemsetAsync(ws.get(), 0, state_bytes + 256, be.stream)); s != status::success) return s;
-  return launch(kernel, total_tiles, shape::warps * warp_threads, shape::smem, be, P, op, st, counter,
-                tiles_per_sequence, windows_per_sequence);
+  index_t blocks = total_tiles;
+  if constexpr (shape::persistent) {
+    const device_facts dev = current_device();
+    if (dev.st != status::success) return dev.st;
+    const int per_sm = blocks_per_multiprocessor<kernel>(shape::warps * warp_threads, dev.device, shape::smem);
+    if (per_sm == 0) return status::exceeds_device_limits;
+    if (static_cast<index_t>(per_sm) * dev.multiprocessors < blocks) blocks = static_cast<index_t>(per_sm) * dev.multiprocessors;
+  }
+  return launch(kernel, blocks, shape::warps * warp_threads, shape::smem, be, P, op, st, counter, tiles_per_sequence,
+                windows_per_sequence, total_tiles);
 }
 
 /// A reduce of few long sequences in two passes over fixed spans of tiles (reduce_spans_kernel,

@@ -25,15 +25,16 @@ struct bulk_barrier {
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
   }
   /// One thread: copies `bytes` (a multiple of 16, possibly 0) from global `src` to shared `dst`
-  /// and arrives, so that the barrier's phase 0 completes when they have landed.
+  /// and arrives, so that the barrier's current phase completes when they have landed.
   __device__ PARSCAN_INLINE void load(void* dst, const void* src, unsigned bytes) const {
     cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared, word,
                                          bytes);
     if (bytes > 0) cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, dst, src, bytes, word);
   }
-  /// Any thread: waits for phase 0 (the load) to complete; the bytes are then visible to it.
-  __device__ PARSCAN_INLINE void wait() const {
-    while (!cuda::ptx::mbarrier_try_wait_parity(word, 0u)) {
+  /// Any thread: waits for the load of phase `parity` (0, 1, 0, … for successive loads) to
+  /// complete; the bytes are then visible to it.
+  __device__ PARSCAN_INLINE void wait(unsigned parity = 0) const {
+    while (!cuda::ptx::mbarrier_try_wait_parity(word, parity)) {
     }
   }
 };
