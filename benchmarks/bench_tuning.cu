@@ -6,7 +6,6 @@
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -230,21 +229,21 @@ void generic_variant(const generic_case<T>& c, const std::string& variant, doubl
   c.record(variant, bench::median_us(run, 15, 2), err, sink);
 }
 
-// Bulk tiles (agent/bulk_tiles.cuh) of Warps warps and about TileBytes bytes.
-template <int Warps, int TileBytes, bool BulkStore = false, bool BulkLoad = true, bool Claims = true,
-          bool Persistent = false, bool Pipelined = false, class T>
+// Bulk tiles (agent/bulk_tiles.cuh) of Warps warps and about TileBytes bytes, registers for at
+// least MinBlocks blocks per SM.
+template <int Warps, int TileBytes, int MinBlocks, class T>
 void generic_bulk(const generic_case<T>& c, double tol, result_sink& sink) {
   using problem = cd::generic_problem<T, T, T>;
-  using shape = cd::bulk_shape_of<problem, Warps, TileBytes, BulkLoad, BulkStore, Claims, Persistent, false, Pipelined>;
+  using shape = cd::bulk_shape_of<problem, Warps, TileBytes, MinBlocks>;
   const parscan::scan_problem<T, T, T> sp{parscan::scan_kind::inclusive, c.in, parscan::sequence_layout::contiguous(c.n),
                                           c.out, parscan::sequence_layout::contiguous(c.n), {}, T{}, false};
   const problem P = problem::from(sp);
-  const std::string variant = "bulk tiles " + std::to_string(Warps) + "w " + std::to_string(shape::smem / shape::slots / 1024) + " KB" +
-                              (BulkStore ? ", bulk store" : "") + (BulkLoad ? "" : ", cp.async load") +
-                              (Claims ? "" : ", blockIdx order") + (Pipelined ? ", pipelined" : Persistent ? ", persistent" : "");
+  const std::string variant = "bulk tiles " + std::to_string(Warps) + "w " + std::to_string(shape::smem / 1024) +
+                              " KB >=" + std::to_string(MinBlocks) + "/SM";
+  const cd::device_facts dev = cd::current_device();
   auto run = [&](int) {
     const auto s = cd::launch_bulk_tiles<problem, typename generic_case<T>::op_t, shape>(
-        P, typename generic_case<T>::op_t{}, 1, parscan::cuda_backend{});
+        P, typename generic_case<T>::op_t{}, 1, dev, parscan::cuda_backend{});
     if (s != parscan::status::success) std::printf("%s: %s\n", variant.c_str(), parscan::to_string(s)), std::exit(1);
   };
   BENCH_CHECK(cudaMemset(c.out, 0xff, c.n * sizeof(T)));
@@ -253,68 +252,6 @@ void generic_bulk(const generic_case<T>& c, double tol, result_sink& sink) {
   const double err = c.check();
   if (!(err <= tol)) ++sink.failures, std::printf("FAILED %s %s: error %.3g\n", c.name.c_str(), variant.c_str(), err);
   c.record(variant, bench::median_us(run, 15, 2), err, sink);
-}
-
-// Where a bulk tile's time goes: one traced run of the library's bulk shape, each tile's phase
-// clocks (agent/bulk_tiles.cuh, bulk_tiles_trace); medians and 90th percentiles in µs, and how
-// many tiles were alive on average.
-template <bool Persistent, class T>
-void trace_bulk(const generic_case<T>& c) {
-  using problem = cd::generic_problem<T, T, T>;
-  using base = cd::bulk_shape<problem>;
-  using shape = cd::bulk_shape_of<problem, base::warps, base::smem, true, false, true, Persistent, true>;
-  const parscan::scan_problem<T, T, T> sp{parscan::scan_kind::inclusive, c.in, parscan::sequence_layout::contiguous(c.n),
-                                          c.out, parscan::sequence_layout::contiguous(c.n), {}, T{}, false};
-  const problem P = problem::from(sp);
-  const index_t tiles = (c.n + shape::tile - 1) / shape::tile;
-  unsigned long long* trace = nullptr;
-  BENCH_CHECK(cudaMalloc(&trace, tiles * 8 * sizeof(unsigned long long)));
-  BENCH_CHECK(cudaMemcpyToSymbol(cd::bulk_tiles_trace, &trace, sizeof(trace)));
-  for (int i = 0; i < 3; ++i)
-    if (cd::launch_bulk_tiles<problem, typename generic_case<T>::op_t, shape>(P, {}, 1, parscan::cuda_backend{}) !=
-        parscan::status::success)
-      std::exit(1);
-  BENCH_CHECK(cudaDeviceSynchronize());
-  std::vector<unsigned long long> t(static_cast<std::size_t>(tiles) * 8);
-  BENCH_CHECK(cudaMemcpy(t.data(), trace, t.size() * sizeof(t[0]), cudaMemcpyDeviceToHost));
-  BENCH_CHECK(cudaFree(trace));
-  int khz = 0;
-  BENCH_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
-  const char* names[] = {"claim", "load", "reduce", "look-back", "scan+store", "whole tile"};
-  std::printf("bulk tile phases (%s%s, %lld tiles, clock %.2f GHz): median / p90 us\n", c.name.c_str(),
-              Persistent ? ", persistent" : "",
-              static_cast<long long>(tiles), khz / 1e6);
-  for (int ph = 0; ph < 6; ++ph) {
-    std::vector<double> d;
-    for (index_t i = 0; i < tiles; ++i) {
-      const unsigned long long* r = &t[static_cast<std::size_t>(i) * 8];
-      d.push_back((ph < 5 ? double(r[ph + 1] - r[ph]) : double(r[5] - r[0])) / (khz / 1e3));
-    }
-    std::sort(d.begin(), d.end());
-    std::printf("  %-11s %8.2f / %8.2f\n", names[ph], d[d.size() / 2], d[d.size() * 9 / 10]);
-  }
-  unsigned long long first = ~0ull, last = 0;
-  double alive = 0;
-  for (index_t i = 0; i < tiles; ++i) {
-    const unsigned long long* r = &t[static_cast<std::size_t>(i) * 8];
-    first = std::min(first, r[6]), last = std::max(last, r[7]);
-    alive += double(r[7] - r[6]);
-  }
-  std::vector<std::pair<unsigned long long, int>> events;
-  for (index_t i = 0; i < tiles; ++i) {
-    const unsigned long long* r = &t[static_cast<std::size_t>(i) * 8];
-    events.push_back({r[6], 1}), events.push_back({r[7], -1});
-  }
-  std::sort(events.begin(), events.end());
-  int now = 0, most = 0;
-  for (const auto& e : events) most = std::max(most, now += e.second);
-  int dev = 0, sms = 0;
-  BENCH_CHECK(cudaGetDevice(&dev));
-  BENCH_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  constexpr auto kernel = cd::bulk_tiles_kernel<problem, typename generic_case<T>::op_t, shape>;
-  std::printf("  kernel %.1f us, tiles alive on average %.0f, at most %d; resident blocks per SM %d (x %d SMs)\n",
-              (last - first) / 1e3, alive / double(last - first), most,
-              cd::blocks_per_multiprocessor<kernel>(shape::warps * 32, dev, shape::smem), sms);
 }
 
 template <class T>
@@ -427,17 +364,14 @@ int main(int argc, char** argv) {
       generic_shape<int, 16, 8, 2, false>(c, 0, out);  // the persistent hierarchical grid
       generic_shape<int, 16, 16, 2>(c, 0, out);  // persistent, staged, window chain
       generic_shape<int, 16, 8, 3>(c, 0, out);   // ... reducing ahead
-      generic_shape<int, 16, 16, 3>(c, 0, out);  // ... reducing ahead (the library's default)
+      generic_shape<int, 16, 16, 3>(c, 0, out);  // ... reducing ahead (the library's default before bulk tiles)
       generic_shape<int, 32, 8, 3>(c, 0, out);
-      generic_bulk<8, 32 * 1024>(c, 0, out);  // the library's default
-      generic_bulk<8, 40 * 1024, false, true, true, true>(c, 0, out);
-      generic_bulk<8, 32 * 1024, false, true, true, true, true>(c, 0, out);
-      generic_bulk<8, 24 * 1024, false, true, true, true, true>(c, 0, out);
-      generic_bulk<8, 16 * 1024, false, true, true, true, true>(c, 0, out);
-      generic_bulk<8, 40 * 1024, false, true, true, true, true>(c, 0, out);
-      generic_bulk<16, 32 * 1024, false, true, true, true, true>(c, 0, out);
-      generic_bulk<4, 16 * 1024, false, true, true, true, true>(c, 0, out);
-      generic_bulk<4, 8 * 1024, false, true, true, true, true>(c, 0, out);
+      generic_bulk<8, 40 * 1024, 2>(c, 0, out);  // the library's default
+      generic_bulk<8, 40 * 1024, 3>(c, 0, out);
+      generic_bulk<8, 40 * 1024, 5>(c, 0, out);
+      generic_bulk<8, 32 * 1024, 2>(c, 0, out);
+      generic_bulk<4, 40 * 1024, 4>(c, 0, out);
+      generic_bulk<2, 40 * 1024, 5>(c, 0, out);
       generic_cub(c, 0, out);
       reduces(c, out);
       c.release();
@@ -448,14 +382,11 @@ int main(int argc, char** argv) {
       generic_cub(c, 1e-4, out);
       generic_shape<parscan::affine<float>, 16, 8, 2, false>(c, 1e-4, out);  // the persistent hierarchical grid
       generic_shape<parscan::affine<float>, 16, 8, 2>(c, 1e-4, out);
-      generic_shape<parscan::affine<float>, 16, 8, 3>(c, 1e-4, out);  // the library's default
+      generic_shape<parscan::affine<float>, 16, 8, 3>(c, 1e-4, out);  // the library's default before bulk tiles
       generic_shape<parscan::affine<float>, 16, 16, 3>(c, 1e-4, out);
-      generic_bulk<8, 32 * 1024>(c, 1e-4, out);  // the library's default
-      generic_bulk<8, 40 * 1024, false, true, true, true>(c, 1e-4, out);
-      generic_bulk<8, 32 * 1024, false, true, true, true, true>(c, 1e-4, out);
-      generic_bulk<8, 24 * 1024, false, true, true, true, true>(c, 1e-4, out);
-      generic_bulk<8, 16 * 1024, false, true, true, true, true>(c, 1e-4, out);
-      generic_bulk<16, 32 * 1024, false, true, true, true, true>(c, 1e-4, out);
+      generic_bulk<8, 40 * 1024, 2>(c, 1e-4, out);  // the library's default
+      generic_bulk<8, 40 * 1024, 5>(c, 1e-4, out);
+      generic_bulk<4, 40 * 1024, 4>(c, 1e-4, out);
       c.release();
     }
     if (bench::has_flag(argc, argv, "--only-generic")) {

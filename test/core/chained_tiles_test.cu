@@ -187,17 +187,17 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: generic int32 scans through the stag
 
 TEST_CASE(PARSCAN_TEST_NAME("chained tiles: generic int32 scans as bulk tiles over more than 32 windows"),
           PARSCAN_TEST_TAGS("[scan][chained][bulk][large]")) {
-  // The library's own shape for two contiguous int32 sequences of 33 windows of 32 tiles of
-  // 8192 steps and a partial tile (agent/bulk_tiles.cuh, look-backs past the first 32 windows),
-  // each starting on a 16-byte boundary; exact sums against a host loop.
+  // The library's own shape for two contiguous int32 sequences of 33 windows of 32 tiles and a
+  // partial tile (agent/bulk_tiles.cuh, look-backs past the first 32 windows), each starting on
+  // a 16-byte boundary; exact sums against a host loop.
   PARSCAN_TEST_RNG(r, "bulk tiles int32");
-  const index_t sequences = 2, length = 33 * 32 * 8192 + 76;
+  using problem = cd::generic_problem<int, int, int>;
+  const index_t sequences = 2, length = 33 * 32 * cd::bulk_shape<problem>::tile + 76;
   const std::size_t n = static_cast<std::size_t>(sequences * length);
   std::vector<int> x(n), carry{5, -7};
   for (auto& v : x) v = static_cast<int>(r.uniform(-1000.0, 1000.0));
   parscan_test::guarded_buffer<int> dx(x), dout(n), dcarry(carry), dtotal(static_cast<std::size_t>(sequences));
   const auto l = parscan::sequence_layout::time_contiguous(sequences, length);
-  using problem = cd::generic_problem<int, int, int>;
   static_assert(cd::tile_shape<problem>::bulk_tiles, "int32 scans take bulk tiles");
   for (int variant = 0; variant < 4; ++variant) {  // bits: exclusive, reverse
     const bool reverse = (variant & 2) != 0, exclusive = (variant & 1) != 0;

@@ -1,28 +1,30 @@
 // parscan/cuda/agent/bulk_tiles.cuh — chained tiles staged whole through shared memory by the
-// bulk copy engine (sm_90): for the generic scans of a few long contiguous sequences.
+// bulk copy engine (sm_90): the generic scans of a few long contiguous sequences.
 //
-// Why this shape. Every earlier design of the chained scan kept the tile in registers or in a
-// cp.async ring, so a block's memory traffic stopped while its warps waited for the look-back,
-// and with a persistent grid the SM's other block was waiting in the same phase (ncu at 2^28:
-// DRAM 46% of peak, 57% of copy; docs/performance.md). Here a block owns one tile: one thread
-// asks the copy engine for the whole tile (one instruction, no registers held), the block
-// reduces it from shared memory, warp 0 runs the window chain's look-back
-// (agent/window_chain.cuh, deterministic), the block scans it in shared memory, and one thread
-// hands it back to the engine. Many such blocks share an SM (shared memory, not registers,
-// holds the tiles in flight), each in its own phase, so loads and stores stay in flight while
-// some of them wait — CUB's shape of many independent blocks, without its nondeterministic
-// first-ready look-back.
+// A persistent grid of resident blocks; each block claims one tile at a time from a counter
+// (so tiles start in index order, which the window chain's look-back needs: a tile waits only
+// on smaller ones), and for each: one thread asks the copy engine for the whole tile (one
+// instruction, no registers held), the block reduces it from shared memory, warp 0 runs the
+// window chain's look-back (agent/window_chain.cuh, deterministic), and the block scans it
+// from shared memory, each lane storing its runs as it goes. A block that has finished a tile
+// claims the next at once, whatever phase the SM's other blocks are in.
+//
+// Measured on an H200 against the alternatives (docs/performance.md, "Bulk tiles"; int32 sum
+// at 2^28, % of copy, CUB 60%, the staged window chain 43%): persistent blocks of 40 KB tiles,
+// two per SM, 48%; the same with three to five blocks per SM, 38-43% (more tiles in flight made
+// every tile's look-back wait longer); one tile per block (blocks start and retire between
+// tiles) 34-38%; a block that loads its next tile while it scans this one 27-33% (the tile it
+// holds back delays every later look-back). cp.async instead of the copy engine, a bulk store
+// instead of lane stores, tiles in blockIdx order instead of claimed, and a sleep between
+// look-back polls changed nothing.
 //
 // Layout. A tile is Warps × Chunks chunks of 32 runs of V elements (V·sizeof(E) = 16 bytes, or
 // V = 1 for elements that do not divide 16 bytes), in processing order; lane l of warp w reads
-// run l of each of its Chunks chunks, so the shared-memory reads of a warp are 512 consecutive
+// run l of each of its Chunks chunks, so the shared-memory reads of a warp are consecutive
 // bytes, free of bank conflicts. Memory tile m holds elements [m·tile, (m+1)·tile) of the
 // sequence; processing tile k is memory tile k (forward) or tiles − 1 − k (reverse), so every
 // bulk copy starts on a tile boundary, 16-byte aligned, and only a sequence's last memory tile
-// is partial (its final bytes past a 16-byte multiple go element by element).
-//
-// Tiles are claimed from a counter so that they start in index order, which the window chain
-// needs (its tiles wait only on smaller ones).
+// is partial (its final bytes past a 16-byte multiple are copied by hand).
 #pragma once
 
 #include <cstdint>
@@ -31,7 +33,6 @@
 
 #include "../../config.hpp"
 #include "../thread/bulk_copy.cuh"
-#include "../thread/run_io.cuh"
 #include "../warp/warp_shuffle.cuh"
 #include "window_chain.cuh"
 
@@ -64,8 +65,8 @@ template <class Acc, int Warps>
 struct bulk_tile_storage {
   Acc warp_total[Warps];
   maybe<Acc> warp_prefix[Warps];
-  std::uint64_t loaded[2];  // the bulk loads' barriers, one per slot
-  unsigned claimed[2];      // the tile in each slot
+  std::uint64_t loaded;  // the bulk load's barrier
+  unsigned claimed;
 };
 
 template <class Acc, int Warps>
@@ -104,8 +105,8 @@ __device__ PARSCAN_INLINE void read_bulk_run(const unsigned char* tile, index_t 
   }
 }
 
-/// Writes a run, converted to the output's element O, where read_bulk_run read it: in the
-/// staged tile or in the output (`o`, the tile's first element either way).
+/// Writes a run, converted to the output's element O, to the output (`o`, the tile's first
+/// element), where read_bulk_run read it in the staged tile.
 template <int V, bool Full, class O, class Acc>
 __device__ PARSCAN_INLINE void write_bulk_run(O* o, index_t count, index_t p, bool reverse, const Acc (&x)[V]) {
   if constexpr (Full && V > 1) {
@@ -185,8 +186,8 @@ __device__ PARSCAN_INLINE void spread_bulk_prefix(const maybe<Acc>& prefix, cons
   if (lane < Warps) sm.warp_prefix[lane] = lane == 0 ? prefix : combine(prefix, maybe<Acc>{before, true}, op);
 }
 
-/// Step 3: the scan from each warp's prefix, into `result` (the staged tile itself or the
-/// output; the tile's first element either way).
+/// Step 3: the scan from each warp's prefix, into `result` (the output at the tile's first
+/// element).
 template <bool Full, int Warps, int Chunks, class Problem, class Op>
 __device__ PARSCAN_INLINE void scan_bulk_runs(const Problem& P, const Op& op, index_t s, bool last_tile,
                                               const unsigned char* tile, typename Problem::bulk_output* result,
@@ -226,124 +227,6 @@ __device__ PARSCAN_INLINE void scan_bulk_runs(const Problem& P, const Op& op, in
   }
 }
 
-/// The scan of one staged tile: reduce, look-back (warp 0, through `tile_prefix`), scan into
-/// `result`. Full: the tile has all its elements (count = tile); otherwise its valid elements
-/// are the first `count` in processing order and the rest take no part.
-template <bool Full, int Warps, int Chunks, class Problem, class Op, class TilePrefix, class Mark>
-__device__ PARSCAN_INLINE void scan_bulk_tile(const Problem& P, const Op& op, index_t s, bool last_tile,
-                                              const unsigned char* tile, typename Problem::bulk_output* result,
-                                              index_t count,
-                                              bulk_tile_storage<typename Problem::acc_type, Warps>& sm,
-                                              TilePrefix&& tile_prefix, Mark&& mark) {
-  const auto aggregate = reduce_bulk_tile<Full, Warps, Chunks>(P, op, tile, count, sm);
-  mark(3);
-  if (threadIdx.x < warp_threads) spread_bulk_prefix(tile_prefix(aggregate), op, sm);
-  __syncthreads();
-  mark(4);
-  scan_bulk_runs<Full, Warps, Chunks>(P, op, s, last_tile, tile, result, count, sm);
-}
-
-/// One tile per block; the tile's elements staged in dynamic shared memory (bulk_tile_steps ·
-/// sizeof(E) bytes). Shape says:
-///   warps, chunks   the tile's layout (above);
-///   bulk_load       the tile comes in with one bulk copy (else the block's threads copy it
-///                   16 bytes each with cp.async);
-///   bulk_store      the results go back through shared memory and out with one bulk copy
-///                   (else each lane stores its runs as it scans them);
-///   claims          tiles are claimed from a counter, so they start in index order whatever
-///                   order the hardware starts blocks in (else tile = blockIdx.x, which relies
-///                   on blocks starting in index order, as CUB's look-back does);
-///   persistent      a block claims tile after tile until none is left (a grid of resident
-///                   blocks: no block starts or retires between tiles).
-/// With Shape::trace, thread 0 of each tile's block writes its clock at each phase into
-/// bulk_tiles_trace[tile · 8 + phase] (0 start, 1 claimed, 2 loaded, 3 reduced, 4 prefix known,
-/// 5 done) and the global timer at start and end into [6] and [7]: benchmarks/bench_tuning.cu
-/// reads it to tell where a tile's time goes.
-__device__ unsigned long long* bulk_tiles_trace = nullptr;
-
-template <class Shape, class Problem, class Op>
-__global__ void __launch_bounds__(Shape::warps* warp_threads)
-    scan_bulk_tiles_kernel(Problem P, Op op, window_chain_state<typename Problem::acc_type> st, unsigned* tile_counter,
-                           index_t tiles_per_sequence, index_t windows_per_sequence, index_t total_tiles) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  using Acc = typename Problem::acc_type;
-  using E = typename Problem::bulk_element;
-  using O = typename Problem::bulk_output;
-  constexpr int Warps = Shape::warps, Chunks = Shape::chunks;
-  constexpr index_t tile_steps = bulk_tile_steps<E, Warps, Chunks>;
-  static_assert(Shape::claims || !Shape::persistent, "a persistent block claims its tiles");
-  extern __shared__ __align__(128) unsigned char tile[];
-  __shared__ bulk_tile_smem<Acc, Warps> storage;
-  auto& sm = storage.get();
-  const bulk_barrier loaded{&sm.loaded[0]};
-  unsigned long long trace[8] = {};
-  auto mark = [&](int phase) {
-    if constexpr (Shape::trace) {
-      if (threadIdx.x == 0) trace[phase] = clock64();
-    }
-  };
-  if (Shape::bulk_load && threadIdx.x == 0) loaded.init();
-  for (unsigned parity = 0;; parity ^= 1u) {
-    if constexpr (Shape::trace) {
-      if (threadIdx.x == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(trace[6]));
-    }
-    mark(0);
-    // Also keeps the next load out of shared memory until every thread is done with this tile.
-    if (threadIdx.x == 0) sm.claimed[0] = Shape::claims ? atomicAdd(tile_counter, 1u) : blockIdx.x;
-    __syncthreads();
-    mark(1);
-    const index_t t = sm.claimed[0];
-    if (t >= total_tiles) break;  // the same in every thread
-    const index_t s = t / tiles_per_sequence, k = t % tiles_per_sequence;
-    const index_t m = P.reverse ? tiles_per_sequence - 1 - k : k;  // the memory tile
-    const index_t begin = m * tile_steps;
-    const index_t count = P.length - begin < tile_steps ? P.length - begin : tile_steps;
-    const unsigned bytes = static_cast<unsigned>(count * sizeof(E)), bulk_bytes = bytes & ~15u;
-    const unsigned char* src = reinterpret_cast<const unsigned char*>(P.bulk_in(s) + begin);
-    if constexpr (Shape::bulk_load) {
-      if (threadIdx.x == 0) loaded.load(tile, src, bulk_bytes);
-    } else {
-      for (unsigned i = threadIdx.x * 16u; i < bulk_bytes; i += Warps * warp_threads * 16u)
-        stage_bytes<16>(tile + i, src + i);
-      async_commit();
-    }
-    if (threadIdx.x < bytes - bulk_bytes) tile[bulk_bytes + threadIdx.x] = src[bulk_bytes + threadIdx.x];
-    if constexpr (Shape::bulk_load) loaded.wait(parity);
-    else async_wait<0>();
-    __syncthreads();  // every thread's copies, and the tail bytes
-    mark(2);
-
-    auto tile_prefix = [&](const Acc& aggregate) {
-      return window_chain_prefix(st, t - k, s * windows_per_sequence, k, aggregate, [&] { return P.initial(s); }, op);
-    };
-    const bool last_tile = k == tiles_per_sequence - 1;
-    O* const out = P.bulk_out(s) + begin;
-    O* const result = Shape::bulk_store ? reinterpret_cast<O*>(tile) : out;
-    if (count == tile_steps)
-      scan_bulk_tile<true, Warps, Chunks>(P, op, s, last_tile, tile, result, count, sm, tile_prefix, mark);
-    else scan_bulk_tile<false, Warps, Chunks>(P, op, s, last_tile, tile, result, count, sm, tile_prefix, mark);
-
-    if constexpr (Shape::bulk_store) {
-      fence_shared_for_bulk();
-      __syncthreads();
-      unsigned char* dst = reinterpret_cast<unsigned char*>(out);
-      if (threadIdx.x < bytes - bulk_bytes) dst[bulk_bytes + threadIdx.x] = tile[bulk_bytes + threadIdx.x];
-      if (threadIdx.x == 0) bulk_store_and_release(dst, tile, bulk_bytes);
-    }
-    if constexpr (Shape::trace) {
-      mark(5);
-      if (threadIdx.x == 0) {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(trace[7]));
-        for (int i = 0; i < 8; ++i) bulk_tiles_trace[t * 8 + i] = trace[i];
-      }
-    }
-    if constexpr (!Shape::persistent) break;
-  }
-#else
-  __trap();  // never launched: launch_bulk_tiles checks that the kernel was built for sm_90
-#endif
-}
-
 /// Where tile t of a sequence lies (bulk tiles of `tile_steps` steps).
 struct bulk_tile_place {
   index_t s, k, begin, count;
@@ -363,82 +246,48 @@ __device__ PARSCAN_INLINE bulk_tile_place place_bulk_tile(const Problem& P, inde
   return w;
 }
 
-/// A persistent block with two slots: while warp 0 looks back for the tile in one slot and the
-/// block scans it, the copy engine loads the next tile into the other; the next tile is then
-/// reduced and its aggregate published (past the sequence's first 32 windows, which publish in
-/// their own look-backs: agent/window_chain.cuh says why) before its own look-back comes round.
-/// Tiles are claimed one at a time, so a block never holds two that wait on each other.
-template <class Shape, class Problem, class Op>
-__global__ void __launch_bounds__(Shape::warps* warp_threads)
-    scan_bulk_pipeline_kernel(Problem P, Op op, window_chain_state<typename Problem::acc_type> st,
-                              unsigned* tile_counter, index_t tiles_per_sequence, index_t windows_per_sequence,
-                              index_t total_tiles) {
+
+/// The persistent kernel: every block claims tiles until none is left; a tile's elements are
+/// staged in dynamic shared memory (bulk_tile_steps · sizeof(E) bytes). MinBlocks: the blocks
+/// per SM that its registers must allow.
+template <int Warps, int Chunks, int MinBlocks, class Problem, class Op>
+__global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
+    scan_bulk_tiles_kernel(Problem P, Op op, window_chain_state<typename Problem::acc_type> st, unsigned* tile_counter,
+                           index_t tiles_per_sequence, index_t windows_per_sequence, index_t total_tiles) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Acc = typename Problem::acc_type;
-  using E = typename Problem::bulk_element;
-  using O = typename Problem::bulk_output;
-  constexpr int Warps = Shape::warps, Chunks = Shape::chunks;
-  constexpr index_t tile_steps = bulk_tile_steps<E, Warps, Chunks>;
-  constexpr unsigned slot_bytes = static_cast<unsigned>(tile_steps * sizeof(E));
-  constexpr index_t ahead_from = static_cast<index_t>(chain_window) * chain_window;
-  extern __shared__ __align__(128) unsigned char slots[];
+  constexpr index_t tile_steps = bulk_tile_steps<typename Problem::bulk_element, Warps, Chunks>;
+  extern __shared__ __align__(128) unsigned char tile[];
   __shared__ bulk_tile_smem<Acc, Warps> storage;
   auto& sm = storage.get();
-  const bulk_barrier loaded[2] = {{&sm.loaded[0]}, {&sm.loaded[1]}};
-  auto claim_and_load = [&](int slot) {  // thread 0
-    const unsigned t = atomicAdd(tile_counter, 1u);
-    sm.claimed[slot] = t;
-    if (t < total_tiles) {
-      const bulk_tile_place w = place_bulk_tile(P, t, tiles_per_sequence, tile_steps);
-      loaded[slot].load(slots + slot * slot_bytes, P.bulk_in(w.s) + w.begin, w.bulk_bytes);
-    }
-  };
-  unsigned parity = 0;  // bit i: the phase of slot i's next load
-  // Waits for the tile in `slot` and reduces it; publishes its aggregate unless its look-back will.
-  auto receive = [&](int slot, const bulk_tile_place& w) {
-    unsigned char* tile = slots + slot * slot_bytes;
+  const bulk_barrier loaded{&sm.loaded};
+  if (threadIdx.x == 0) loaded.init();
+  for (unsigned parity = 0;; parity ^= 1u) {
+    // Also keeps the next load out of shared memory until every thread is done with this tile.
+    if (threadIdx.x == 0) sm.claimed = atomicAdd(tile_counter, 1u);
+    __syncthreads();
+    const index_t t = sm.claimed;
+    if (t >= total_tiles) return;  // the same in every thread
+    const bulk_tile_place w = place_bulk_tile(P, t, tiles_per_sequence, tile_steps);
     const unsigned char* src = reinterpret_cast<const unsigned char*>(P.bulk_in(w.s) + w.begin);
+    if (threadIdx.x == 0) loaded.load(tile, src, w.bulk_bytes);
     if (threadIdx.x < w.bytes - w.bulk_bytes) tile[w.bulk_bytes + threadIdx.x] = src[w.bulk_bytes + threadIdx.x];
-    loaded[slot].wait((parity >> slot) & 1u);
-    parity ^= 1u << slot;
+    loaded.wait(parity);
     __syncthreads();  // the tail bytes
-    const Acc aggregate = w.count == tile_steps ? reduce_bulk_tile<true, Warps, Chunks>(P, op, tile, w.count, sm)
-                                                : reduce_bulk_tile<false, Warps, Chunks>(P, op, tile, w.count, sm);
-    if (threadIdx.x == 0 && w.k >= ahead_from) window_chain_state<Acc>::store(st.aggregate(w.s * tiles_per_sequence + w.k), aggregate);
-    return aggregate;  // valid in warp 0
-  };
 
-  if (threadIdx.x == 0) {
-    loaded[0].init();
-    loaded[1].init();
-    claim_and_load(0);
-  }
-  __syncthreads();
-  int slot = 0;
-  index_t t = sm.claimed[0];
-  if (t >= total_tiles) return;
-  bulk_tile_place w = place_bulk_tile(P, t, tiles_per_sequence, tile_steps);
-  Acc aggregate = receive(slot, w);
-  for (;;) {
-    __syncthreads();  // the other slot's last tile is scanned: it may be refilled
-    if (threadIdx.x == 0) claim_and_load(slot ^ 1);
+    const bool full = w.count == tile_steps;
+    const Acc aggregate = full ? reduce_bulk_tile<true, Warps, Chunks>(P, op, tile, w.count, sm)
+                               : reduce_bulk_tile<false, Warps, Chunks>(P, op, tile, w.count, sm);
     if (threadIdx.x < warp_threads) {
-      const maybe<Acc> prefix =
-          window_chain_prefix(st, t - w.k, w.s * windows_per_sequence, w.k, aggregate, [&] { return P.initial(w.s); }, op,
-                              w.k >= ahead_from);
+      const maybe<Acc> prefix = window_chain_prefix(st, t - w.k, w.s * windows_per_sequence, w.k, aggregate,
+                                                    [&] { return P.initial(w.s); }, op);
       spread_bulk_prefix(prefix, op, sm);
     }
-    __syncthreads();  // the warps' prefixes, and the next tile's claim
-    const unsigned char* tile = slots + slot * slot_bytes;
-    O* const out = P.bulk_out(w.s) + w.begin;
+    __syncthreads();  // the warps' prefixes
+    auto* const out = P.bulk_out(w.s) + w.begin;
     const bool last_tile = w.k == tiles_per_sequence - 1;
-    if (w.count == tile_steps) scan_bulk_runs<true, Warps, Chunks>(P, op, w.s, last_tile, tile, out, w.count, sm);
+    if (full) scan_bulk_runs<true, Warps, Chunks>(P, op, w.s, last_tile, tile, out, w.count, sm);
     else scan_bulk_runs<false, Warps, Chunks>(P, op, w.s, last_tile, tile, out, w.count, sm);
-    slot ^= 1;
-    t = sm.claimed[slot];
-    if (t >= total_tiles) break;  // the same in every thread
-    w = place_bulk_tile(P, t, tiles_per_sequence, tile_steps);
-    aggregate = receive(slot, w);
   }
 #else
   __trap();  // never launched: launch_bulk_tiles checks that the kernel was built for sm_90

@@ -120,27 +120,27 @@ struct tile_shape_of {
 template <class Problem>
 using tile_shape = tile_shape_of<Problem>;
 
-/// A bulk tiles' shape: Warps warps and about TileBytes bytes of elements a tile (at most
-/// 48 KB), so that shared memory, not registers, bounds the tiles in flight.
-template <class Problem, int Warps, int TileBytes, bool BulkLoad = true, bool BulkStore = false, bool Claims = true,
-          bool Persistent = false, bool Trace = false, bool Pipelined = false>
+/// A bulk tiles' shape: Warps warps and about TileBytes bytes of elements a tile, within the
+/// 48 KB a block may take without opting in (with the kernel's own 1 KB or less), and at least
+/// MinBlocks blocks per SM allowed by the kernel's registers (the grid is as many blocks as are
+/// resident at once, so this bounds the registers and sets the blocks per SM).
+template <class Problem, int Warps, int TileBytes, int MinBlocks>
 struct bulk_shape_of {
   using element = typename Problem::bulk_element;
   static constexpr int warps = Warps;
-  static constexpr bool bulk_load = BulkLoad, bulk_store = BulkStore, claims = Claims,
-                        persistent = Persistent || Pipelined, trace = Trace, pipelined = Pipelined;
+  static constexpr int min_blocks = MinBlocks;
   static constexpr int chunks = bulk_chunks_for<element, warps, TileBytes>;
   static constexpr index_t tile = bulk_tile_steps<element, warps, chunks>;
-  static constexpr int slots = Pipelined ? 2 : 1;
-  static constexpr int smem = slots * static_cast<int>(tile * sizeof(element));
-  // Within the 48 KB a block may take without opting in (with the kernel's own 1 KB or less),
-  // or for the pipeline, which opts in, within an SM's 227 KB.
-  static_assert(smem <= (Pipelined ? 200 : 47) * 1024, "bulk tiles fit shared memory");
+  static constexpr int smem = static_cast<int>(tile * sizeof(element));
+  static_assert(smem <= 47 * 1024, "bulk tiles fit the default shared memory");
 };
 
-/// The shape the library uses (benchmarks/bench_tuning.cu times the others).
+/// The shape the library uses: 8 warps, 40 KB tiles, two blocks per SM. Measured on an H200
+/// (benchmarks/bench_tuning.cu, int32 sum / affine<float> at 2^28, % of copy): 48 / 49% with
+/// two blocks per SM, 43 / 42% with three, 38 / 41% with four or five (more blocks in flight
+/// made every tile slower: docs/performance.md), 35% with one; 32 KB tiles 40%, 16 KB 25%.
 template <class Problem>
-using bulk_shape = bulk_shape_of<Problem, 8, 32 * 1024>;
+using bulk_shape = bulk_shape_of<Problem, 8, 40 * 1024, 2>;
 
 /// For sequences no longer than one 32-step-per-warp tile: one run per lane and no staging,
 /// so a short sequence does not leave most of its warp idle (T = 128 ran 2.2× faster so).
@@ -381,22 +381,27 @@ bool built_for_bulk_copies(int device) {
 }
 
 template <class Problem, class Op, class shape = bulk_shape<Problem>>
-constexpr auto bulk_tiles_kernel = [] {
-  if constexpr (shape::pipelined) return scan_bulk_pipeline_kernel<shape, Problem, Op>;
-  else return scan_bulk_tiles_kernel<shape, Problem, Op>;
-}();
+constexpr auto bulk_tiles_kernel = scan_bulk_tiles_kernel<shape::warps, shape::chunks, shape::min_blocks, Problem, Op>;
 
-/// Bulk tiles (agent/bulk_tiles.cuh): one tile per block, claimed in order, a plain launch.
-/// Shared memory is given its largest share of the SM (the tiles in flight live there).
+/// Bulk tiles (agent/bulk_tiles.cuh): a persistent grid of resident blocks claiming tiles in
+/// order, a plain launch; shared memory gets its largest share of the SM (the tiles in flight
+/// live there).
 template <class Problem, class Op, class shape = bulk_shape<Problem>>
-status launch_bulk_tiles(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
+status launch_bulk_tiles(const Problem& P, const Op& op, index_t sequences, const device_facts& dev,
+                         const cuda_backend& be) {
   using Acc = typename Problem::acc_type;
   using state = window_chain_state<Acc>;
   constexpr auto kernel = bulk_tiles_kernel<Problem, Op, shape>;
-  static const bool carved = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                                  cudaSharedmemCarveoutMaxShared) == cudaSuccess ||
-                             cudaGetLastError() != cudaSuccess;  // a preference: go on without it
+  constexpr int threads = shape::warps * warp_threads;
+  static const bool carved = [] {  // a preference: without it the launch still runs
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) !=
+        cudaSuccess)
+      cudaGetLastError();
+    return true;
+  }();
   (void)carved;
+  const int per_sm = blocks_per_multiprocessor<kernel>(threads, dev.device, shape::smem);
+  if (per_sm == 0) return status::exceeds_device_limits;
   const index_t tiles_per_sequence = (P.length + shape::tile - 1) / shape::tile;
   const index_t windows_per_sequence = (tiles_per_sequence + chain_window - 1) / chain_window;
   index_t total_tiles;
@@ -409,16 +414,9 @@ status launch_bulk_tiles(const Problem& P, const Op& op, index_t sequences, cons
   unsigned* counter = static_cast<unsigned*>(ws.get());
   const state st = state::carve(static_cast<char*>(ws.get()) + 256, total_tiles, sequences * windows_per_sequence);
   if (status s = report(cudaMemsetAsync(ws.get(), 0, state_bytes + 256, be.stream)); s != status::success) return s;
-  index_t blocks = total_tiles;
-  if constexpr (shape::persistent) {
-    const device_facts dev = current_device();
-    if (dev.st != status::success) return dev.st;
-    const int per_sm = blocks_per_multiprocessor<kernel>(shape::warps * warp_threads, dev.device, shape::smem);
-    if (per_sm == 0) return status::exceeds_device_limits;
-    if (static_cast<index_t>(per_sm) * dev.multiprocessors < blocks) blocks = static_cast<index_t>(per_sm) * dev.multiprocessors;
-  }
-  return launch(kernel, blocks, shape::warps * warp_threads, shape::smem, be, P, op, st, counter, tiles_per_sequence,
-                windows_per_sequence, total_tiles);
+  const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
+  return launch(kernel, resident < total_tiles ? resident : total_tiles, threads, shape::smem, be, P, op, st, counter,
+                tiles_per_sequence, windows_per_sequence, total_tiles);
 }
 
 /// A reduce of few long sequences in two passes over fixed spans of tiles (reduce_spans_kernel,
@@ -481,7 +479,7 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
   }
   if constexpr (shape::bulk_tiles) {
     if (P.stages_bulk() && built_for_bulk_copies<bulk_tiles_kernel<Problem, Op>>(dev.device))
-      return launch_bulk_tiles(P, op, sequences, be);
+      return launch_bulk_tiles(P, op, sequences, dev, be);
   }
   if constexpr (shape::window_chain && shape::chained_stages == 0)
     return launch_window_chain<shape>(P, op, sequences, tiles_per_sequence, be);

@@ -215,9 +215,11 @@ struct generic_problem : generic_staging<std::is_pointer_v<input_iterator_t<In>>
   }
 
   // Bulk tiles (agent/bulk_tiles.cuh): raw pointer input and output whose elements have one
-  // size, each sequence contiguous and starting on a 16-byte boundary in both.
+  // size, at most 128 bytes (a 256-lane tile of them fits the tile's 40 KB), each sequence
+  // contiguous and starting on a 16-byte boundary in both.
   using out_value = std::conditional_t<pointer_out, std::remove_pointer_t<out_iterator>, void>;
-  static constexpr bool bulk_capable = pointer_in && pointer_out && sizeof(in_value) == sizeof_or_zero<out_value>;
+  static constexpr bool bulk_capable =
+      pointer_in && pointer_out && sizeof(in_value) == sizeof_or_zero<out_value> && sizeof(in_value) <= 128;
   using bulk_element = std::conditional_t<bulk_capable, in_value, void>;
   using bulk_output = std::conditional_t<bulk_capable, out_value, void>;
   bool stages_bulk() const {

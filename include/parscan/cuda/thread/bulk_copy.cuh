@@ -1,8 +1,7 @@
 // parscan/cuda/thread/bulk_copy.cuh — what one thread asks of the bulk copy engine (the
-// tensor memory accelerator's non-tensor form, sm_90): a whole tile copied between global and
-// shared memory by one instruction, completion counted in bytes on a shared-memory barrier
-// (loads) or waited for as a bulk group (stores). Thin names over CCCL's cuda::ptx wrappers, so
-// the agents read as what they do.
+// tensor memory accelerator's non-tensor form, sm_90): a whole tile copied from global to
+// shared memory by one instruction, its completion counted in bytes on a shared-memory
+// barrier. Thin names over CCCL's cuda::ptx wrappers, so the agents read as what they do.
 //
 // Both addresses and the size must be multiples of 16 bytes.
 #pragma once
@@ -38,18 +37,5 @@ struct bulk_barrier {
     }
   }
 };
-
-/// Every thread that wrote shared memory a bulk store will read: orders those writes before
-/// the copy engine's reads (then a block barrier, then the store).
-__device__ PARSCAN_INLINE void fence_shared_for_bulk() { cuda::ptx::fence_proxy_async(cuda::ptx::space_shared); }
-
-/// One thread: copies `bytes` (a multiple of 16, possibly 0) from shared `src` to global `dst`,
-/// then waits until the engine has read `src`, so the block may end or reuse it.
-__device__ PARSCAN_INLINE void bulk_store_and_release(void* dst, const void* src, unsigned bytes) {
-  if (bytes == 0) return;
-  cuda::ptx::cp_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, dst, src, bytes);
-  cuda::ptx::cp_async_bulk_commit_group();
-  cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
-}
 
 }  // namespace parscan::cuda_detail
