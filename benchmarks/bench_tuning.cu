@@ -211,14 +211,16 @@ struct generic_case {
   }
 };
 
-template <class Shape, class T>
-void generic_variant(const generic_case<T>& c, const std::string& variant, double tol, result_sink& sink) {
+// One way of scanning c (launch(problem) returns a status), checked and timed as `variant`.
+template <class T, class Launch>
+void generic_timed(const generic_case<T>& c, const std::string& variant, double tol, result_sink& sink,
+                   Launch&& launch) {
   using problem = cd::generic_problem<T, T, T>;
   const parscan::scan_problem<T, T, T> sp{parscan::scan_kind::inclusive, c.in, parscan::sequence_layout::contiguous(c.n),
                                           c.out, parscan::sequence_layout::contiguous(c.n), {}, T{}, false};
   const problem P = problem::from(sp);
   auto run = [&](int) {
-    const auto s = cd::dispatch_scan<Shape>(P, typename generic_case<T>::op_t{}, 1, parscan::cuda_backend{});
+    const parscan::status s = launch(P);
     if (s != parscan::status::success) std::printf("%s: %s\n", variant.c_str(), parscan::to_string(s)), std::exit(1);
   };
   BENCH_CHECK(cudaMemset(c.out, 0xff, c.n * sizeof(T)));
@@ -229,29 +231,27 @@ void generic_variant(const generic_case<T>& c, const std::string& variant, doubl
   c.record(variant, bench::median_us(run, 15, 2), err, sink);
 }
 
+template <class Shape, class T>
+void generic_variant(const generic_case<T>& c, const std::string& variant, double tol, result_sink& sink) {
+  generic_timed(c, variant, tol, sink, [](const auto& P) {
+    return cd::dispatch_scan<Shape>(P, typename generic_case<T>::op_t{}, 1, parscan::cuda_backend{});
+  });
+}
+
 // Bulk tiles (agent/bulk_tiles.cuh) of Warps warps and about TileBytes bytes, registers for at
 // least MinBlocks blocks per SM.
 template <int Warps, int TileBytes, int MinBlocks, class T>
 void generic_bulk(const generic_case<T>& c, double tol, result_sink& sink) {
-  using problem = cd::generic_problem<T, T, T>;
-  using shape = cd::bulk_shape_of<problem, Warps, TileBytes, MinBlocks>;
-  const parscan::scan_problem<T, T, T> sp{parscan::scan_kind::inclusive, c.in, parscan::sequence_layout::contiguous(c.n),
-                                          c.out, parscan::sequence_layout::contiguous(c.n), {}, T{}, false};
-  const problem P = problem::from(sp);
-  const std::string variant = "bulk tiles " + std::to_string(Warps) + "w " + std::to_string(shape::smem / 1024) +
-                              " KB >=" + std::to_string(MinBlocks) + "/SM";
+  using shape = cd::bulk_shape_of<cd::generic_problem<T, T, T>, Warps, TileBytes, MinBlocks>;
   const cd::device_facts dev = cd::current_device();
-  auto run = [&](int) {
-    const auto s = cd::launch_bulk_tiles<problem, typename generic_case<T>::op_t, shape>(
-        P, typename generic_case<T>::op_t{}, 1, dev, parscan::cuda_backend{});
-    if (s != parscan::status::success) std::printf("%s: %s\n", variant.c_str(), parscan::to_string(s)), std::exit(1);
-  };
-  BENCH_CHECK(cudaMemset(c.out, 0xff, c.n * sizeof(T)));
-  run(0);
-  BENCH_CHECK(cudaDeviceSynchronize());
-  const double err = c.check();
-  if (!(err <= tol)) ++sink.failures, std::printf("FAILED %s %s: error %.3g\n", c.name.c_str(), variant.c_str(), err);
-  c.record(variant, bench::median_us(run, 15, 2), err, sink);
+  generic_timed(c,
+                "bulk tiles " + std::to_string(Warps) + "w " + std::to_string(shape::smem / 1024) + " KB >=" +
+                    std::to_string(MinBlocks) + "/SM",
+                tol, sink, [&](const auto& P) {
+                  using op_t = typename generic_case<T>::op_t;
+                  return cd::launch_bulk_tiles<cd::generic_problem<T, T, T>, op_t, shape>(P, op_t{}, 1, dev,
+                                                                                           parscan::cuda_backend{});
+                });
 }
 
 template <class T>

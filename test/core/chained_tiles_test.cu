@@ -131,6 +131,32 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: sequences spanning more than 32 wind
   }
 }
 
+/// Checks the int32 sums scanned into dout (time-contiguous sequences) and their carries out in
+/// dtotal against a host loop over x with carries in `carry`: every element and carry written,
+/// exact, guards intact; then poisons both again for the next variant.
+static void check_int32_sums(const std::vector<int>& x, const std::vector<int>& carry, index_t sequences, index_t length,
+                             bool reverse, bool exclusive, parscan_test::guarded_buffer<int>& dout,
+                             parscan_test::guarded_buffer<int>& dtotal) {
+  CHECK(dout.all_written());
+  CHECK(dout.guards_intact());
+  CHECK(dtotal.all_written());
+  const std::vector<int> got = dout.download(), total = dtotal.download();
+  std::size_t wrong = 0;
+  for (index_t s = 0; s < sequences; ++s) {
+    long long run_sum = carry[static_cast<std::size_t>(s)];
+    for (index_t i = 0; i < length; ++i) {
+      const std::size_t e = static_cast<std::size_t>(s * length + (reverse ? length - 1 - i : i));
+      if (exclusive) wrong += got[e] != run_sum;
+      run_sum += x[e];
+      if (!exclusive) wrong += got[e] != run_sum;
+    }
+    CHECK(total[static_cast<std::size_t>(s)] == run_sum);
+  }
+  CHECK(wrong == 0);
+  dout.repoison();
+  dtotal.repoison();
+}
+
 TEST_CASE(PARSCAN_TEST_NAME("chained tiles: generic int32 scans through the staged window chain"),
           PARSCAN_TEST_TAGS("[scan][chained][large]")) {
   // Exact integer sums over three sequences of 3200 tiles of 256 steps, a partial last tile and
@@ -163,24 +189,7 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: generic int32 scans through the stag
         PARSCAN_TEST_SYNC();
       };
       run();
-      CHECK(dout.all_written());
-      CHECK(dout.guards_intact());
-      CHECK(dtotal.all_written());
-      const std::vector<int> got = dout.download(), total = dtotal.download();
-      std::size_t wrong = 0;
-      for (index_t s = 0; s < sequences; ++s) {
-        long long run_sum = carry[static_cast<std::size_t>(s)];
-        for (index_t i = 0; i < length; ++i) {
-          const std::size_t e = static_cast<std::size_t>(s * length + (reverse ? length - 1 - i : i));
-          if (exclusive) wrong += got[e] != run_sum;
-          run_sum += x[e];
-          if (!exclusive) wrong += got[e] != run_sum;
-        }
-        CHECK(total[static_cast<std::size_t>(s)] == run_sum);
-      }
-      CHECK(wrong == 0);
-      dout.repoison();
-      dtotal.repoison();
+      check_int32_sums(x, carry, sequences, length, reverse, exclusive, dout, dtotal);
     }
   }
 }
@@ -211,24 +220,7 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: generic int32 scans as bulk tiles ov
     REQUIRE(P.stages_bulk());
     REQUIRE(cd::dispatch_scan(P, parscan::sum_op<int>{}, sequences, parscan::cuda_backend{}) == parscan::status::success);
     PARSCAN_TEST_SYNC();
-    CHECK(dout.all_written());
-    CHECK(dout.guards_intact());
-    CHECK(dtotal.all_written());
-    const std::vector<int> got = dout.download(), total = dtotal.download();
-    std::size_t wrong = 0;
-    for (index_t s = 0; s < sequences; ++s) {
-      long long run_sum = carry[static_cast<std::size_t>(s)];
-      for (index_t i = 0; i < length; ++i) {
-        const std::size_t e = static_cast<std::size_t>(s * length + (reverse ? length - 1 - i : i));
-        if (exclusive) wrong += got[e] != run_sum;
-        run_sum += x[e];
-        if (!exclusive) wrong += got[e] != run_sum;
-      }
-      CHECK(total[static_cast<std::size_t>(s)] == run_sum);
-    }
-    CHECK(wrong == 0);
-    dout.repoison();
-    dtotal.repoison();
+    check_int32_sums(x, carry, sequences, length, reverse, exclusive, dout, dtotal);
   }
 }
 

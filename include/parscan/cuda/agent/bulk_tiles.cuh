@@ -187,7 +187,8 @@ __device__ PARSCAN_INLINE void spread_bulk_prefix(const maybe<Acc>& prefix, cons
 }
 
 /// Step 3: the scan from each warp's prefix, into `result` (the output at the tile's first
-/// element).
+/// element). Its chunk loop is step 1's written out again: a shared loop handing each run to a
+/// lambda by reference grew the kernel's PTX by a third (more unrolled shuffles).
 template <bool Full, int Warps, int Chunks, class Problem, class Op>
 __device__ PARSCAN_INLINE void scan_bulk_runs(const Problem& P, const Op& op, index_t s, bool last_tile,
                                               const unsigned char* tile, typename Problem::bulk_output* result,

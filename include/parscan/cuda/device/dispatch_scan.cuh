@@ -339,26 +339,40 @@ status launch_persistent_chained(const Problem& P, const Op& op, index_t sequenc
   }
 }
 
+/// The tiles, window chain state and tile counter of a launch of window-chain tiles claimed in
+/// order (one tile per block, or bulk tiles): counts the tiles and claims and zeroes (one
+/// memset: the counter in the first 256 bytes, the state after it) workspace for them.
+template <class Acc>
+struct claimed_window_chain {
+  index_t tiles_per_sequence = 0, windows_per_sequence = 0, total_tiles = 0;
+  window_chain_state<Acc> st{};
+  unsigned* counter = nullptr;
+
+  status prepare(workspace_lease& ws, index_t sequences, index_t tiles_per_seq, const cuda_backend& be) {
+    using state = window_chain_state<Acc>;
+    tiles_per_sequence = tiles_per_seq;
+    windows_per_sequence = (tiles_per_sequence + chain_window - 1) / chain_window;
+    if (__builtin_mul_overflow(sequences, tiles_per_sequence, &total_tiles) || total_tiles > max_grid)
+      return status::exceeds_device_limits;
+    const std::size_t state_bytes = state::bytes(total_tiles, sequences * windows_per_sequence);
+    if (status s = ws.acquire(state_bytes + 256); s != status::success) return s;
+    counter = static_cast<unsigned*>(ws.get());
+    st = state::carve(static_cast<char*>(ws.get()) + 256, total_tiles, sequences * windows_per_sequence);
+    return report(cudaMemsetAsync(ws.get(), 0, state_bytes + 256, be.stream));
+  }
+};
+
 /// Chained tiles: one block per tile, claimed in order from a counter; the grid needs no
 /// co-residency, so this is a plain launch (scan_window_chain_kernel says why it is safe).
 template <class shape, class Problem, class Op>
 status launch_window_chain(const Problem& P, const Op& op, index_t sequences, index_t tiles_per_sequence,
                            const cuda_backend& be) {
-  using Acc = typename Problem::acc_type;
-  using state = window_chain_state<Acc>;
-  const index_t windows_per_sequence = (tiles_per_sequence + chain_window - 1) / chain_window;
-  index_t total_tiles;
-  if (__builtin_mul_overflow(sequences, tiles_per_sequence, &total_tiles) || total_tiles > max_grid)
-    return status::exceeds_device_limits;
-  // One memset zeroes the counter (first 256 bytes) and the state after it.
-  const std::size_t state_bytes = state::bytes(total_tiles, sequences * windows_per_sequence);
   workspace_lease ws(be);
-  if (status s = ws.acquire(state_bytes + 256); s != status::success) return s;
-  unsigned* counter = static_cast<unsigned*>(ws.get());
-  const state st = state::carve(static_cast<char*>(ws.get()) + 256, total_tiles, sequences * windows_per_sequence);
-  if (status s = report(cudaMemsetAsync(ws.get(), 0, state_bytes + 256, be.stream)); s != status::success) return s;
-  return launch(scan_window_chain_kernel<shape::chained_warps, shape::chunks, Problem, Op>, total_tiles,
-                shape::chained_warps * warp_threads, 0, be, P, op, st, counter, tiles_per_sequence, windows_per_sequence);
+  claimed_window_chain<typename Problem::acc_type> c;
+  if (status s = c.prepare(ws, sequences, tiles_per_sequence, be); s != status::success) return s;
+  return launch(scan_window_chain_kernel<shape::chained_warps, shape::chunks, Problem, Op>, c.total_tiles,
+                shape::chained_warps * warp_threads, 0, be, P, op, c.st, c.counter, c.tiles_per_sequence,
+                c.windows_per_sequence);
 }
 
 /// Whether the bulk tiles' kernel for Problem was compiled for sm_90 or later and loads on
@@ -389,8 +403,6 @@ constexpr auto bulk_tiles_kernel = scan_bulk_tiles_kernel<shape::warps, shape::c
 template <class Problem, class Op, class shape = bulk_shape<Problem>>
 status launch_bulk_tiles(const Problem& P, const Op& op, index_t sequences, const device_facts& dev,
                          const cuda_backend& be) {
-  using Acc = typename Problem::acc_type;
-  using state = window_chain_state<Acc>;
   constexpr auto kernel = bulk_tiles_kernel<Problem, Op, shape>;
   constexpr int threads = shape::warps * warp_threads;
   static const bool carved = [] {  // a preference: without it the launch still runs
@@ -402,21 +414,12 @@ status launch_bulk_tiles(const Problem& P, const Op& op, index_t sequences, cons
   (void)carved;
   const int per_sm = blocks_per_multiprocessor<kernel>(threads, dev.device, shape::smem);
   if (per_sm == 0) return status::exceeds_device_limits;
-  const index_t tiles_per_sequence = (P.length + shape::tile - 1) / shape::tile;
-  const index_t windows_per_sequence = (tiles_per_sequence + chain_window - 1) / chain_window;
-  index_t total_tiles;
-  if (__builtin_mul_overflow(sequences, tiles_per_sequence, &total_tiles) || total_tiles > max_grid)
-    return status::exceeds_device_limits;
-  // One memset zeroes the counter (first 256 bytes) and the state after it.
-  const std::size_t state_bytes = state::bytes(total_tiles, sequences * windows_per_sequence);
   workspace_lease ws(be);
-  if (status s = ws.acquire(state_bytes + 256); s != status::success) return s;
-  unsigned* counter = static_cast<unsigned*>(ws.get());
-  const state st = state::carve(static_cast<char*>(ws.get()) + 256, total_tiles, sequences * windows_per_sequence);
-  if (status s = report(cudaMemsetAsync(ws.get(), 0, state_bytes + 256, be.stream)); s != status::success) return s;
+  claimed_window_chain<typename Problem::acc_type> c;
+  if (status s = c.prepare(ws, sequences, (P.length + shape::tile - 1) / shape::tile, be); s != status::success) return s;
   const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
-  return launch(kernel, resident < total_tiles ? resident : total_tiles, threads, shape::smem, be, P, op, st, counter,
-                tiles_per_sequence, windows_per_sequence, total_tiles);
+  return launch(kernel, resident < c.total_tiles ? resident : c.total_tiles, threads, shape::smem, be, P, op, c.st,
+                c.counter, c.tiles_per_sequence, c.windows_per_sequence, c.total_tiles);
 }
 
 /// A reduce of few long sequences in two passes over fixed spans of tiles (reduce_spans_kernel,
