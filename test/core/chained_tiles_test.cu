@@ -33,7 +33,7 @@ using tiny_shape =
 
 // Window-chain tiles of Warps · 128 steps: one 4-step run per lane.
 template <int Warps, class Problem = cd::recurrence_forward_problem<float>>
-using tiny_window_shape = cd::tile_shape_of<Problem, 4, 4, Warps, 8, 2, 0, 32, false, true>;
+using tiny_window_shape = cd::tile_shape_of<Problem, 4, 4, Warps, 8, 2, 0, 32, false, true, false>;
 
 // The persistent staged window chain (scan_window_chain_staged_kernel): Warps · 128-step tiles,
 // Stages tiles in flight per block.
@@ -129,6 +129,21 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: sequences spanning more than 32 wind
     check_chained<tiny_staged_window_shape<2, 3>>("staged window chain 3 deep", 2, staged_length, reverse);
     check_chained<tiny_staged_window_shape<2, 4>>("staged window chain 4 deep", 1, staged_length, reverse, true);
   }
+}
+
+/// Checks the reduces of time-contiguous int64 sequences in dtotal against a host loop over x
+/// with carries in `carry` (every total written, exact); then poisons dtotal again.
+static void check_int64_totals(const std::vector<long long>& x, const std::vector<long long>& carry, index_t sequences,
+                               index_t length, parscan_test::guarded_buffer<long long>& dtotal) {
+  CHECK(dtotal.all_written());
+  CHECK(dtotal.guards_intact());
+  const std::vector<long long> got = dtotal.download();
+  for (index_t s = 0; s < sequences; ++s) {
+    long long want = carry[static_cast<std::size_t>(s)];
+    for (index_t t = 0; t < length; ++t) want += x[static_cast<std::size_t>(s * length + t)];
+    CHECK(got[static_cast<std::size_t>(s)] == want);
+  }
+  dtotal.repoison();
 }
 
 /// Checks the int32 sums scanned into dout (time-contiguous sequences) and their carries out in
@@ -246,13 +261,36 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: two-pass reduce over spans of severa
     REQUIRE(cd::dispatch_scan<tiny_window_shape<1, problem>>(P, parscan::sum_op<long long>{}, sequences, parscan::cuda_backend{}) ==
             parscan::status::success);
     PARSCAN_TEST_SYNC();
-    CHECK(dtotal.all_written());
-    const std::vector<long long> got = dtotal.download();
-    for (index_t s = 0; s < sequences; ++s) {
-      long long want = carry[static_cast<std::size_t>(s)];
-      for (index_t t = 0; t < length; ++t) want += x[static_cast<std::size_t>(s * length + t)];
-      CHECK(got[static_cast<std::size_t>(s)] == want);
-    }
-    dtotal.repoison();
+    check_int64_totals(x, carry, sequences, length, dtotal);
+  }
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("chained tiles: two-pass reduce on bulk tiles over spans of several tiles"),
+          PARSCAN_TEST_TAGS("[scan][chained][bulk][large]")) {
+  // The library's own shape (agent/bulk_reduce_spans.cuh) for two contiguous int64 sequences of
+  // 4097 bulk tiles and a partial one: spans of two tiles (at most 4096 spans a sequence), the
+  // last span of one partial tile, blocks walking several spans each.
+  PARSCAN_TEST_RNG(r, "bulk reduce int64");
+  using problem = cd::generic_problem<long long, long long, long long>;
+  const index_t sequences = 2, length = 4097 * cd::bulk_shape<problem>::tile + 77;
+  const std::size_t n = static_cast<std::size_t>(sequences * length);
+  std::vector<long long> x(n), carry{5, -7};
+  for (auto& v : x) v = static_cast<long long>(r.uniform(-1e6, 1e6));
+  parscan_test::guarded_buffer<long long> dx(x), dcarry(carry), dtotal(static_cast<std::size_t>(sequences));
+  const auto l = parscan::sequence_layout::time_contiguous(sequences, length);
+  static_assert(cd::tile_shape<problem>::bulk_reduce, "int64 reduces take bulk tiles");
+  for (bool reverse : {false, true}) {
+    INFO("reverse=" << reverse);
+    parscan::scan_options<long long> opts;
+    opts.dir = reverse ? parscan::direction::reverse : parscan::direction::forward;
+    opts.carry_in = dcarry.data();
+    opts.carry_out = dtotal.data();
+    const problem P = problem::from({parscan::scan_kind::reduce, dx.data(), l, nullptr, l, opts, 0, true});
+    REQUIRE(P.reduce_only());
+    REQUIRE(P.stages_bulk_input());
+    REQUIRE(cd::dispatch_scan(P, parscan::sum_op<long long>{}, sequences, parscan::cuda_backend{}) ==
+            parscan::status::success);
+    PARSCAN_TEST_SYNC();
+    check_int64_totals(x, carry, sequences, length, dtotal);
   }
 }

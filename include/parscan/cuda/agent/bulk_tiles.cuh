@@ -58,7 +58,15 @@ constexpr index_t bulk_tile_steps = static_cast<index_t>(Warps) * Chunks * warp_
 template <class Problem, class = void>
 constexpr bool has_bulk_tiles = false;
 template <class Problem>
-constexpr bool has_bulk_tiles<Problem, std::void_t<typename Problem::bulk_element>> =
+constexpr bool has_bulk_tiles<Problem, std::void_t<typename Problem::bulk_output>> =
+    !std::is_void_v<typename Problem::bulk_output>;
+
+/// Whether Problem can reduce bulk tiles: an input element type `bulk_element` (not void) and,
+/// per call, stages_bulk_input() and bulk_in(s).
+template <class Problem, class = void>
+constexpr bool has_bulk_input = false;
+template <class Problem>
+constexpr bool has_bulk_input<Problem, std::void_t<typename Problem::bulk_element>> =
     !std::is_void_v<typename Problem::bulk_element>;
 
 template <class Acc, int Warps>

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "../runtime.cuh"
+#include "../agent/bulk_reduce_spans.cuh"
 #include "../agent/bulk_tiles.cuh"
 #include "../agent/chained_tiles.cuh"
 #include "../agent/lane_loop.cuh"
@@ -88,8 +89,9 @@ constexpr int default_chained_warps = sizeof(Acc) <= 4 ? 16 : 8;
 /// WindowChain picks the look-back of the chained kernels: the window chain
 /// (agent/window_chain.cuh) — on a persistent staged grid, or with ChainedStages = 0 one tile
 /// per block — or the hierarchical windows of tile_state.cuh; warp tiles apply to the latter.
-/// BulkTiles lets a Problem that can (generic scans of contiguous, aligned sequences on sm_90)
-/// run as bulk tiles instead (agent/bulk_tiles.cuh), whose shape is bulk_shape below.
+/// BulkTiles lets a Problem that can (generic scans and reduces of contiguous, aligned sequences
+/// on sm_90) run as bulk tiles instead (agent/bulk_tiles.cuh, agent/bulk_reduce_spans.cuh),
+/// whose shape is bulk_shape below.
 template <class Problem, int PerLane = default_per_lane<typename Problem::acc_type>, int LoopWarps = 4,
           int ChainedWarps = default_chained_warps<typename Problem::acc_type>, int LaneWarps = 8, int LoopStages = 2,
           int ChainedStages = default_chained_stages<Problem>,
@@ -98,6 +100,7 @@ template <class Problem, int PerLane = default_per_lane<typename Problem::acc_ty
 struct tile_shape_of {
   static constexpr bool window_chain = WindowChain;
   static constexpr bool bulk_tiles = BulkTiles && has_bulk_tiles<Problem>;
+  static constexpr bool bulk_reduce = BulkTiles && has_bulk_input<Problem>;
   static constexpr bool staged = has_staging<Problem>;
   static constexpr int loop_stages = staged ? LoopStages : 0;
   static constexpr int chained_stages = staged ? ChainedStages : 0;
@@ -173,11 +176,17 @@ std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
   }
   const std::size_t partials = static_cast<std::size_t>(spans) * sizeof(Acc);
   std::size_t most = chained > lanes ? (chained > partials ? chained : partials) : (lanes > partials ? lanes : partials);
-  if constexpr (shape::bulk_tiles) {
+  if constexpr (shape::bulk_reduce) {
     const index_t bulk_per_sequence = (length + bulk_shape<Problem>::tile - 1) / bulk_shape<Problem>::tile;
-    const std::size_t bulk = window_chain_state<Acc>::bytes(
-        sequences * bulk_per_sequence, sequences * ((bulk_per_sequence + chain_window - 1) / chain_window));
-    if (bulk > most) most = bulk;
+    const std::size_t bulk_partials =
+        static_cast<std::size_t>(sequences) * (bulk_per_sequence < max_reduce_spans ? bulk_per_sequence : max_reduce_spans) *
+        sizeof(Acc);
+    if (bulk_partials > most) most = bulk_partials;
+    if constexpr (shape::bulk_tiles) {
+      const std::size_t bulk = window_chain_state<Acc>::bytes(
+          sequences * bulk_per_sequence, sequences * ((bulk_per_sequence + chain_window - 1) / chain_window));
+      if (bulk > most) most = bulk;
+    }
   }
   return most + 256;
 }
@@ -422,6 +431,39 @@ status launch_bulk_tiles(const Problem& P, const Op& op, index_t sequences, cons
                 c.counter, c.tiles_per_sequence, c.windows_per_sequence, c.total_tiles);
 }
 
+template <class Problem, class Op, class shape = bulk_shape<Problem>>
+constexpr auto bulk_reduce_kernel =
+    reduce_bulk_spans_kernel<shape::warps, shape::chunks, shape::min_blocks, Problem, Op>;
+
+/// A reduce of few long sequences on bulk tiles (agent/bulk_reduce_spans.cuh): the first pass on
+/// a persistent grid, two tiles in flight per block; the second pass as launch_reduce's.
+template <class Problem, class Op, class shape = bulk_shape<Problem>>
+status launch_bulk_reduce(const Problem& P, const Op& op, index_t sequences, const device_facts& dev,
+                          const cuda_backend& be) {
+  using Acc = typename Problem::acc_type;
+  constexpr auto kernel = bulk_reduce_kernel<Problem, Op, shape>;
+  constexpr int threads = shape::warps * warp_threads, smem = 2 * shape::smem;
+  const int per_sm = blocks_per_multiprocessor<kernel>(threads, dev.device, smem);
+  if (per_sm == 0) return status::exceeds_device_limits;
+  const index_t tiles_per_sequence = (P.length + shape::tile - 1) / shape::tile;
+  const index_t per_span = reduce_tiles_per_span(tiles_per_sequence);
+  const index_t spans_per_sequence = (tiles_per_sequence + per_span - 1) / per_span;
+  index_t spans;
+  if (__builtin_mul_overflow(sequences, spans_per_sequence, &spans) || spans > max_grid || sequences > max_grid)
+    return status::exceeds_device_limits;
+  workspace_lease ws(be);
+  if (status s = ws.acquire(static_cast<std::size_t>(spans) * sizeof(Acc) + 256); s != status::success) return s;
+  Acc* partials = static_cast<Acc*>(ws.get());
+  const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
+  if (status s = launch(kernel, resident < spans ? resident : spans, threads, smem, be, P, op, partials,
+                        tiles_per_sequence, per_span, spans_per_sequence, spans);
+      s != status::success)
+    return s;
+  constexpr int partial_threads = 256;
+  return launch(reduce_partials_kernel<partial_threads, Problem, Op>, sequences, partial_threads, 0, be, P, op,
+                static_cast<const Acc*>(partials), spans_per_sequence);
+}
+
 /// A reduce of few long sequences in two passes over fixed spans of tiles (reduce_spans_kernel,
 /// reduce_partials_kernel): the input is read once, and nothing waits on another block.
 template <class shape, class Problem, class Op>
@@ -478,7 +520,13 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
     return launch_warp_loop<shape>(P, op, sequences, be);
   }
   if constexpr (can_reduce_only<Problem>) {
-    if (P.reduce_only()) return launch_reduce<shape>(P, op, sequences, tiles_per_sequence, be);
+    if (P.reduce_only()) {
+      if constexpr (shape::bulk_reduce) {
+        if (P.stages_bulk_input() && built_for_bulk_copies<bulk_reduce_kernel<Problem, Op>>(dev.device))
+          return launch_bulk_reduce(P, op, sequences, dev, be);
+      }
+      return launch_reduce<shape>(P, op, sequences, tiles_per_sequence, be);
+    }
   }
   if constexpr (shape::bulk_tiles) {
     if (P.stages_bulk() && built_for_bulk_copies<bulk_tiles_kernel<Problem, Op>>(dev.device))

@@ -214,28 +214,39 @@ struct generic_problem : generic_staging<std::is_pointer_v<input_iterator_t<In>>
     }
   }
 
-  // Bulk tiles (agent/bulk_tiles.cuh): raw pointer input and output whose elements have one
-  // size, at most 128 bytes (a 256-lane tile of them fits the tile's 40 KB), each sequence
-  // contiguous and starting on a 16-byte boundary in both.
+  // Bulk tiles (agent/bulk_tiles.cuh): a raw pointer input of elements of at most 128 bytes (a
+  // 256-lane tile of them fits the tile's 40 KB), each sequence contiguous and starting on a
+  // 16-byte boundary; for a scan, a raw pointer output of elements of the same size, laid out
+  // alike. bulk_element (bulk_output) is void where the input (output) cannot be.
   using out_value = std::conditional_t<pointer_out, std::remove_pointer_t<out_iterator>, void>;
-  static constexpr bool bulk_capable =
-      pointer_in && pointer_out && sizeof(in_value) == sizeof_or_zero<out_value> && sizeof(in_value) <= 128;
-  using bulk_element = std::conditional_t<bulk_capable, in_value, void>;
+  static constexpr bool bulk_input = pointer_in && sizeof(in_value) <= 128;
+  static constexpr bool bulk_capable = bulk_input && pointer_out && sizeof(in_value) == sizeof_or_zero<out_value>;
+  using bulk_element = std::conditional_t<bulk_input, in_value, void>;
   using bulk_output = std::conditional_t<bulk_capable, out_value, void>;
-  bool stages_bulk() const {
-    if constexpr (bulk_capable) {
-      if (out == nullptr || lane_major || in_layout.step_stride != 1 || out_layout.step_stride != 1) return false;
-      const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-      // The offset between two sequences (when there are two) is whole 16-byte words.
-      const auto whole = [](index_t elements, index_t used) {
-        return used <= 1 || static_cast<std::size_t>(elements) * sizeof(in_value) % 16 == 0;
-      };
-      return aligned(in) && aligned(out) && whole(in_layout.sequence_stride, in_layout.count) &&
-             whole(in_layout.group_stride, in_layout.groups) && whole(out_layout.sequence_stride, out_layout.count) &&
-             whole(out_layout.group_stride, out_layout.groups);
+  /// A reduce (no output) whose input bulk tiles can stage.
+  bool stages_bulk_input() const {
+    if constexpr (bulk_input) {
+      return !lane_major && in_layout.step_stride == 1 && bulk_aligned(in, in_layout);
     } else {
       return false;
     }
+  }
+  /// A scan whose input and output bulk tiles can stage.
+  bool stages_bulk() const {
+    if constexpr (bulk_capable) {
+      return out != nullptr && stages_bulk_input() && out_layout.step_stride == 1 && bulk_aligned(out, out_layout);
+    } else {
+      return false;
+    }
+  }
+  /// p starts on a 16-byte boundary, and so does every sequence of layout l after it.
+  static bool bulk_aligned(const void* p, const sequence_layout& l) {
+    // The offset between two sequences (when there are two) is whole 16-byte words.
+    const auto whole = [](index_t elements, index_t used) {
+      return used <= 1 || static_cast<std::size_t>(elements) * sizeof(in_value) % 16 == 0;
+    };
+    return reinterpret_cast<std::uintptr_t>(p) % 16 == 0 && whole(l.sequence_stride, l.count) &&
+           whole(l.group_stride, l.groups);
   }
   __device__ PARSCAN_INLINE const in_value* bulk_in(index_t s) const { return in + in_layout.sequence_offset(s); }
   __device__ PARSCAN_INLINE out_value* bulk_out(index_t s) const { return out + out_layout.sequence_offset(s); }
