@@ -272,7 +272,7 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: two-pass reduce on bulk tiles over s
   // last span of one partial tile, blocks walking several spans each.
   PARSCAN_TEST_RNG(r, "bulk reduce int64");
   using problem = cd::generic_problem<long long, long long, long long>;
-  const index_t sequences = 2, length = 4097 * cd::bulk_shape<problem>::tile + 77;
+  const index_t sequences = 2, length = 4097 * cd::bulk_shape<problem>::tile + 76;  // sequences 16-byte aligned
   const std::size_t n = static_cast<std::size_t>(sequences * length);
   std::vector<long long> x(n), carry{5, -7};
   for (auto& v : x) v = static_cast<long long>(r.uniform(-1e6, 1e6));
