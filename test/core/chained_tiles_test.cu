@@ -239,14 +239,16 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: generic int32 scans as bulk tiles ov
   }
 }
 
-TEST_CASE(PARSCAN_TEST_NAME("chained tiles: two-pass reduce over spans of several tiles"),
-          PARSCAN_TEST_TAGS("[scan][chained][reduce]")) {
-  PARSCAN_TEST_RNG(r, "chained reduce");
-  // 128-step tiles: 8193 tiles, spans of 3 tiles, the last span and tile partial.
-  const index_t sequences = 3, length = 8192 * 128 + 77;
+/// Exact reduces of `sequences` time-contiguous int64 sequences of `length` steps with carries,
+/// both directions, with tile shape Shape (the library's when void): through bulk tiles when
+/// `bulk` (which the test then requires), else the chained kernels' two passes.
+template <class Shape>
+static void check_int64_reduces(const char* stream, index_t sequences, index_t length, bool bulk) {
+  PARSCAN_TEST_RNG(r, stream);
   const std::size_t n = static_cast<std::size_t>(sequences * length);
-  std::vector<long long> x(n), carry{5, -7, 11};
+  std::vector<long long> x(n), carry(static_cast<std::size_t>(sequences));
   for (auto& v : x) v = static_cast<long long>(r.uniform(-1e6, 1e6));
+  for (auto& v : carry) v = static_cast<long long>(r.uniform(-1e6, 1e6));
   parscan_test::guarded_buffer<long long> dx(x), dcarry(carry), dtotal(static_cast<std::size_t>(sequences));
   const auto l = parscan::sequence_layout::time_contiguous(sequences, length);
   using problem = cd::generic_problem<long long, long long, long long>;
@@ -258,39 +260,27 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: two-pass reduce over spans of severa
     opts.carry_out = dtotal.data();
     const problem P = problem::from({parscan::scan_kind::reduce, dx.data(), l, nullptr, l, opts, 0, true});
     REQUIRE(P.reduce_only());
-    REQUIRE(cd::dispatch_scan<tiny_window_shape<1, problem>>(P, parscan::sum_op<long long>{}, sequences, parscan::cuda_backend{}) ==
+    if (bulk) REQUIRE(P.stages_bulk_input());
+    REQUIRE(cd::dispatch_scan<Shape>(P, parscan::sum_op<long long>{}, sequences, parscan::cuda_backend{}) ==
             parscan::status::success);
     PARSCAN_TEST_SYNC();
     check_int64_totals(x, carry, sequences, length, dtotal);
   }
 }
 
+TEST_CASE(PARSCAN_TEST_NAME("chained tiles: two-pass reduce over spans of several tiles"),
+          PARSCAN_TEST_TAGS("[scan][chained][reduce]")) {
+  const index_t sequences = 3, length = 8192 * 128 + 77;
+  check_int64_reduces<tiny_window_shape<1, cd::generic_problem<long long, long long, long long>>>("two-pass reduce",
+                                                                                                 sequences, length, false);
+}
+
 TEST_CASE(PARSCAN_TEST_NAME("chained tiles: two-pass reduce on bulk tiles over spans of several tiles"),
           PARSCAN_TEST_TAGS("[scan][chained][bulk][large]")) {
   // The library's own shape (agent/bulk_reduce_spans.cuh) for two contiguous int64 sequences of
-  // 4097 bulk tiles and a partial one: spans of two tiles (at most 4096 spans a sequence), the
-  // last span of one partial tile, blocks walking several spans each.
-  PARSCAN_TEST_RNG(r, "bulk reduce int64");
+  // 4097 bulk tiles and a partial one, each 16-byte aligned: spans of two tiles (at most 4096
+  // spans a sequence), the last span of one partial tile, blocks walking several spans each.
   using problem = cd::generic_problem<long long, long long, long long>;
-  const index_t sequences = 2, length = 4097 * cd::bulk_shape<problem>::tile + 76;  // sequences 16-byte aligned
-  const std::size_t n = static_cast<std::size_t>(sequences * length);
-  std::vector<long long> x(n), carry{5, -7};
-  for (auto& v : x) v = static_cast<long long>(r.uniform(-1e6, 1e6));
-  parscan_test::guarded_buffer<long long> dx(x), dcarry(carry), dtotal(static_cast<std::size_t>(sequences));
-  const auto l = parscan::sequence_layout::time_contiguous(sequences, length);
   static_assert(cd::tile_shape<problem>::bulk_reduce, "int64 reduces take bulk tiles");
-  for (bool reverse : {false, true}) {
-    INFO("reverse=" << reverse);
-    parscan::scan_options<long long> opts;
-    opts.dir = reverse ? parscan::direction::reverse : parscan::direction::forward;
-    opts.carry_in = dcarry.data();
-    opts.carry_out = dtotal.data();
-    const problem P = problem::from({parscan::scan_kind::reduce, dx.data(), l, nullptr, l, opts, 0, true});
-    REQUIRE(P.reduce_only());
-    REQUIRE(P.stages_bulk_input());
-    REQUIRE(cd::dispatch_scan(P, parscan::sum_op<long long>{}, sequences, parscan::cuda_backend{}) ==
-            parscan::status::success);
-    PARSCAN_TEST_SYNC();
-    check_int64_totals(x, carry, sequences, length, dtotal);
-  }
+  check_int64_reduces<void>("bulk reduce int64", 2, 4097 * cd::bulk_shape<problem>::tile + 76, true);
 }
