@@ -403,6 +403,19 @@ bool built_for_bulk_copies(int device) {
   return cached[device] > 0;
 }
 
+/// Asks, once per kernel, for the SM's largest shared-memory share (the bulk kernels' tiles in
+/// flight live there). A preference: if it is refused the launch still runs.
+template <auto Kernel>
+void prefer_shared_memory() {
+  static const bool asked = [] {
+    if (cudaFuncSetAttribute(Kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) !=
+        cudaSuccess)
+      cudaGetLastError();
+    return true;
+  }();
+  (void)asked;
+}
+
 template <class Problem, class Op, class shape = bulk_shape<Problem>>
 constexpr auto bulk_tiles_kernel = scan_bulk_tiles_kernel<shape::warps, shape::chunks, shape::min_blocks, Problem, Op>;
 
@@ -414,13 +427,7 @@ status launch_bulk_tiles(const Problem& P, const Op& op, index_t sequences, cons
                          const cuda_backend& be) {
   constexpr auto kernel = bulk_tiles_kernel<Problem, Op, shape>;
   constexpr int threads = shape::warps * warp_threads;
-  static const bool carved = [] {  // a preference: without it the launch still runs
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) !=
-        cudaSuccess)
-      cudaGetLastError();
-    return true;
-  }();
-  (void)carved;
+  prefer_shared_memory<kernel>();
   const int per_sm = blocks_per_multiprocessor<kernel>(threads, dev.device, shape::smem);
   if (per_sm == 0) return status::exceeds_device_limits;
   workspace_lease ws(be);
@@ -443,6 +450,7 @@ status launch_bulk_reduce(const Problem& P, const Op& op, index_t sequences, con
   using Acc = typename Problem::acc_type;
   constexpr auto kernel = bulk_reduce_kernel<Problem, Op, shape>;
   constexpr int threads = shape::warps * warp_threads, smem = 2 * shape::smem;
+  prefer_shared_memory<kernel>();
   const int per_sm = blocks_per_multiprocessor<kernel>(threads, dev.device, smem);
   if (per_sm == 0) return status::exceeds_device_limits;
   const index_t tiles_per_sequence = (P.length + shape::tile - 1) / shape::tile;
