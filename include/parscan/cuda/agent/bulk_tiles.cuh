@@ -13,7 +13,7 @@
 // at 2^28, % of copy, CUB 60%, the staged window chain 43%): persistent blocks of 40 KB tiles,
 // two per SM, 48%; the same with three to five blocks per SM, 38-43% (more tiles in flight made
 // every tile's look-back wait longer); one tile per block (blocks start and retire between
-// tiles) 34-38%; a block that loads its next tile while it scans this one 27-33% (the tile it
+// tiles) 34-39%; a block that loads its next tile while it scans this one 27-33% (the tile it
 // holds back delays every later look-back). cp.async instead of the copy engine, a bulk store
 // instead of lane stores, tiles in blockIdx order instead of claimed, and a sleep between
 // look-back polls changed nothing.
