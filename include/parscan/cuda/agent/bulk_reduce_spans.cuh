@@ -64,11 +64,9 @@ __global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
   for (int slot = 0; now.span < total_spans; slot ^= 1) {
     unsigned char* tile = slots + slot * slot_bytes;
     const bulk_tile_place w = tile_of(now);
-    const unsigned char* src = reinterpret_cast<const unsigned char*>(P.bulk_in(w.s) + w.begin);
-    if (threadIdx.x < w.bytes - w.bulk_bytes) tile[w.bulk_bytes + threadIdx.x] = src[w.bulk_bytes + threadIdx.x];
-    loaded(slot).wait((parity >> slot) & 1u);
+    land_bulk_tile(reinterpret_cast<const unsigned char*>(P.bulk_in(w.s) + w.begin), w, tile, loaded(slot),
+                   (parity >> slot) & 1u);
     parity ^= 1u << slot;
-    __syncthreads();  // the tail bytes
     const Acc aggregate = w.count == tile_steps ? reduce_bulk_tile<true, Warps, Chunks>(P, op, tile, w.count, sm)
                                                 : reduce_bulk_tile<false, Warps, Chunks>(P, op, tile, w.count, sm);
     total = combine(total, maybe<Acc>{aggregate, true}, op);  // meaningful in warp 0

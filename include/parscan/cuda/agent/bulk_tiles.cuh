@@ -256,6 +256,18 @@ __device__ PARSCAN_INLINE bulk_tile_place place_bulk_tile(const Problem& P, inde
 }
 
 
+/// Every thread: completes the staging of tile w (from `src`, its first element) in `tile` —
+/// copies by hand its bytes past the bulk copy's 16-byte multiple, waits for the copy of phase
+/// `parity` — then a block barrier, so the whole tile is visible to every thread. (Given the
+/// Problem instead of `src`, it computed the sequence's offset again after the copy's asm: one
+/// more 64-bit division per tile.)
+__device__ PARSCAN_INLINE void land_bulk_tile(const unsigned char* src, const bulk_tile_place& w, unsigned char* tile,
+                                              const bulk_barrier& loaded, unsigned parity) {
+  if (threadIdx.x < w.bytes - w.bulk_bytes) tile[w.bulk_bytes + threadIdx.x] = src[w.bulk_bytes + threadIdx.x];
+  loaded.wait(parity);
+  __syncthreads();
+}
+
 /// The persistent kernel: every block claims tiles until none is left; a tile's elements are
 /// staged in dynamic shared memory (bulk_tile_steps · sizeof(E) bytes). MinBlocks: the blocks
 /// per SM that its registers must allow.
@@ -280,9 +292,7 @@ __global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
     const bulk_tile_place w = place_bulk_tile(P, t, tiles_per_sequence, tile_steps);
     const unsigned char* src = reinterpret_cast<const unsigned char*>(P.bulk_in(w.s) + w.begin);
     if (threadIdx.x == 0) loaded.load(tile, src, w.bulk_bytes);
-    if (threadIdx.x < w.bytes - w.bulk_bytes) tile[w.bulk_bytes + threadIdx.x] = src[w.bulk_bytes + threadIdx.x];
-    loaded.wait(parity);
-    __syncthreads();  // the tail bytes
+    land_bulk_tile(src, w, tile, loaded, parity);
 
     const bool full = w.count == tile_steps;
     const Acc aggregate = full ? reduce_bulk_tile<true, Warps, Chunks>(P, op, tile, w.count, sm)

@@ -142,7 +142,6 @@ struct generic_problem : generic_staging<std::is_pointer_v<input_iterator_t<In>>
   }
   __device__ PARSCAN_INLINE void store_run(const cursor& c, index_t pos, const Acc (&items)[run]) const {
     if constexpr (pointer_out) {
-      using out_value = std::remove_pointer_t<out_iterator>;
       if (!c.out) return;
       out_value raw[run];
 #pragma unroll
