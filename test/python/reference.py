@@ -96,6 +96,28 @@ def log_backward(a, b, dx, x0=None, dlog_x_final=None, dim=-1, reverse=False, a_
     return da, db, dx0
 
 
+def log_backward_spread(a, b, dx, x0=None, dlog_x_final=None, dim=-1, reverse=False, a_form="log",
+                        b_form="log", x0_form="log", dx_form="log", unit=2.0**-24, trials=4, seed=0):
+    """How far log_backward's float64 result moves, element by element, when a, b and x0 move by
+    one rounding of a unit roundoff (relative, random signs): the gradient's own sensitivity to
+    the precision its inputs and states are held in. Signed inputs can drive a state to within
+    1e-7 of zero; dividing the upstream gradient by it makes the gradients swing by a large
+    fraction of their norm under a float32 rounding, and no float32 implementation can do better
+    than that. Tests add a small multiple of this to their tolerance, so a well-conditioned draw
+    (spread ~1e-6 of the norm) is checked as tightly as before, and an ill-conditioned one is not
+    failed for what float32 cannot represent."""
+    rng = np.random.default_rng(seed)
+    nudge = (lambda v: None if v is None else
+             wide(v) * (1.0 + unit * rng.choice([-1.0, 1.0], size=np.shape(v))))
+    want = log_backward(a, b, dx, x0, dlog_x_final, dim, reverse, a_form, b_form, x0_form, dx_form)
+    spread = [None if w is None else np.zeros(np.shape(w)) for w in want]
+    for _ in range(trials):
+        moved = log_backward(nudge(a), nudge(b), dx, nudge(x0), dlog_x_final, dim, reverse, a_form, b_form,
+                             x0_form, dx_form)
+        spread = [None if w is None else np.maximum(s, np.abs(m - w)) for s, m, w in zip(spread, moved, want)]
+    return tuple(spread)
+
+
 def matrix_forward(W, b, x0=None, dim=-2, reverse=False):
     """x[t] = W[t] @ x[t-1] + b[t] along dim of b; returns (x, x_final) in float64."""
     dim = dim % np.ndim(b)  # W has one more dimension: count dim from the front for both

@@ -12,6 +12,7 @@ import parscan  # noqa: E402
 import parscan.torch as pt  # noqa: E402
 
 import reference as ref  # noqa: E402
+from test_numpy_log_matrix import assert_log_close, log_gradient_spread  # noqa: E402
 
 ON_CUDA = torch.cuda.is_available() and parscan.built_with_cuda
 DEVICES = ["cpu"] + (["cuda"] if ON_CUDA else [])
@@ -42,11 +43,13 @@ def test_log_recurrence_values_and_gradients(rng, device, output):
         got = as_numpy(result)
         (result * torch.tensor(w, dtype=torch.float32, device=device)).sum().backward()
     np.testing.assert_allclose(got, want, rtol=5e-5, atol=5e-5)
-    grads = ref.log_backward(a_val, as_numpy(b), w, as_numpy(x0), None, dim, False, "log", "value", "value",
-                             "log" if output == "log" else "value")
-    for name, g, t in zip(("dlog_a", "db", "dx0"), grads, (log_a, b, x0)):
-        scale = max(1.0, np.abs(g).max())  # signed gates: normwise, as in test_numpy_log_matrix.py
-        assert np.abs(as_numpy(t.grad) - g).max() <= 1e-2 * scale, name
+    chain_rule = (a_val, as_numpy(b), w, as_numpy(x0), None, dim, False, "log", "value", "value",
+                  "log" if output == "log" else "value")
+    grads = ref.log_backward(*chain_rule)
+    spreads = log_gradient_spread("float32", True, *chain_rule)
+    for name, g, t, spread in zip(("dlog_a", "db", "dx0"), grads, (log_a, b, x0), spreads):
+        # signed gates: normwise, with the reference's spread, as in test_numpy_log_matrix.py
+        assert_log_close(as_numpy(t.grad), g, "float32", name, {"float32": 1e-2}, normwise=True, spread=spread)
 
 
 @pytest.mark.parametrize("reverse", [False, True])
