@@ -6,13 +6,15 @@
 // the bytes that must move (each tensor once), and achieved GFLOP/s for the arithmetic that
 // must be done (2d³ per chain product, 2N² per recurrence step forward, 4N² backward).
 // The first two rows are the arithmetic reference (where the toolkit has cuBLAS): a cuBLAS
-// SGEMM of 8192³, in true fp32 and with TF32 tensor cores.
-//   usage: bench_matrix [--json out.json] [--quick] [--recurrence N]
+// SGEMM of 8192³, in true fp32 and with TF32 tensor cores; each batch of chains follows a
+// cuBLAS strided-batched GEMM over as many d×d products as its first level has.
+//   usage: bench_matrix [--json out.json] [--quick] [--recurrence N | --chains]
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #if PARSCAN_BENCH_CUBLAS
@@ -112,54 +114,88 @@ void cublas_case(bool tf32, double copy) {
                       100 * gbs / copy, flops / us / 1e3},
                      flops / us / 1e3, 0.0, 0.0});
 }
+
+/// The batched-GEMM rate a batch of chains is held to: cublasGemmStridedBatchedEx over `count`
+/// independent d×d products (the first level of those chains), exact fp32 or TF32.
+void cublas_batched_case(index_t count, int d, bool tf32, double copy) {
+  const index_t dd = index_t(d) * d;
+  float* A = alloc_fill<float>(count * dd, 7u, 1.0f);
+  float* Bm = alloc_fill<float>(count * dd, 8u, 1.0f);
+  float* C = nullptr;
+  BENCH_CHECK(cudaMalloc(&C, size_t(count * dd) * sizeof(float)));
+  cublasHandle_t h;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) std::printf("cublasCreate failed\n"), std::exit(1);
+  const float one = 1.0f, zero = 0.0f;
+  const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC;
+  const double us = bench::median_us([&](int) {
+    if (cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, d, d, d, &one, A, CUDA_R_32F, d, dd, Bm, CUDA_R_32F, d,
+                                   dd, &zero, C, CUDA_R_32F, d, dd, static_cast<int>(count), compute,
+                                   CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
+      std::printf("cublasGemmStridedBatchedEx failed\n"), std::exit(1);
+  }, 25, 3);
+  cublasDestroy(h);
+  for (float* p : {A, Bm, C}) BENCH_CHECK(cudaFree(p));
+  const double flops = 2.0 * double(count) * dd * d, gbs = 3.0 * double(count) * dd * sizeof(float) / us / 1e3;
+  results.push_back({{tf32 ? "cublas batched gemm tf32" : "cublas batched gemm fp32", "f32", "(count,d,d)", "fwd",
+                      std::to_string(count) + "x" + std::to_string(d) + "x" + std::to_string(d), us, gbs,
+                      100 * gbs / copy, flops / us / 1e3},
+                     flops / us / 1e3, 0.0, 0.0});
+}
 #endif
 
 // ---------------------------------------------------------------------------------------
 // Chains.
 
-void chain_case(index_t n, index_t d, parscan::chain_output out, parscan::chain_math math, double copy, int rot) {
+void chain_case(index_t B, index_t n, index_t d, parscan::chain_output out, parscan::chain_math math, double copy,
+                int rot) {
   const bool prefixes = out == parscan::chain_output::prefixes;
-  const index_t dd = d * d;
+  const index_t dd = d * d, per_chain = prefixes ? n : 1;
   std::vector<float*> M(rot), P(rot);
   for (int r = 0; r < rot; ++r) {
-    M[r] = alloc_fill<float>(n * dd, 17u + r, 1.0f / std::sqrt(float(d)));
-    BENCH_CHECK(cudaMalloc(&P[r], size_t(prefixes ? n : 1) * dd * sizeof(float)));
+    M[r] = alloc_fill<float>(B * n * dd, 17u + r, 1.0f / std::sqrt(float(d)));
+    BENCH_CHECK(cudaMalloc(&P[r], size_t(B * per_chain) * dd * sizeof(float)));
   }
   parscan::cuda_backend be{};
-  auto args = [&](int r, index_t count) {
+  auto args = [&](int r, index_t count) {  // the first `count` factors of each chain of M[r]
     parscan::matrix_chain_args<float> g;
-    g.batch = 1, g.count = count, g.d = d, g.M = M[r], g.out = P[r], g.output = out, g.math = math;
+    g.batch = B, g.count = count, g.d = d, g.M = M[r], g.out = P[r], g.output = out, g.math = math;
+    g.M_strides.batch = n * dd, g.out_strides.batch = per_chain * dd;
     return g;
   };
-  // Check: a 12-matrix sub-chain through the same code path against float64.
+  // Check: 12-matrix sub-chains through the same code path against float64, first and last chain.
   const index_t small = std::min<index_t>(n, 12);
   require(parscan::matrix_chain(be, args(0, small)), "chain check");
   BENCH_CHECK(cudaDeviceSynchronize());
-  const std::vector<double> hM = download(M[0], small * dd), got = download(P[0], (prefixes ? small : 1) * dd);
-  std::vector<double> ref, cur(hM.begin(), hM.begin() + dd), next(dd);
-  if (prefixes) ref.insert(ref.end(), cur.begin(), cur.end());
-  for (index_t k = 1; k < small; ++k) {
-    std::fill(next.begin(), next.end(), 0.0);
-    for (index_t i = 0; i < d; ++i)
-      for (index_t l = 0; l < d; ++l)
-        for (index_t j = 0; j < d; ++j) next[i * d + j] += cur[i * d + l] * hM[k * dd + l * d + j];
-    cur.swap(next);
+  double err = 0;
+  for (index_t c : {index_t(0), B - 1}) {
+    const std::vector<double> hM = download(M[0] + c * n * dd, small * dd),
+                              got = download(P[0] + c * per_chain * dd, (prefixes ? small : 1) * dd);
+    std::vector<double> ref, cur(hM.begin(), hM.begin() + dd), next(dd);
     if (prefixes) ref.insert(ref.end(), cur.begin(), cur.end());
+    for (index_t k = 1; k < small; ++k) {
+      std::fill(next.begin(), next.end(), 0.0);
+      for (index_t i = 0; i < d; ++i)
+        for (index_t l = 0; l < d; ++l)
+          for (index_t j = 0; j < d; ++j) next[i * d + j] += cur[i * d + l] * hM[k * dd + l * d + j];
+      cur.swap(next);
+      if (prefixes) ref.insert(ref.end(), cur.begin(), cur.end());
+    }
+    if (!prefixes) ref = cur;
+    err = std::max(err, rel_err(got, ref));
   }
-  if (!prefixes) ref = cur;
-  const double err = rel_err(got, ref);
 
   const double us = time_with_workspace(be, parscan::matrix_chain_workspace_size(args(0, n)),
                                         [&](int i) { require(parscan::matrix_chain(be, args(i % rot, n)), "chain"); });
-  const double bytes = double(n + (prefixes ? n : 1)) * dd * sizeof(float);
-  const double flops = 2.0 * double(d) * dd * double(n - 1);
+  const double bytes = double(B) * double(n + per_chain) * dd * sizeof(float);
+  const double flops = 2.0 * double(B) * double(d) * dd * double(n - 1);
   const double gbs = bytes / us / 1e3;
   const char* m = math == parscan::chain_math::exact ? "exact" : math == parscan::chain_math::tf32 ? "tf32" : "bf16";
   // The bound docs/api.md states for the tensor-core modes, 8·u·√n, over the checked sub-chain.
   const double u = math == parscan::chain_math::tf32 ? 0x1p-11 : 0x1p-8;
   const double tol = math == parscan::chain_math::exact ? 1e-4 : 8 * u * std::sqrt(double(small));
   results.push_back({{std::string(prefixes ? "chain prefixes " : "chain total ") + m, "f32", "(B,n,d,d)", "fwd",
-                      "1x" + std::to_string(n) + "x" + std::to_string(d) + "x" + std::to_string(d), us, gbs,
+                      std::to_string(B) + "x" + std::to_string(n) + "x" + std::to_string(d) + "x" + std::to_string(d),
+                      us, gbs,
                       100 * gbs / copy, flops / us / 1e3},
                      flops / us / 1e3, err, tol});
   for (int r = 0; r < rot; ++r) {
@@ -265,6 +301,8 @@ int main(int argc, char** argv) {
   index_t only_n = 0;
   for (int i = 1; i + 1 < argc; ++i)
     if (std::string(argv[i]) == "--recurrence") only_n = std::atoi(argv[i + 1]);
+  // --chains: only the chain rows (and their cuBLAS references).
+  const bool chains_only = bench::has_flag(argc, argv, "--chains");
 #if PARSCAN_BENCH_CUBLAS
   if (only_n == 0) cublas_case(false, copy), cublas_case(true, copy);
 #endif
@@ -272,12 +310,21 @@ int main(int argc, char** argv) {
     if (only_n != 0) break;
     const size_t bytes = size_t(1000) * d * d * sizeof(float);
     const int rot = bench::rotation_for(bytes);
-    chain_case(1000, d, chain_output::total, chain_math::exact, copy, rot);
-    if (d == 256 || !quick) chain_case(1000, d, chain_output::total, chain_math::tf32, copy, rot);
-    if (d == 256 && !quick) chain_case(1000, d, chain_output::total, chain_math::bf16, copy, rot);
+    chain_case(1, 1000, d, chain_output::total, chain_math::exact, copy, rot);
+    if (d == 256 || !quick) chain_case(1, 1000, d, chain_output::total, chain_math::tf32, copy, rot);
+    if (d == 256 && !quick) chain_case(1, 1000, d, chain_output::total, chain_math::bf16, copy, rot);
   }
-  if (only_n == 0) chain_case(8192, 64, chain_output::prefixes, chain_math::exact, copy, 1);
-  if (only_n == 0 && !quick) chain_case(8192, 64, chain_output::prefixes, chain_math::tf32, copy, 1);
+  // Batches of chains, each against cuBLAS's batched GEMM over the products of its first level.
+  for (auto [B, d] : {std::pair<index_t, int>{64, 32}, std::pair<index_t, int>{8, 128}}) {
+    if (only_n != 0) break;
+#if PARSCAN_BENCH_CUBLAS
+    cublas_batched_case(B * 500, d, false, copy);
+#endif
+    chain_case(B, 1000, d, chain_output::total, chain_math::exact, copy, 1);
+  }
+  if (only_n == 0) chain_case(1, 8192, 64, chain_output::prefixes, chain_math::exact, copy, 1);
+  if (only_n == 0 && !quick) chain_case(1, 8192, 64, chain_output::prefixes, chain_math::tf32, copy, 1);
+  if (chains_only) only_n = -1;  // no recurrence rows
 
   const index_t B = 64, L = quick ? 16384 : 65536;
   for (index_t N : {2, 4, 8, 16})

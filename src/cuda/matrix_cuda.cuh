@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <type_traits>
 
 #include <parscan/cuda/matrix/chain_kernels.cuh>
@@ -15,6 +16,7 @@
 #include <parscan/matrix_recurrence.hpp>
 
 #include "../common/matrix_args.hpp"
+#include "matrix_chain_cublas.hpp"
 
 namespace parscan {
 namespace cuda_detail {
@@ -274,6 +276,17 @@ inline tree_shape tree_shape_of(index_t B, index_t n, index_t d) {
   return s;
 }
 
+/// Whether a chain's products go to cuBLAS: float totals with d ≥ chain_cublas_min_d (the
+/// prefixes' lists group by chunk, which one stride per call does not describe).
+template <class T>
+constexpr bool chain_on_cublas(index_t d, bool prefixes) {
+  return std::is_same<T, float>::value && !prefixes && d >= chain_cublas_min_d;
+}
+
+/// The part of a chain's workspace that cuBLAS gets: its recommended size, plus room to align
+/// a caller's workspace to the 256 bytes cublasSetWorkspace needs.
+inline constexpr std::size_t chain_cublas_reserve = chain_cublas_workspace_bytes + 256;
+
 template <class C>
 std::size_t chain_workspace(index_t B, index_t n, index_t d, bool prefixes) {
   const std::size_t dd = static_cast<std::size_t>(d) * static_cast<std::size_t>(d), b = static_cast<std::size_t>(B);
@@ -478,7 +491,11 @@ template <class T>
 std::size_t matrix_chain_workspace_size(const matrix_chain_args<T>& g) {
   detail::matrix_chain_plan p;
   if (detail::plan_matrix_chain(g, p) != status::success) return 0;
-  return cuda_detail::chain_workspace<compute_t<T>>(g.batch, g.count, g.d, g.output == chain_output::prefixes);
+  using namespace cuda_detail;
+  const bool prefixes = g.output == chain_output::prefixes;
+  const std::size_t levels = chain_workspace<compute_t<T>>(g.batch, g.count, g.d, prefixes);
+  if (levels == 0 || !chain_on_cublas<T>(g.d, prefixes)) return levels;
+  return sat_add(levels, chain_cublas_reserve);
 }
 
 template <class T>
@@ -516,10 +533,20 @@ status matrix_chain(const cuda_backend& be, const matrix_chain_args<T>& g) {
   const bool tensor = std::is_same<C, float>::value && g.math != chain_math::exact;
   const mma_kind kind = g.math == chain_math::bf16 ? mma_kind::bf16 : mma_kind::tf32;
   (void)tensor, (void)kind;  // unused for T = double
+  // Float totals of d ≥ chain_cublas_min_d: every level on cuBLAS, with the end of the
+  // workspace (aligned) for its own.
+  const bool on_cublas = chain_on_cublas<T>(d, prefixes);
+  void* const cublas_ws = on_cublas ? reinterpret_cast<void*>(
+      (reinterpret_cast<std::uintptr_t>(w + bytes - chain_cublas_reserve) + 255) / 256 * 256) : nullptr;
   auto mul = [&](auto x, auto y, auto o, index_t count) {
     using TX = std::remove_const_t<std::remove_pointer_t<decltype(x.ptr)>>;
     using TY = std::remove_const_t<std::remove_pointer_t<decltype(y.ptr)>>;
     using TO = std::remove_pointer_t<decltype(o.ptr)>;
+    if constexpr (std::is_same<TX, float>::value && std::is_same<TY, float>::value && std::is_same<TO, float>::value) {
+      if (on_cublas)
+        return ltr ? cublas_chain_products(x, y, o, count, d, g.math, cublas_ws, stream)
+                   : cublas_chain_products(y, x, o, count, d, g.math, cublas_ws, stream);
+    }
     if constexpr (std::is_same<C, float>::value) {
       if (tensor) {
         if (kind == mma_kind::tf32)

@@ -1016,4 +1016,7 @@ TEST_CASE(PARSCAN_TEST_NAME("graph capture: matrix chain totals and prefixes"), 
   chain_graphs(2, 9, 40, chain_output::total, chain_order::right_to_left, chain_math::exact);
   chain_graphs(2, 50, 12, chain_output::prefixes, chain_order::left_to_right, chain_math::exact);
   chain_graphs(2, 30, 48, chain_output::prefixes, chain_order::right_to_left, chain_math::tf32);
+  // d ≥ 128: the levels run on cuBLAS, with its workspace carved from the call's.
+  chain_graphs(3, 9, 128, chain_output::total, chain_order::left_to_right, chain_math::exact);
+  chain_graphs(1, 6, 130, chain_output::total, chain_order::right_to_left, chain_math::tf32);
 }

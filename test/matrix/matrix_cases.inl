@@ -588,6 +588,30 @@ void chain_tree_shapes() {
     }
 }
 
+/// Totals wide enough that the CUDA backend runs every level of a float chain on cuBLAS
+/// (d ≥ 128): odd and even n (a level's odd factor moves up, so from then on a batch's chains
+/// are no longer one stride apart and cuBLAS is called per chain), batches, strided views,
+/// misaligned pointers, both orders, every math mode. The other dtypes keep the GEMM tree here.
+template <class T>
+void chain_wide_totals() {
+  struct shape { index_t B, n, d; };
+  const arrangement arrs[][2] = {{arrangement::dense, arrangement::dense},
+                                 {arrangement::padded, arrangement::batch_inner},
+                                 {arrangement::batch_inner, arrangement::padded}};
+  int i = 0;
+  for (shape s : {shape{1, 5, 256}, shape{3, 9, 128}, shape{2, 16, 130}, shape{1, 2, 128}, shape{4, 7, 129}})
+    for (chain_order ord : {chain_order::left_to_right, chain_order::right_to_left}) {
+      ++i;
+      chain_opts o;
+      o.B = s.B, o.n = s.n, o.d = s.d, o.order = ord, o.output = chain_output::total;
+      o.math = i % 3 == 0 ? chain_math::tf32 : i % 5 == 0 ? chain_math::bf16 : chain_math::exact;
+      o.aM = arrs[i % 3][0], o.aout = arrs[i % 3][1];
+      o.misalign = i % 4 == 1 ? 1 : 0;
+      o.fam = family::near_orthogonal;
+      run_chain<T>(o);
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // The backward against finite differences of L = sum(w·x) + sum(v·x_final), in double.
 
@@ -938,6 +962,8 @@ MTX_FOR_EACH_DTYPE("recurrence: engine edges (N and T and B around chunks and st
 MTX_FOR_EACH_DTYPE("chain: d x n sweep, both orders, total and prefixes", "[chain]", chain_sweep)
 MTX_FOR_EACH_DTYPE("chain: TF32 and bf16 tensor-core opt-in", "[chain]", chain_math_modes)
 MTX_FOR_EACH_DTYPE("chain: totals of small matrices over many blocks and tree levels", "[chain]", chain_tree_shapes)
+MTX_FOR_EACH_DTYPE("chain: wide totals (cuBLAS levels for float on CUDA), batches and strided views", "[chain]",
+                   chain_wide_totals)
 MTX_FOR_EACH_DTYPE("zero-sized problems succeed; T = 0 passes the state, n = 0 is the identity", "[errors]", zero_sized)
 MTX_FOR_EACH_DTYPE("recurrence forward: bad arguments return their status and write nothing", "[errors]", bad_forward)
 MTX_FOR_EACH_DTYPE("recurrence backward: bad arguments return their status and write nothing", "[errors]", bad_backward)
