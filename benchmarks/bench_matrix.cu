@@ -5,10 +5,11 @@
 // caller's workspace. Reported: GB/s and % of the copy bandwidth measured in the same run, for
 // the bytes that must move (each tensor once), and achieved GFLOP/s for the arithmetic that
 // must be done (2d³ per chain product, 2N² per recurrence step forward, 4N² backward).
-// The first two rows are the arithmetic reference (where the toolkit has cuBLAS): a cuBLAS
-// SGEMM of 8192³, in true fp32 and with TF32 tensor cores; each batch of chains follows a
-// cuBLAS strided-batched GEMM over as many d×d products as its first level has.
-//   usage: bench_matrix [--json out.json] [--quick] [--recurrence N | --chains]
+// The first rows are the arithmetic reference (where the toolkit has cuBLAS): a cuBLAS GEMM of
+// 8192³ in true fp32, with TF32 and with bf16 tensor cores, then strided batches of the widest
+// chain levels' shapes; each batch of chains follows a cuBLAS strided-batched GEMM over as many
+// d×d products as its first level has.
+//   usage: bench_matrix [--json out.json] [--quick] [--recurrence N | --chains | --levels]
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -87,37 +88,18 @@ struct result {
 };
 std::vector<result> results;
 
-#if PARSCAN_BENCH_CUBLAS
-// ---------------------------------------------------------------------------------------
-// The arithmetic reference: a large cuBLAS SGEMM, in true fp32 and with TF32 tensor cores.
-
-void cublas_case(bool tf32, double copy) {
-  constexpr int n = 8192;
-  float* A = alloc_fill<float>(index_t(n) * n, 5u, 1.0f);
-  float* Bm = alloc_fill<float>(index_t(n) * n, 6u, 1.0f);
-  float* C = nullptr;
-  BENCH_CHECK(cudaMalloc(&C, size_t(n) * n * sizeof(float)));
-  cublasHandle_t h;
-  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) std::printf("cublasCreate failed\n"), std::exit(1);
-  // Pedantic: true fp32 with no tensor-core or reduced-precision shortcut, as chain_math::exact.
-  if (cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH) != CUBLAS_STATUS_SUCCESS)
-    std::printf("cublasSetMathMode failed\n"), std::exit(1);
-  const float one = 1.0f, zero = 0.0f;
-  const double us = bench::median_us([&](int) {
-    if (cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, A, n, Bm, n, &zero, C, n) != CUBLAS_STATUS_SUCCESS)
-      std::printf("cublasSgemm failed\n"), std::exit(1);
-  }, 10, 2);
-  cublasDestroy(h);
-  for (float* p : {A, Bm, C}) BENCH_CHECK(cudaFree(p));
-  const double flops = 2.0 * double(n) * n * n, gbs = 3.0 * double(n) * n * sizeof(float) / us / 1e3;
-  results.push_back({{tf32 ? "cublas sgemm tf32" : "cublas sgemm fp32", "f32", "(n,n)", "fwd", "8192x8192x8192", us, gbs,
-                      100 * gbs / copy, flops / us / 1e3},
-                     flops / us / 1e3, 0.0, 0.0});
+const char* math_name(parscan::chain_math math) {
+  return math == parscan::chain_math::exact ? "exact" : math == parscan::chain_math::tf32 ? "tf32" : "bf16";
 }
 
-/// The batched-GEMM rate a batch of chains is held to: cublasGemmStridedBatchedEx over `count`
-/// independent d×d products (the first level of those chains), exact fp32 or TF32.
-void cublas_batched_case(index_t count, int d, bool tf32, double copy) {
+#if PARSCAN_BENCH_CUBLAS
+// ---------------------------------------------------------------------------------------
+// The arithmetic references: cuBLAS GEMMs in the arithmetic each chain_math names (exact:
+// pedantic fp32, no tensor-core shortcut; tf32 / bf16: fp32 data, operands rounded for the
+// tensor cores), one large 8192³ product and strided batches of d×d products.
+
+/// `count` independent d×d products (cublasGemmStridedBatchedEx), named `name`.
+void cublas_gemm_case(const std::string& name, index_t count, int d, parscan::chain_math math, double copy) {
   const index_t dd = index_t(d) * d;
   float* A = alloc_fill<float>(count * dd, 7u, 1.0f);
   float* Bm = alloc_fill<float>(count * dd, 8u, 1.0f);
@@ -126,20 +108,29 @@ void cublas_batched_case(index_t count, int d, bool tf32, double copy) {
   cublasHandle_t h;
   if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) std::printf("cublasCreate failed\n"), std::exit(1);
   const float one = 1.0f, zero = 0.0f;
-  const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC;
+  const cublasComputeType_t compute = math == parscan::chain_math::tf32  ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                      : math == parscan::chain_math::bf16 ? CUBLAS_COMPUTE_32F_FAST_16BF
+                                                                          : CUBLAS_COMPUTE_32F_PEDANTIC;
   const double us = bench::median_us([&](int) {
     if (cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, d, d, d, &one, A, CUDA_R_32F, d, dd, Bm, CUDA_R_32F, d,
                                    dd, &zero, C, CUDA_R_32F, d, dd, static_cast<int>(count), compute,
                                    CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
       std::printf("cublasGemmStridedBatchedEx failed\n"), std::exit(1);
-  }, 25, 3);
+  }, count == 1 ? 10 : 25, count == 1 ? 2 : 3);
   cublasDestroy(h);
   for (float* p : {A, Bm, C}) BENCH_CHECK(cudaFree(p));
   const double flops = 2.0 * double(count) * dd * d, gbs = 3.0 * double(count) * dd * sizeof(float) / us / 1e3;
-  results.push_back({{tf32 ? "cublas batched gemm tf32" : "cublas batched gemm fp32", "f32", "(count,d,d)", "fwd",
-                      std::to_string(count) + "x" + std::to_string(d) + "x" + std::to_string(d), us, gbs,
+  const std::string dims = std::to_string(d) + "x" + std::to_string(d);
+  results.push_back({{name, "f32", count == 1 ? "(n,n)" : "(count,d,d)", "fwd",
+                      count == 1 ? dims + "x" + std::to_string(d) : std::to_string(count) + "x" + dims, us, gbs,
                       100 * gbs / copy, flops / us / 1e3},
                      flops / us / 1e3, 0.0, 0.0});
+}
+
+/// The batched-GEMM rate a batch of chains is held to: `count` products of d×d.
+void cublas_batched_case(index_t count, int d, parscan::chain_math math, double copy) {
+  cublas_gemm_case(std::string("cublas batched gemm ") + (math == parscan::chain_math::exact ? "fp32" : math_name(math)),
+                   count, d, math, copy);
 }
 #endif
 
@@ -189,7 +180,7 @@ void chain_case(index_t B, index_t n, index_t d, parscan::chain_output out, pars
   const double bytes = double(B) * double(n + per_chain) * dd * sizeof(float);
   const double flops = 2.0 * double(B) * double(d) * dd * double(n - 1);
   const double gbs = bytes / us / 1e3;
-  const char* m = math == parscan::chain_math::exact ? "exact" : math == parscan::chain_math::tf32 ? "tf32" : "bf16";
+  const char* m = math_name(math);
   // The bound docs/api.md states for the tensor-core modes, 8·u·√n, over the checked sub-chain.
   const double u = math == parscan::chain_math::tf32 ? 0x1p-11 : 0x1p-8;
   const double tol = math == parscan::chain_math::exact ? 1e-4 : 8 * u * std::sqrt(double(small));
@@ -303,8 +294,26 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--recurrence") only_n = std::atoi(argv[i + 1]);
   // --chains: only the chain rows (and their cuBLAS references).
   const bool chains_only = bench::has_flag(argc, argv, "--chains");
+  // --levels: only short chains (n = 2…64, d = 128 and 256), whose times rise by one tree level
+  // per doubling of n: the cost of a narrow level, for docs/performance.md.
+  if (bench::has_flag(argc, argv, "--levels")) {
+    for (index_t d : {128, 256})
+      for (chain_math m : {chain_math::exact, chain_math::tf32})
+        for (index_t n : {2, 4, 8, 16, 32, 64}) chain_case(1, n, d, chain_output::total, m, copy, 1);
+    only_n = -1;
+  }
 #if PARSCAN_BENCH_CUBLAS
-  if (only_n == 0) cublas_case(false, copy), cublas_case(true, copy);
+  if (only_n == 0) {
+    cublas_gemm_case("cublas sgemm fp32", 1, 8192, chain_math::exact, copy);
+    cublas_gemm_case("cublas sgemm tf32", 1, 8192, chain_math::tf32, copy);
+    cublas_gemm_case("cublas sgemm bf16", 1, 8192, chain_math::bf16, copy);
+    // The widest level of a 1000-factor chain at d = 128 and 256, and of an 8192-factor prefix
+    // scan at d = 64: the best rate the chain's arithmetic can run at on cuBLAS.
+    for (auto [count, d] : {std::pair<index_t, int>{500, 256}, std::pair<index_t, int>{500, 128},
+                            std::pair<index_t, int>{4096, 64}})
+      for (chain_math m : {chain_math::exact, chain_math::tf32})
+        if (m == chain_math::exact || d >= 128) cublas_batched_case(count, d, m, copy);
+  }
 #endif
   for (index_t d : {32, 64, 128, 256}) {
     if (only_n != 0) break;
@@ -318,7 +327,7 @@ int main(int argc, char** argv) {
   for (auto [B, d] : {std::pair<index_t, int>{64, 32}, std::pair<index_t, int>{8, 128}}) {
     if (only_n != 0) break;
 #if PARSCAN_BENCH_CUBLAS
-    cublas_batched_case(B * 500, d, false, copy);
+    cublas_batched_case(B * 500, d, chain_math::exact, copy);
 #endif
     chain_case(B, 1000, d, chain_output::total, chain_math::exact, copy, 1);
   }
