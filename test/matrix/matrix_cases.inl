@@ -962,7 +962,7 @@ MTX_FOR_EACH_DTYPE("recurrence: engine edges (N and T and B around chunks and st
 MTX_FOR_EACH_DTYPE("chain: d x n sweep, both orders, total and prefixes", "[chain]", chain_sweep)
 MTX_FOR_EACH_DTYPE("chain: TF32 and bf16 tensor-core opt-in", "[chain]", chain_math_modes)
 MTX_FOR_EACH_DTYPE("chain: totals of small matrices over many blocks and tree levels", "[chain]", chain_tree_shapes)
-MTX_FOR_EACH_DTYPE("chain: wide totals (cuBLAS levels for float on CUDA), batches and strided views", "[chain]",
+MTX_FOR_EACH_DTYPE("chain: wide totals on cuBLAS for float (batches and strided views)", "[chain]",
                    chain_wide_totals)
 MTX_FOR_EACH_DTYPE("zero-sized problems succeed; T = 0 passes the state, n = 0 is the identity", "[errors]", zero_sized)
 MTX_FOR_EACH_DTYPE("recurrence forward: bad arguments return their status and write nothing", "[errors]", bad_forward)
