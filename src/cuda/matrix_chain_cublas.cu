@@ -80,7 +80,8 @@ class cublas_lease {
 
 /// The stride between consecutive matrices of a list over `count` of them, if one stride
 /// describes it: within one group (count ≤ per), groups of one, or groups laid end to end.
-bool uniform_stride(const mat_list<const float>& l, index_t count, long long& stride) {
+template <class X>
+bool uniform_stride(const mat_list<X>& l, index_t count, long long& stride) {
   if (l.div != 1) return false;
   if (count <= l.per) return stride = l.inner, true;
   if (l.per == 1) return stride = l.outer, true;
@@ -130,8 +131,7 @@ status cublas_chain_products(mat_list<const float> a, mat_list<const float> b, m
   };
 
   long long sa = 0, sb = 0, so = 0;
-  mat_list<const float> o_read{o.ptr, o.per, o.div, o.outer, o.inner};
-  if (uniform_stride(a, count, sa) && uniform_stride(b, count, sb) && uniform_stride(o_read, count, so))
+  if (uniform_stride(a, count, sa) && uniform_stride(b, count, sb) && uniform_stride(o, count, so))
     return batch(a.ptr, sa, b.ptr, sb, o.ptr, so, count);
   // One call per group: within a group every list steps by its inner stride.
   if (a.per != b.per || a.per != o.per || a.div != 1 || b.div != 1 || o.div != 1) return status::unsupported;
