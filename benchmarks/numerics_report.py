@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Rebuilds docs/numerics.md's tables and plot from the JSON that benchmarks/numerics writes.
+"""Rebuilds docs/numerics.md's tables and plot from the JSON that benchmarks/numerics writes, and
+its closing section on the matrix chain's arithmetic modes.
 
     numerics --json docs/numerics/numerics-host.json
     python3 benchmarks/numerics_report.py docs/numerics/numerics-host.json
@@ -36,8 +37,13 @@ input family (the worst is shown):
 
 Errors are max|x − ref| / max|ref| over t < T ("relative error in x") and
 max|log|x| − log|ref|| ("absolute error in log|x|"; infinite where a sign is wrong or a value is
-not finite). The figures on this page come from the host backend, whose scans run sequentially;
-the CUDA backend combines in a different (fixed) order, so its figures differ in the last bits.
+not finite). The figures on this page come from the host backend when its scans ran as one
+sequential loop; the CUDA backend combines in a different (fixed) order, so its figures differ in
+the last bits. The host backend now cuts sequences of 2^17 steps or more into chunks (16 of 2^16
+steps at T = 10^6, see [design.md](design.md#the-host-backend)), whatever its thread count. The
+first two chunks combine exactly as the loop does, so a rerun changes only the T = 10^6 column,
+and there one figure visibly: for gates above 1, log space's error at T = 10^6 falls from 0.33 to
+0.06 in x and from 0.4 to 0.11 in log|x| (seed 20261121), as shorter chains of roundings add up.
 Regenerate with `numerics --json docs/numerics/numerics-host.json` and
 `python3 benchmarks/numerics_report.py docs/numerics/numerics-host.json`. Gradients are in
 [their own section](#gradients) below.
@@ -67,6 +73,26 @@ first T steps of the same sequences).
   recorded from PyTorch.
 """
 
+CHAIN_MODES = """## Matrix chains: what each chain_math mode costs in accuracy
+
+`matrix_chain`'s `chain_math` is a permission. The host backend, T = double, and CUDA totals
+with d ≤ 32 compute every mode exactly (fp32 or fp64 products and sums). Elsewhere on CUDA:
+
+| mode | CUDA engine | operands | bound the tests check (near-orthogonal factors) |
+| --- | --- | --- | --- |
+| `exact` | library GEMM tree (d ≤ 64 totals, prefixes); cuBLAS `CUBLAS_COMPUTE_32F_PEDANTIC` for float totals with d ≥ 128 | fp32, sums in fp32 | test/matrix's float tolerance: 1e-5 for d ≤ 64, 1e-4 above |
+| `tf32` | library `mma` kernel, or cuBLAS `CUBLAS_COMPUTE_32F_FAST_TF32` (float, d ≥ 128 totals) | rounded to 10 mantissa bits (u = 2⁻¹¹), sums in fp32 | 8·u·√n of the largest entry |
+| `bf16` | library `mma` kernel, or cuBLAS `CUBLAS_COMPUTE_32F_FAST_16BF` | rounded to 7 mantissa bits (u = 2⁻⁸), sums in fp32 | 8·u·√n of the largest entry |
+
+Each product rounds each operand once, about 2u relative; over the n − 1 products of a chain of
+well-conditioned factors these add up like √n. Ill-conditioned factors can grow the error
+faster: use `exact` there. The chain tests (test/matrix) and bench_matrix's sub-chain checks
+hold every mode to these bounds against a float64 product; the bench measured 3.7e-7 to 8.6e-7
+(exact, d = 32…256) and 7.7e-4 to 1.0e-3 (tf32 and bf16, 12 factors) on an H200 at 5a87ff7.
+`CUBLAS_COMPUTE_32F_FAST_16BF` is itself a permission: at d = 256 cuBLAS's bf16 chain had the
+tf32 chain's error (9.2e-4) and time (279 against 282 µs), so it likely ran TF32 kernels.
+"""
+
 SUMMARY = """## In words
 
 - **Linear space, float32** is the most accurate wherever x stays inside float's range: its
@@ -86,6 +112,19 @@ SUMMARY = """## In words
   bound and the subtraction log b − a* cancels: 7e-5 at T = 10^3, 1e-2 at 10^5 and 8e-2 at 10^6
   for gates in (0,1); with signed values its complex logarithms give wrong signs (infinite log
   error) from T ≈ 10^4, and it overflows with the linear methods.
+
+**Value forms of the log-space recurrence.** Its inputs may be given as values and x written as
+values (sign·exp(log|x|)) instead of log magnitudes and signs; the conversion costs one logf
+per value-form input element and one expf per value-form output element, each rounding once
+(about 6e-8 relative, plus bfloat16's mantissa when stored in bfloat16), so where every value
+fits float the value forms are as accurate as the log forms. They are the right choice when the
+inputs and x are ordinary floats and only the products in between (gates above 1 for a while,
+long products) would leave float's range. They are the wrong one when x itself leaves it: a
+value-form x overflows to ±inf once |x| > 3.4e38 (log|x| > 88.7) and flushes to 0 below about
+1e-45, while log_x keeps it exactly as well as ever (both may be written in one call), and a
+value-form input cannot hold a gate or b beyond float at all. The same holds for the backward:
+dL/dx as the upstream gradient skips the division by x (no infinity where x = 0), but gradients
+written as values overflow where the true gradient exceeds float.
 
 **Which to use.** Linear space (float32 state) whenever |x| and the products of gates stay
 within about 1e±30 — the usual case for gated RNN and state-space layers. Log space when gates
@@ -176,6 +215,7 @@ def main(path):
                 lines.append(f"| {label} | " + " | ".join(fmt(v) for v in r["rel_grad"]) + " |")
             lines.append("")
     lines.append(SUMMARY)
+    lines.append(CHAIN_MODES)
     with open(os.path.join(DOCS, "numerics.md"), "w") as f:
         f.write("\n".join(lines))
 
