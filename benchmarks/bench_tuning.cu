@@ -254,6 +254,48 @@ void generic_bulk(const generic_case<T>& c, double tol, result_sink& sink) {
                 });
 }
 
+// The same bulk tiles with the first-ready look-back (agent/first_ready_chain.cuh), on a
+// persistent grid or one block per tile (BlockPerTile).
+template <int Warps, int TileBytes, int MinBlocks, bool BlockPerTile, class T, bool Prefetch = false>
+void generic_first_ready(const generic_case<T>& c, double tol, result_sink& sink) {
+  using shape =
+      cd::bulk_shape_of<cd::generic_problem<T, T, T>, Warps, TileBytes, MinBlocks, true, BlockPerTile, Prefetch>;
+  const cd::device_facts dev = cd::current_device();
+  using op_t = typename generic_case<T>::op_t;
+  constexpr auto kernel = cd::bulk_tiles_kernel<cd::generic_problem<T, T, T>, op_t, shape>;
+  cudaFuncAttributes attr{};
+  BENCH_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
+  BENCH_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  const int per_sm = cd::blocks_per_multiprocessor<kernel>(Warps * 32, dev.device, shape::dynamic_smem);
+  generic_timed(c,
+                std::string("first-ready ") + (BlockPerTile ? "block per tile " : Prefetch ? "prefetch " : "persistent ") + std::to_string(Warps) +
+                    "w " + std::to_string(shape::smem / 1024) + " KB, " + std::to_string(per_sm) + "/SM, " +
+                    std::to_string(attr.numRegs) + " regs",
+                tol, sink, [&](const auto& P) {
+                  using op_t = typename generic_case<T>::op_t;
+                  return cd::launch_bulk_tiles<cd::generic_problem<T, T, T>, op_t, shape>(P, op_t{}, 1, dev,
+                                                                                           parscan::cuda_backend{});
+                });
+}
+
+// Every first-ready shape tried, after the library's default.
+template <class T>
+void first_ready_shapes(const generic_case<T>& c, double tol, result_sink& out) {
+  generic_bulk<8, 40 * 1024, 2>(c, tol, out);  // the library's default
+  generic_bulk<4, 16 * 1024, 10>(c, tol, out);  // the window chain on the first-ready chain's best shape
+  generic_bulk<4, 24 * 1024, 8>(c, tol, out);
+  generic_first_ready<4, 16 * 1024, 10, false>(c, tol, out);
+  generic_first_ready<4, 16 * 1024, 12, false>(c, tol, out);
+  generic_first_ready<4, 16 * 1024, 13, false>(c, tol, out);
+  generic_first_ready<4, 20 * 1024, 10, false>(c, tol, out);
+  generic_first_ready<4, 24 * 1024, 8, false>(c, tol, out);
+  generic_first_ready<4, 24 * 1024, 9, false>(c, tol, out);
+  generic_first_ready<8, 32 * 1024, 6, false>(c, tol, out);
+  generic_first_ready<8, 24 * 1024, 8, false>(c, tol, out);
+  generic_first_ready<4, 32 * 1024, 6, false>(c, tol, out);
+  generic_first_ready<4, 16 * 1024, 10, true>(c, tol, out);
+}
+
 template <class T>
 void generic_cub(const generic_case<T>& c, double tol, result_sink& sink) {
   std::size_t bytes = 0;
@@ -360,6 +402,19 @@ int main(int argc, char** argv) {
       generic_case<int> c{"int32 sum", index_t(1) << 28};
       c.alloc();
       generic_cub(c, 0, out);
+      first_ready_shapes(c, 0, out);
+      generic_cub(c, 0, out);
+      if (bench::has_flag(argc, argv, "--first-ready")) {
+        c.release();
+        generic_case<parscan::affine<float>> a{"affine scan", index_t(1) << 28};
+        a.alloc();
+        generic_cub(a, 1e-4, out);
+        first_ready_shapes(a, 1e-4, out);
+        a.release();
+        bench::print_table(out.rows, out.copy);
+        bench::write_json(bench::json_arg(argc, argv), "bench_tuning", out.rows, out.copy);
+        return out.failures ? 1 : 0;
+      }
       generic_shape<int, 16, 8, 0>(c, 0, out);  // the one-tile-per-block window chain
       generic_shape<int, 16, 8, 2, false>(c, 0, out);  // the persistent hierarchical grid
       generic_shape<int, 16, 16, 2>(c, 0, out);  // persistent, staged, window chain

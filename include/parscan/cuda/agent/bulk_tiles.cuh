@@ -34,6 +34,7 @@
 #include "../../config.hpp"
 #include "../thread/bulk_copy.cuh"
 #include "../warp/warp_shuffle.cuh"
+#include "first_ready_chain.cuh"
 #include "window_chain.cuh"
 
 namespace parscan::cuda_detail {
@@ -268,13 +269,29 @@ __device__ PARSCAN_INLINE void land_bulk_tile(const unsigned char* src, const bu
   __syncthreads();
 }
 
-/// The persistent kernel: every block claims tiles until none is left; a tile's elements are
-/// staged in dynamic shared memory (bulk_tile_steps · sizeof(E) bytes). MinBlocks: the blocks
-/// per SM that its registers must allow.
-template <int Warps, int Chunks, int MinBlocks, class Problem, class Op>
+/// The prefix of tile t (place w) from the chain whose state is `st`, run by warp 0.
+template <class Acc, class Op, class CarryIn>
+__device__ PARSCAN_INLINE maybe<Acc> bulk_tile_prefix(const window_chain_state<Acc>& st, const bulk_tile_place& w,
+                                                      index_t t, index_t windows_per_sequence, const Acc& aggregate,
+                                                      CarryIn&& carry_in, const Op& op) {
+  return window_chain_prefix(st, t - w.k, w.s * windows_per_sequence, w.k, aggregate, carry_in, op);
+}
+template <class Acc, class Op, class CarryIn>
+__device__ PARSCAN_INLINE maybe<Acc> bulk_tile_prefix(const first_ready_state<Acc>& st, const bulk_tile_place& w,
+                                                      index_t t, index_t, const Acc& aggregate, CarryIn&& carry_in,
+                                                      const Op& op) {
+  return first_ready_prefix(st, t - w.k, w.k, aggregate, carry_in, op);
+}
+
+/// The kernel: every block claims tiles until none is left (a grid of resident blocks is
+/// persistent; a grid of one block per tile starts and retires a block per tile); a tile's
+/// elements are staged in dynamic shared memory (bulk_tile_steps · sizeof(E) bytes). MinBlocks:
+/// the blocks per SM that its registers must allow. State: the look-back's chain,
+/// window_chain_state (deterministic) or first_ready_state.
+template <int Warps, int Chunks, int MinBlocks, class Problem, class Op, class State>
 __global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
-    scan_bulk_tiles_kernel(Problem P, Op op, window_chain_state<typename Problem::acc_type> st, unsigned* tile_counter,
-                           index_t tiles_per_sequence, index_t windows_per_sequence, index_t total_tiles) {
+    scan_bulk_tiles_kernel(Problem P, Op op, State st, unsigned* tile_counter, index_t tiles_per_sequence,
+                           index_t windows_per_sequence, index_t total_tiles) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Acc = typename Problem::acc_type;
   constexpr index_t tile_steps = bulk_tile_steps<typename Problem::bulk_element, Warps, Chunks>;
@@ -298,8 +315,8 @@ __global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
     const Acc aggregate = full ? reduce_bulk_tile<true, Warps, Chunks>(P, op, tile, w.count, sm)
                                : reduce_bulk_tile<false, Warps, Chunks>(P, op, tile, w.count, sm);
     if (threadIdx.x < warp_threads) {
-      const maybe<Acc> prefix = window_chain_prefix(st, t - w.k, w.s * windows_per_sequence, w.k, aggregate,
-                                                    [&] { return P.initial(w.s); }, op);
+      const maybe<Acc> prefix =
+          bulk_tile_prefix(st, w, t, windows_per_sequence, aggregate, [&] { return P.initial(w.s); }, op);
       spread_bulk_prefix(prefix, op, sm);
     }
     __syncthreads();  // the warps' prefixes
@@ -310,6 +327,66 @@ __global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
   }
 #else
   __trap();  // never launched: launch_bulk_tiles checks that the kernel was built for sm_90
+#endif
+}
+
+/// The same with two tile buffers per block: as soon as warp 0 has a tile's prefix it claims
+/// the next tile and starts its load into the other buffer, so the load runs while the block
+/// scans and stores this tile. A tile is claimed only once the look-back before it is done, so
+/// a claimed tile waits on its block for at most one scan before it publishes its aggregate.
+template <int Warps, int Chunks, int MinBlocks, class Problem, class Op, class State>
+__global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
+    scan_bulk_tiles_prefetch_kernel(Problem P, Op op, State st, unsigned* tile_counter, index_t tiles_per_sequence,
+                                    index_t windows_per_sequence, index_t total_tiles) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using Acc = typename Problem::acc_type;
+  using E = typename Problem::bulk_element;
+  constexpr index_t tile_steps = bulk_tile_steps<E, Warps, Chunks>;
+  extern __shared__ __align__(128) unsigned char tiles[];
+  __shared__ bulk_tile_smem<Acc, Warps> storage;
+  __shared__ std::uint64_t second_loaded;
+  auto& sm = storage.get();
+  const bulk_barrier loaded[2] = {{&sm.loaded}, {&second_loaded}};
+  if (threadIdx.x == 0) {
+    loaded[0].init();
+    loaded[1].init();
+    sm.claimed = atomicAdd(tile_counter, 1u);
+    if (sm.claimed < total_tiles) {
+      const bulk_tile_place w = place_bulk_tile(P, sm.claimed, tiles_per_sequence, tile_steps);
+      loaded[0].load(tiles, P.bulk_in(w.s) + w.begin, w.bulk_bytes);
+    }
+  }
+  __syncthreads();
+  index_t t = sm.claimed;
+  for (unsigned b = 0, parity = 0; t < total_tiles; b ^= 1u, parity ^= b ^ 1u) {
+    unsigned char* tile = tiles + b * tile_steps * sizeof(E);
+    const bulk_tile_place w = place_bulk_tile(P, t, tiles_per_sequence, tile_steps);
+    land_bulk_tile(reinterpret_cast<const unsigned char*>(P.bulk_in(w.s) + w.begin), w, tile, loaded[b], parity);
+    const bool full = w.count == tile_steps;
+    const Acc aggregate = full ? reduce_bulk_tile<true, Warps, Chunks>(P, op, tile, w.count, sm)
+                               : reduce_bulk_tile<false, Warps, Chunks>(P, op, tile, w.count, sm);
+    if (threadIdx.x < warp_threads) {
+      const maybe<Acc> prefix =
+          bulk_tile_prefix(st, w, t, windows_per_sequence, aggregate, [&] { return P.initial(w.s); }, op);
+      spread_bulk_prefix(prefix, op, sm);
+      if (threadIdx.x == 0) {
+        // The other buffer's last readers passed the barriers of this tile's landing and reduce.
+        sm.claimed = atomicAdd(tile_counter, 1u);
+        if (sm.claimed < total_tiles) {
+          const bulk_tile_place n = place_bulk_tile(P, sm.claimed, tiles_per_sequence, tile_steps);
+          loaded[b ^ 1u].load(tiles + (b ^ 1u) * tile_steps * sizeof(E), P.bulk_in(n.s) + n.begin, n.bulk_bytes);
+        }
+      }
+    }
+    __syncthreads();  // the warps' prefixes and the next tile
+    t = sm.claimed;
+    auto* const out = P.bulk_out(w.s) + w.begin;
+    const bool last_tile = w.k == tiles_per_sequence - 1;
+    if (full) scan_bulk_runs<true, Warps, Chunks>(P, op, w.s, last_tile, tile, out, w.count, sm);
+    else scan_bulk_runs<false, Warps, Chunks>(P, op, w.s, last_tile, tile, out, w.count, sm);
+  }
+#else
+  __trap();
 #endif
 }
 
