@@ -2,9 +2,7 @@
 // inputs. For each operator (int32, float and int64 sums, affine<float>, a 12-byte argmax
 // struct, a 32-byte 2×2 int64 matrix product mod a prime), each algorithm (inclusive scan,
 // exclusive scan, reduce) and each size n = 2^16 … 2^30, one row "<case> (parscan)" and one
-// "<case> (cub)" with the same dtype and shape, and for scans with an operator whose result
-// depends on the association (floats, affine pairs, structs) a row "<case> (parscan,
-// not_guaranteed)" with determinism::not_guaranteed. Scans count the input read and the output
+// "<case> (cub)" with the same dtype and shape. Scans count the input read and the output
 // written once, as a percentage of a device-to-device copy; reduces count the input once, and
 // the read-only row (a kernel that only reads) is their ceiling. Then the batches: 8192 × 4096
 // time-contiguous (against cub::DeviceScan::InclusiveScanByKey) and (8, 4096, 1024) channel-last
@@ -275,16 +273,6 @@ void run_case(context& ctx, int log2n) {
       else s = parscan::reduce(be, in[r], n, Op{}, C::init(), result + r);
       if (s != parscan::status::success) std::printf("parscan failed: %s\n", parscan::to_string(s)), std::exit(1);
     };
-    // determinism::not_guaranteed: the first-ready look-back for operators whose association
-    // matters (the exact ones take it by default, so their row would repeat the first).
-    parscan::scan_options<T> fast;
-    fast.reproducible = parscan::determinism::not_guaranteed;
-    auto run_fast = [&](int i) {
-      const int r = i % rot;
-      const parscan::status s = a == algo::inclusive ? parscan::inclusive_scan(be, in[r], out[r], n, Op{}, fast)
-                                                     : parscan::exclusive_scan(be, in[r], out[r], n, Op{}, C::init(), fast);
-      if (s != parscan::status::success) std::printf("parscan failed: %s\n", parscan::to_string(s)), std::exit(1);
-    };
     auto run_cub = [&](int i) {
       const int r = i % rot;
       size_t wb = cub_bytes;
@@ -294,21 +282,17 @@ void run_case(context& ctx, int log2n) {
     };
     const size_t moved = a == algo::reduce ? bytes : 2 * bytes;
     const double ceiling = a == algo::reduce ? ctx.read_gbs : ctx.copy_gbs;
-    const bool with_fast = a != algo::reduce && !parscan::exact_association<Op, T>::value;
-    for (int lib = 0; lib < (with_fast ? 3 : 2); ++lib) {
-      const std::function<void(int)> f = lib == 0   ? std::function<void(int)>(run_parscan)
-                                         : lib == 1 ? std::function<void(int)>(run_cub)
-                                                    : std::function<void(int)>(run_fast);
+    for (int lib = 0; lib < 2; ++lib) {
+      const std::function<void(int)> f = lib == 0 ? std::function<void(int)>(run_parscan) : std::function<void(int)>(run_cub);
       f(0);
       BENCH_CHECK(cudaDeviceSynchronize());
       const double err = check<C>(a, ref, a == algo::reduce ? result : out[0], sampled);
       const double us = bench::median_us(f, ctx.quick ? 10 : 25);
       const double gbs = double(moved) / us / 1e3;
-      const char* who = lib == 0 ? " (parscan)" : lib == 1 ? " (cub)" : " (parscan, not_guaranteed)";
-      ctx.rows.push_back({std::string(C::name) + " " + algo_name(a) + who, C::dtype,
+      ctx.rows.push_back({std::string(C::name) + " " + algo_name(a) + (lib == 0 ? " (parscan)" : " (cub)"), C::dtype,
                           "contiguous", "fwd", shape, us, gbs, 100 * gbs / ceiling, err});
       // CUB's float results are checked with the same tolerance, but only parscan's count as failures.
-      if (lib != 1 && !(err <= tolerance)) {
+      if (lib == 0 && !(err <= tolerance)) {
         ++ctx.failures;
         std::printf("FAILED: %s %s n=2^%d error %.3g\n", C::name, algo_name(a), log2n, err);
       }
@@ -413,17 +397,7 @@ void run_batches(context& ctx) {
       BENCH_CHECK(cub::DeviceScan::InclusiveScanByKey(nullptr, cb, keys, in[0], out[0], parscan::sum_op<float>{}, n));
       void* cws = nullptr;
       BENCH_CHECK(cudaMalloc(&cws, cb));
-      // determinism::not_guaranteed: the first-ready look-back for operators whose association
-    // matters (the exact ones take it by default, so their row would repeat the first).
-    parscan::scan_options<T> fast;
-    fast.reproducible = parscan::determinism::not_guaranteed;
-    auto run_fast = [&](int i) {
-      const int r = i % rot;
-      const parscan::status s = a == algo::inclusive ? parscan::inclusive_scan(be, in[r], out[r], n, Op{}, fast)
-                                                     : parscan::exclusive_scan(be, in[r], out[r], n, Op{}, C::init(), fast);
-      if (s != parscan::status::success) std::printf("parscan failed: %s\n", parscan::to_string(s)), std::exit(1);
-    };
-    auto run_cub = [&](int i) {
+      auto run_cub = [&](int i) {
         size_t wb = cb;
         BENCH_CHECK(cub::DeviceScan::InclusiveScanByKey(cws, wb, keys, in[i % rot], out[i % rot], parscan::sum_op<float>{}, n));
       };

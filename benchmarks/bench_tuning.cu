@@ -2,7 +2,7 @@
 // run, so a single lease on the GPU machine can choose the library's defaults
 // (tile_shape_of in include/parscan/cuda/device/dispatch_scan.cuh). Every variant's output
 // is checked against a float64 loop on two sequences before it is timed.
-//   usage: bench_tuning [--json out.json]
+//   usage: bench_tuning [--json out.json] [--bulk: only the bulk tiles' shapes, int32 sum and affine<float>]
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
 
@@ -239,61 +239,37 @@ void generic_variant(const generic_case<T>& c, const std::string& variant, doubl
 }
 
 // Bulk tiles (agent/bulk_tiles.cuh) of Warps warps and about TileBytes bytes, registers for at
-// least MinBlocks blocks per SM.
+// least MinBlocks blocks per SM; the row names the blocks per SM and registers it got.
 template <int Warps, int TileBytes, int MinBlocks, class T>
 void generic_bulk(const generic_case<T>& c, double tol, result_sink& sink) {
-  using shape = cd::bulk_shape_of<cd::generic_problem<T, T, T>, Warps, TileBytes, MinBlocks>;
-  const cd::device_facts dev = cd::current_device();
-  generic_timed(c,
-                "bulk tiles " + std::to_string(Warps) + "w " + std::to_string(shape::smem / 1024) + " KB >=" +
-                    std::to_string(MinBlocks) + "/SM",
-                tol, sink, [&](const auto& P) {
-                  using op_t = typename generic_case<T>::op_t;
-                  return cd::launch_bulk_tiles<cd::generic_problem<T, T, T>, op_t, shape>(P, op_t{}, 1, dev,
-                                                                                           parscan::cuda_backend{});
-                });
-}
-
-// The same bulk tiles with the first-ready look-back (agent/first_ready_chain.cuh), on a
-// persistent grid or one block per tile (BlockPerTile).
-template <int Warps, int TileBytes, int MinBlocks, bool BlockPerTile, class T, bool Prefetch = false>
-void generic_first_ready(const generic_case<T>& c, double tol, result_sink& sink) {
-  using shape =
-      cd::bulk_shape_of<cd::generic_problem<T, T, T>, Warps, TileBytes, MinBlocks, true, BlockPerTile, Prefetch>;
-  const cd::device_facts dev = cd::current_device();
+  using problem = cd::generic_problem<T, T, T>;
+  using shape = cd::bulk_shape_of<problem, Warps, TileBytes, MinBlocks>;
   using op_t = typename generic_case<T>::op_t;
-  constexpr auto kernel = cd::bulk_tiles_kernel<cd::generic_problem<T, T, T>, op_t, shape>;
+  const cd::device_facts dev = cd::current_device();
+  constexpr auto kernel = cd::bulk_tiles_kernel<problem, op_t, shape>;
+  cd::prefer_shared_memory<kernel>();
   cudaFuncAttributes attr{};
-  BENCH_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
   BENCH_CHECK(cudaFuncGetAttributes(&attr, kernel));
-  const int per_sm = cd::blocks_per_multiprocessor<kernel>(Warps * 32, dev.device, shape::dynamic_smem);
+  const int per_sm = cd::blocks_per_multiprocessor<kernel>(Warps * 32, dev.device, shape::smem);
   generic_timed(c,
-                std::string("first-ready ") + (BlockPerTile ? "block per tile " : Prefetch ? "prefetch " : "persistent ") + std::to_string(Warps) +
-                    "w " + std::to_string(shape::smem / 1024) + " KB, " + std::to_string(per_sm) + "/SM, " +
-                    std::to_string(attr.numRegs) + " regs",
+                "bulk tiles " + std::to_string(Warps) + "w " + std::to_string(shape::smem / 1024) + " KB, " +
+                    std::to_string(per_sm) + "/SM, " + std::to_string(attr.numRegs) + " regs",
                 tol, sink, [&](const auto& P) {
-                  using op_t = typename generic_case<T>::op_t;
-                  return cd::launch_bulk_tiles<cd::generic_problem<T, T, T>, op_t, shape>(P, op_t{}, 1, dev,
-                                                                                           parscan::cuda_backend{});
+                  return cd::launch_bulk_tiles<problem, op_t, shape>(P, op_t{}, 1, dev, parscan::cuda_backend{});
                 });
 }
 
-// Every first-ready shape tried, after the library's default.
+// The bulk tiles' shapes around the library's (docs/performance.md, "First-ready tiles").
 template <class T>
-void first_ready_shapes(const generic_case<T>& c, double tol, result_sink& out) {
-  generic_bulk<8, 40 * 1024, 2>(c, tol, out);  // the library's default
-  generic_bulk<4, 16 * 1024, 10>(c, tol, out);  // the window chain on the first-ready chain's best shape
-  generic_bulk<4, 24 * 1024, 8>(c, tol, out);
-  generic_first_ready<4, 16 * 1024, 10, false>(c, tol, out);
-  generic_first_ready<4, 16 * 1024, 12, false>(c, tol, out);
-  generic_first_ready<4, 16 * 1024, 13, false>(c, tol, out);
-  generic_first_ready<4, 20 * 1024, 10, false>(c, tol, out);
-  generic_first_ready<4, 24 * 1024, 8, false>(c, tol, out);
-  generic_first_ready<4, 24 * 1024, 9, false>(c, tol, out);
-  generic_first_ready<8, 32 * 1024, 6, false>(c, tol, out);
-  generic_first_ready<8, 24 * 1024, 8, false>(c, tol, out);
-  generic_first_ready<4, 32 * 1024, 6, false>(c, tol, out);
-  generic_first_ready<4, 16 * 1024, 10, true>(c, tol, out);
+void bulk_shapes(const generic_case<T>& c, double tol, result_sink& out) {
+  generic_bulk<8, 44 * 1024, 5>(c, tol, out);  // the library's default
+  generic_bulk<8, 40 * 1024, 5>(c, tol, out);
+  generic_bulk<8, 36 * 1024, 6>(c, tol, out);
+  generic_bulk<8, 40 * 1024, 2>(c, tol, out);
+  generic_bulk<4, 44 * 1024, 5>(c, tol, out);
+  generic_bulk<4, 36 * 1024, 6>(c, tol, out);
+  generic_bulk<4, 24 * 1024, 9>(c, tol, out);
+  generic_bulk<4, 16 * 1024, 12>(c, tol, out);
 }
 
 template <class T>
@@ -397,54 +373,39 @@ void generic_shape(const generic_case<T>& c, double tol, result_sink& sink) {
 int main(int argc, char** argv) {
   result_sink out{bench::copy_bandwidth_gbs()};
   using L = parscan::sequence_layout;
+  const bool bulk_only = bench::has_flag(argc, argv, "--bulk");
   if (!bench::has_flag(argc, argv, "--skip-generic")) {
     {
       generic_case<int> c{"int32 sum", index_t(1) << 28};
       c.alloc();
       generic_cub(c, 0, out);
-      first_ready_shapes(c, 0, out);
+      bulk_shapes(c, 0, out);
       generic_cub(c, 0, out);
-      if (bench::has_flag(argc, argv, "--first-ready")) {
-        c.release();
-        generic_case<parscan::affine<float>> a{"affine scan", index_t(1) << 28};
-        a.alloc();
-        generic_cub(a, 1e-4, out);
-        first_ready_shapes(a, 1e-4, out);
-        a.release();
-        bench::print_table(out.rows, out.copy);
-        bench::write_json(bench::json_arg(argc, argv), "bench_tuning", out.rows, out.copy);
-        return out.failures ? 1 : 0;
+      if (!bulk_only) {
+        generic_shape<int, 16, 8, 0>(c, 0, out);  // the one-tile-per-block window chain
+        generic_shape<int, 16, 8, 2, false>(c, 0, out);  // the persistent hierarchical grid
+        generic_shape<int, 16, 16, 2>(c, 0, out);  // persistent, staged, window chain
+        generic_shape<int, 16, 8, 3>(c, 0, out);   // ... reducing ahead
+        generic_shape<int, 16, 16, 3>(c, 0, out);  // ... reducing ahead (the library's default before bulk tiles)
+        generic_shape<int, 32, 8, 3>(c, 0, out);
+        reduces(c, out);
       }
-      generic_shape<int, 16, 8, 0>(c, 0, out);  // the one-tile-per-block window chain
-      generic_shape<int, 16, 8, 2, false>(c, 0, out);  // the persistent hierarchical grid
-      generic_shape<int, 16, 16, 2>(c, 0, out);  // persistent, staged, window chain
-      generic_shape<int, 16, 8, 3>(c, 0, out);   // ... reducing ahead
-      generic_shape<int, 16, 16, 3>(c, 0, out);  // ... reducing ahead (the library's default before bulk tiles)
-      generic_shape<int, 32, 8, 3>(c, 0, out);
-      generic_bulk<8, 40 * 1024, 2>(c, 0, out);  // the library's default
-      generic_bulk<8, 40 * 1024, 3>(c, 0, out);
-      generic_bulk<8, 40 * 1024, 5>(c, 0, out);
-      generic_bulk<8, 32 * 1024, 2>(c, 0, out);
-      generic_bulk<4, 40 * 1024, 4>(c, 0, out);
-      generic_bulk<2, 40 * 1024, 5>(c, 0, out);
-      generic_cub(c, 0, out);
-      reduces(c, out);
       c.release();
     }
     {
       generic_case<parscan::affine<float>> c{"affine scan", index_t(1) << 28};
       c.alloc();
       generic_cub(c, 1e-4, out);
-      generic_shape<parscan::affine<float>, 16, 8, 2, false>(c, 1e-4, out);  // the persistent hierarchical grid
-      generic_shape<parscan::affine<float>, 16, 8, 2>(c, 1e-4, out);
-      generic_shape<parscan::affine<float>, 16, 8, 3>(c, 1e-4, out);  // the library's default before bulk tiles
-      generic_shape<parscan::affine<float>, 16, 16, 3>(c, 1e-4, out);
-      generic_bulk<8, 40 * 1024, 2>(c, 1e-4, out);  // the library's default
-      generic_bulk<8, 40 * 1024, 5>(c, 1e-4, out);
-      generic_bulk<4, 40 * 1024, 4>(c, 1e-4, out);
+      bulk_shapes(c, 1e-4, out);
+      if (!bulk_only) {
+        generic_shape<parscan::affine<float>, 16, 8, 2, false>(c, 1e-4, out);  // the persistent hierarchical grid
+        generic_shape<parscan::affine<float>, 16, 8, 2>(c, 1e-4, out);
+        generic_shape<parscan::affine<float>, 16, 8, 3>(c, 1e-4, out);  // the library's default before bulk tiles
+        generic_shape<parscan::affine<float>, 16, 16, 3>(c, 1e-4, out);
+      }
       c.release();
     }
-    if (bench::has_flag(argc, argv, "--only-generic")) {
+    if (bulk_only || bench::has_flag(argc, argv, "--only-generic")) {
       bench::print_table(out.rows, out.copy);
       bench::write_json(bench::json_arg(argc, argv), "bench_tuning", out.rows, out.copy);
       return out.failures ? 1 : 0;

@@ -65,22 +65,11 @@ using iterator_value_t = std::remove_cv_t<typename std::iterator_traits<It>::val
 template <class Op, class It>
 using iterator_accumulator_t = accumulator_t<Op, iterator_value_t<It>>;
 
-/// Whether a scan must give bitwise the same result every time it runs (docs/api.md,
-/// "Determinism"). run_to_run (the default): the same call on the same data on the same device
-/// gives the same bits. not_guaranteed: the CUDA backend may associate a floating-point
-/// operator's combinations differently from run to run (last-bit differences) where that is
-/// faster: a scan of few long contiguous sequences then takes the first-ready look-back. Operators
-/// whose result never depends on the association (exact_association in ops/basic.hpp: integer
-/// sums, min and max) take it in either mode, with identical bits. The host backend is
-/// deterministic in both.
-enum class determinism { run_to_run, not_guaranteed };
-
 template <class Acc>
 struct scan_options {
   direction dir = direction::forward;
   const Acc* carry_in = nullptr;  // [num_sequences] state before each sequence, or null
   Acc* carry_out = nullptr;       // [num_sequences] total of each sequence, or null
-  determinism reproducible = determinism::run_to_run;
 };
 
 enum class scan_kind { inclusive, exclusive, reduce };

@@ -437,15 +437,13 @@ struct run_config {
   carry_mode carry = carry_mode::none;
   bool in_place = false;
   call_form form = call_form::layouts;
-  parscan::determinism reproducible = parscan::determinism::run_to_run;
 };
 
 inline std::string describe(const char* case_name, const run_config& c) {
   return std::string(case_name) + " " + ref::to_string(c.kind) + (c.dir == direction::reverse ? " reverse" : " forward") +
          " layout=" + c.layout_name + " count=" + std::to_string(c.in_layout.count) + " groups=" +
          std::to_string(c.in_layout.groups) + " length=" + std::to_string(c.in_layout.length) + " " + to_string(c.carry) +
-         (c.in_place ? " in-place" : "") +
-         (c.reproducible == parscan::determinism::not_guaranteed ? " determinism=not_guaranteed" : "");
+         (c.in_place ? " in-place" : "");
 }
 
 /// Runs one configuration on the test backend and checks everything about it.
@@ -486,7 +484,6 @@ void check_scan(const run_config& cfg) {
 
   parscan::scan_options<acc_t> opts;
   opts.dir = cfg.dir;
-  opts.reproducible = cfg.reproducible;
   if (has_in(cfg.carry)) opts.carry_in = carry_in_buf.data();
   if (has_out(cfg.carry)) opts.carry_out = reduce ? ignored_buf.data() : carry_out_buf.data();
 
@@ -542,8 +539,7 @@ inline direction dir_of(int i) { return i == 0 ? direction::forward : direction:
 
 template <class Case>
 void check_chunked(ref::kind kind, direction dir, const char* layout_name, const sequence_layout& l,
-                   const std::vector<index_t>& cuts, bool initial_carry, bool alias_carries,
-                   parscan::determinism reproducible = parscan::determinism::run_to_run) {
+                   const std::vector<index_t>& cuts, bool initial_carry, bool alias_carries) {
   using in_t = typename Case::in_t;
   using out_t = typename Case::out_t;
   using acc_t = typename Case::acc_t;
@@ -572,7 +568,6 @@ void check_chunked(ref::kind kind, direction dir, const char* layout_name, const
   {
     parscan::scan_options<acc_t> opts;
     opts.dir = dir;
-    opts.reproducible = reproducible;
     opts.carry_in = initial_carry ? carry0.data() : nullptr;
     opts.carry_out = whole_carry.data();
     const status st = call<Case>(call_form::layouts, kind, in_buf.data(), l, reduce ? nullptr : whole_out.data(), l, init,
@@ -598,7 +593,6 @@ void check_chunked(ref::kind kind, direction dir, const char* layout_name, const
     acc_t* next = alias_carries ? carry_a.data() : (i % 2 == 0 ? carry_a.data() : carry_b.data());
     parscan::scan_options<acc_t> opts;
     opts.dir = dir;
-    opts.reproducible = reproducible;
     opts.carry_in = prev;
     opts.carry_out = next;
     // After the first chunk the carry_in decides; a fresh init must make no difference.
@@ -715,15 +709,14 @@ TEST_CASE(PARSCAN_TEST_NAME("generic scans: long aligned sequences with gaps, in
   with_case(c, [&](auto tag) { check_scan<decltype(tag)>(cfg); });
 }
 
-// The same shapes with determinism::not_guaranteed, which lets the CUDA backend take the
-// first-ready look-back (agent/first_ready_chain.cuh) for every operator, not only the exact
-// ones: results within each case's tolerance (bitwise for the exact cases), on 1, 3 and 40
-// tiles of every element size; carries chained in place across chunks.
-TEST_CASE(PARSCAN_TEST_NAME("generic scans: determinism not_guaranteed on long aligned sequences"),
-          PARSCAN_TEST_TAGS("[scan][bulk][determinism]")) {
+// One contiguous sequence of one to three bulk tiles, and of 36 to 800 (the tiles hold about
+// 44 KB of every element size), so a tile's look-back (agent/first_ready_chain.cuh) reads a
+// window of 32 tiles that holds the sequence's first tile, or only later ones.
+TEST_CASE(PARSCAN_TEST_NAME("generic scans: one long contiguous sequence over many bulk tiles"),
+          PARSCAN_TEST_TAGS("[scan][bulk]")) {
   using namespace parscan_scan_cases;
   const int c = GENERATE(range(0, num_cases));
-  const auto L = static_cast<index_t>(GENERATE(1500, 20011, 250007));
+  const auto L = static_cast<index_t>(GENERATE(1500, 20011, 400009));
   const int k = GENERATE(0, 1, 2);
   const int d = GENERATE(0, 1);
   const int carry = GENERATE(0, 3);
@@ -734,12 +727,13 @@ TEST_CASE(PARSCAN_TEST_NAME("generic scans: determinism not_guaranteed on long a
   cfg.in_layout = cfg.out_layout = sequence_layout::contiguous(L);
   cfg.carry = static_cast<carry_mode>(carry);
   cfg.form = call_form::one_layout;
-  cfg.reproducible = parscan::determinism::not_guaranteed;
   with_case(c, [&](auto tag) { check_scan<decltype(tag)>(cfg); });
 }
 
-TEST_CASE(PARSCAN_TEST_NAME("generic scans: determinism not_guaranteed chunked with carries in place"),
-          PARSCAN_TEST_TAGS("[scan][chunked][determinism]")) {
+// Chunks of 31, 24577 and the rest of two sequences of 60013 steps, the carry in and out one
+// array: each chunk's first tile reads the carry in while its last tile writes the carry out.
+TEST_CASE(PARSCAN_TEST_NAME("generic scans: chunks over many bulk tiles with carries in place"),
+          PARSCAN_TEST_TAGS("[scan][chunked]")) {
   using namespace parscan_scan_cases;
   const int c = GENERATE(range(0, num_cases));
   const int k = GENERATE(0, 1);
@@ -747,8 +741,7 @@ TEST_CASE(PARSCAN_TEST_NAME("generic scans: determinism not_guaranteed chunked w
   const sequence_layout l = sequence_layout::time_contiguous(2, 60013);
   const std::vector<index_t> cuts{31, 31 + 24577};
   with_case(c, [&](auto tag) {
-    check_chunked<decltype(tag)>(kind_of(k), dir_of(d), "time_contiguous(2, 60013)", l, cuts, true, true,
-                                 parscan::determinism::not_guaranteed);
+    check_chunked<decltype(tag)>(kind_of(k), dir_of(d), "time_contiguous(2, 60013)", l, cuts, true, true);
   });
 }
 

@@ -8,8 +8,6 @@
 //     op(e, x) == op(x, e) == x. The generic algorithms never require an identity.
 #pragma once
 
-#include <type_traits>
-
 #include <cuda/std/limits>
 
 #include "../config.hpp"
@@ -42,20 +40,5 @@ struct min_op {
                                                       : cuda::std::numeric_limits<T>::max();
   }
 };
-
-/// Whether op(earlier, later) over accumulators Acc gives bitwise the same result however a
-/// sequence of combinations is associated: integer sums (wrapping), min and max of integers.
-/// (Floating-point sums round differently; floating-point min and max treat NaN by position.)
-/// The CUDA backend's fastest scan (the first-ready look-back) takes such operators even when
-/// determinism::run_to_run is asked, since their results cannot differ. Specialize it for a
-/// user operator with the same property.
-template <class Op, class Acc>
-struct exact_association : std::false_type {};
-template <class T>
-struct exact_association<sum_op<T>, T> : std::bool_constant<std::is_integral_v<T>> {};
-template <class T>
-struct exact_association<max_op<T>, T> : std::bool_constant<std::is_integral_v<T>> {};
-template <class T>
-struct exact_association<min_op<T>, T> : std::bool_constant<std::is_integral_v<T>> {};
 
 }  // namespace parscan

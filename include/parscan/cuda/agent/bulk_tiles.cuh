@@ -2,21 +2,25 @@
 // bulk copy engine (sm_90): the generic scans of a few long contiguous sequences.
 //
 // A persistent grid of resident blocks; each block claims one tile at a time from a counter
-// (so tiles start in index order, which the window chain's look-back needs: a tile waits only
-// on smaller ones), and for each: one thread asks the copy engine for the whole tile (one
-// instruction, no registers held), the block reduces it from shared memory, warp 0 runs the
-// window chain's look-back (agent/window_chain.cuh, deterministic), and the block scans it
-// from shared memory, each lane storing its runs as it goes. A block that has finished a tile
-// claims the next at once, whatever phase the SM's other blocks are in.
+// (so tiles start in index order, which the look-back needs: a tile waits only on smaller ones),
+// and for each: one thread asks the copy engine for the whole tile (one instruction, no
+// registers held), the block reduces it from shared memory, warp 0 runs the look-back (the
+// first-ready chain, agent/first_ready_chain.cuh; the window chain, agent/window_chain.cuh, for
+// values over 16 bytes: both deterministic), and the block scans it from shared memory, each
+// lane storing its runs as it goes. A block that has finished a tile claims the
+// next at once, whatever phase the SM's other blocks are in.
 //
-// Measured on an H200 against the alternatives (docs/performance.md, "Bulk tiles"; int32 sum
-// at 2^28, % of copy, CUB 60%, the staged window chain 43%): persistent blocks of 40 KB tiles,
-// two per SM, 48%; the same with three to five blocks per SM, 38-43% (more tiles in flight made
-// every tile's look-back wait longer); one tile per block (blocks start and retire between
-// tiles) 34-39%; a block that loads its next tile while it scans this one 27-33% (the tile it
-// holds back delays every later look-back). cp.async instead of the copy engine, a bulk store
-// instead of lane stores, tiles in blockIdx order instead of claimed, and a sleep between
-// look-back polls changed nothing.
+// Measured on an H200 (docs/performance.md, "Bulk tiles" and "First-ready tiles"; int32 sum at
+// 2^28, % of copy, CUB 60-61%): with the window chain's look-back (agent/window_chain.cuh),
+// persistent 8-warp blocks of 40 KB tiles, two per SM, 48%, and every block added per SM made
+// each tile's look-back wait longer (38-43% with three to five); with the first-ready look-back,
+// more blocks per SM gained instead: 8 warps, 44 KB tiles, five per SM (as many as shared memory
+// holds) 71%, four warps with 24-36 KB tiles 67-72%, 16 KB tiles 55-66%. One tile per block
+// (blocks start and retire between tiles) and a block that loads its next tile while it scans
+// this one lost with either look-back (34-39% and 27-33% with the window chain, 44-62% with the
+// first-ready one); cp.async instead of the copy engine, a bulk store instead of lane stores,
+// tiles in blockIdx order instead of claimed, and a sleep between look-back polls changed
+// nothing (window chain).
 //
 // Layout. A tile is Warps × Chunks chunks of 32 runs of V elements (V·sizeof(E) = 16 bytes, or
 // V = 1 for elements that do not divide 16 bytes), in processing order; lane l of warp w reads
@@ -271,26 +275,25 @@ __device__ PARSCAN_INLINE void land_bulk_tile(const unsigned char* src, const bu
 
 /// The prefix of tile t (place w) from the chain whose state is `st`, run by warp 0.
 template <class Acc, class Op, class CarryIn>
-__device__ PARSCAN_INLINE maybe<Acc> bulk_tile_prefix(const window_chain_state<Acc>& st, const bulk_tile_place& w,
-                                                      index_t t, index_t windows_per_sequence, const Acc& aggregate,
-                                                      CarryIn&& carry_in, const Op& op) {
-  return window_chain_prefix(st, t - w.k, w.s * windows_per_sequence, w.k, aggregate, carry_in, op);
-}
-template <class Acc, class Op, class CarryIn>
 __device__ PARSCAN_INLINE maybe<Acc> bulk_tile_prefix(const first_ready_state<Acc>& st, const bulk_tile_place& w,
                                                       index_t t, index_t, const Acc& aggregate, CarryIn&& carry_in,
                                                       const Op& op) {
   return first_ready_prefix(st, t - w.k, w.k, aggregate, carry_in, op);
 }
+template <class Acc, class Op, class CarryIn>
+__device__ PARSCAN_INLINE maybe<Acc> bulk_tile_prefix(const window_chain_state<Acc>& st, const bulk_tile_place& w,
+                                                      index_t t, index_t windows_per_sequence, const Acc& aggregate,
+                                                      CarryIn&& carry_in, const Op& op) {
+  return window_chain_prefix(st, t - w.k, w.s * windows_per_sequence, w.k, aggregate, carry_in, op);
+}
 
-/// The kernel: every block claims tiles until none is left (a grid of resident blocks is
-/// persistent; a grid of one block per tile starts and retires a block per tile); a tile's
-/// elements are staged in dynamic shared memory (bulk_tile_steps · sizeof(E) bytes). MinBlocks:
-/// the blocks per SM that its registers must allow. State: the look-back's chain,
-/// window_chain_state (deterministic) or first_ready_state.
-template <int Warps, int Chunks, int MinBlocks, class Problem, class Op, class State>
+/// The persistent kernel: every block claims tiles until none is left; a tile's elements are
+/// staged in dynamic shared memory (bulk_tile_steps · sizeof(E) bytes). MinBlocks: the blocks
+/// per SM that its registers must allow. Chain: the look-back's state, first_ready_state or
+/// window_chain_state (windows_per_sequence is the latter's).
+template <int Warps, int Chunks, int MinBlocks, class Problem, class Op, class Chain>
 __global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
-    scan_bulk_tiles_kernel(Problem P, Op op, State st, unsigned* tile_counter, index_t tiles_per_sequence,
+    scan_bulk_tiles_kernel(Problem P, Op op, Chain st, unsigned* tile_counter, index_t tiles_per_sequence,
                            index_t windows_per_sequence, index_t total_tiles) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Acc = typename Problem::acc_type;
@@ -327,66 +330,6 @@ __global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
   }
 #else
   __trap();  // never launched: launch_bulk_tiles checks that the kernel was built for sm_90
-#endif
-}
-
-/// The same with two tile buffers per block: as soon as warp 0 has a tile's prefix it claims
-/// the next tile and starts its load into the other buffer, so the load runs while the block
-/// scans and stores this tile. A tile is claimed only once the look-back before it is done, so
-/// a claimed tile waits on its block for at most one scan before it publishes its aggregate.
-template <int Warps, int Chunks, int MinBlocks, class Problem, class Op, class State>
-__global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
-    scan_bulk_tiles_prefetch_kernel(Problem P, Op op, State st, unsigned* tile_counter, index_t tiles_per_sequence,
-                                    index_t windows_per_sequence, index_t total_tiles) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  using Acc = typename Problem::acc_type;
-  using E = typename Problem::bulk_element;
-  constexpr index_t tile_steps = bulk_tile_steps<E, Warps, Chunks>;
-  extern __shared__ __align__(128) unsigned char tiles[];
-  __shared__ bulk_tile_smem<Acc, Warps> storage;
-  __shared__ std::uint64_t second_loaded;
-  auto& sm = storage.get();
-  const bulk_barrier loaded[2] = {{&sm.loaded}, {&second_loaded}};
-  if (threadIdx.x == 0) {
-    loaded[0].init();
-    loaded[1].init();
-    sm.claimed = atomicAdd(tile_counter, 1u);
-    if (sm.claimed < total_tiles) {
-      const bulk_tile_place w = place_bulk_tile(P, sm.claimed, tiles_per_sequence, tile_steps);
-      loaded[0].load(tiles, P.bulk_in(w.s) + w.begin, w.bulk_bytes);
-    }
-  }
-  __syncthreads();
-  index_t t = sm.claimed;
-  for (unsigned b = 0, parity = 0; t < total_tiles; b ^= 1u, parity ^= b ^ 1u) {
-    unsigned char* tile = tiles + b * tile_steps * sizeof(E);
-    const bulk_tile_place w = place_bulk_tile(P, t, tiles_per_sequence, tile_steps);
-    land_bulk_tile(reinterpret_cast<const unsigned char*>(P.bulk_in(w.s) + w.begin), w, tile, loaded[b], parity);
-    const bool full = w.count == tile_steps;
-    const Acc aggregate = full ? reduce_bulk_tile<true, Warps, Chunks>(P, op, tile, w.count, sm)
-                               : reduce_bulk_tile<false, Warps, Chunks>(P, op, tile, w.count, sm);
-    if (threadIdx.x < warp_threads) {
-      const maybe<Acc> prefix =
-          bulk_tile_prefix(st, w, t, windows_per_sequence, aggregate, [&] { return P.initial(w.s); }, op);
-      spread_bulk_prefix(prefix, op, sm);
-      if (threadIdx.x == 0) {
-        // The other buffer's last readers passed the barriers of this tile's landing and reduce.
-        sm.claimed = atomicAdd(tile_counter, 1u);
-        if (sm.claimed < total_tiles) {
-          const bulk_tile_place n = place_bulk_tile(P, sm.claimed, tiles_per_sequence, tile_steps);
-          loaded[b ^ 1u].load(tiles + (b ^ 1u) * tile_steps * sizeof(E), P.bulk_in(n.s) + n.begin, n.bulk_bytes);
-        }
-      }
-    }
-    __syncthreads();  // the warps' prefixes and the next tile
-    t = sm.claimed;
-    auto* const out = P.bulk_out(w.s) + w.begin;
-    const bool last_tile = w.k == tiles_per_sequence - 1;
-    if (full) scan_bulk_runs<true, Warps, Chunks>(P, op, w.s, last_tile, tile, out, w.count, sm);
-    else scan_bulk_runs<false, Warps, Chunks>(P, op, w.s, last_tile, tile, out, w.count, sm);
-  }
-#else
-  __trap();
 #endif
 }
 

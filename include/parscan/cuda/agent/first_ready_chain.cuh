@@ -1,15 +1,22 @@
 // parscan/cuda/agent/first_ready_chain.cuh — how one tile of a long sequence learns everything
-// before it by the classic decoupled look-back (Merrill & Garland 2016): each tile publishes its
-// aggregate as soon as it has reduced its elements, and its inclusive prefix as soon as it knows
-// it; a tile's look-back takes the *first ready* inclusive prefix behind it and the aggregates
-// in between, 32 tiles a round trip.
+// before it: a decoupled look-back (Merrill & Garland 2016) that takes the nearest inclusive
+// prefix already published behind the tile, and still gives bitwise the same result on every
+// run.
 //
-// Unlike the window chain (agent/window_chain.cuh) a prefix has no fixed formula: which
-// inclusive prefix a tile finds depends on timing, so the association of a floating-point sum
-// may differ from run to run in the last bits. Operators whose combination is exact whatever
-// the association (integer sums, min and max: `exact_association` in device/dispatch_scan.cuh)
-// give bitwise the same result either way; for the others it runs only when the caller asks
-// for scan_determinism::run_to_run_free.
+// With A_k the aggregate of tile k, the inclusive prefix of tile k is defined as a strict left
+// fold over tiles:
+//   I_0 = carry in ⊕ A_0 (or A_0),   I_k = I_{k-1} ⊕ A_k.
+// Each tile publishes A_k as soon as it has reduced its elements, and I_k as soon as it knows it.
+// Tile k's warp 0 reads the 32 tiles behind it in one round trip (lane 0 the nearest), waits
+// until one of them, tile j, has published I_j and every tile between has published at least
+// its aggregate, and computes
+//   I_{k-1} = (…((I_j ⊕ A_{j+1}) ⊕ A_{j+2}) ⊕ …) ⊕ A_{k-1}
+// in exactly that order. Since I_j was computed the same way, the bits do not depend on which j
+// the tile found: timing decides how far back the tile looks, never how the terms associate.
+// (CUB's look-back combines the aggregates it passes in a tree ahead of the prefix it finds, so
+// its floating-point results vary from run to run; an unordered form of this chain measured the
+// same speed as this one, docs/performance.md, "First-ready tiles".) A tile never looks further
+// than 32 tiles back: while none of them has an inclusive prefix it polls them again.
 //
 // Tiles must start in index order (the kernels claim them from a counter), so a tile's
 // predecessors are running or done and will publish: the look-back cannot deadlock, and the
@@ -40,6 +47,7 @@ namespace parscan::cuda_detail {
 
 template <class Acc>
 struct first_ready_state {
+  using value_type = Acc;
   using word = unsigned long long;
   static_assert(std::is_trivially_copyable_v<Acc>, "scan values must be trivially copyable");
   static constexpr int words = static_cast<int>((sizeof(Acc) + 3) / 4);
@@ -48,10 +56,6 @@ struct first_ready_state {
   word* records;  // [tiles][words]
 
   static std::size_t bytes(index_t tiles) { return (static_cast<std::size_t>(tiles) * words * sizeof(word) + 255) / 256 * 256; }
-  static first_ready_state carve(void* base, index_t tiles) {
-    (void)tiles;
-    return {static_cast<word*>(base)};
-  }
 
   __device__ PARSCAN_INLINE word* record(index_t tile) const { return records + tile * words; }
   __device__ static PARSCAN_INLINE void store(word* r, const Acc& v, unsigned tag) {
@@ -78,10 +82,10 @@ struct first_ready_state {
   }
 };
 
-/// Everything before tile k of a sequence whose tiles start at `first_tile`, run by one whole
-/// warp with the tile's aggregate; the same in every lane. `carry_in()` gives the sequence's
-/// carry in (maybe<Acc>); only the sequence's first tile reads it. Publishes the tile's
-/// aggregate, then its inclusive prefix.
+/// Everything before tile k of a sequence whose tiles start at `first_tile` (I_{k-1}, or the
+/// carry in for k = 0), run by one whole warp with the tile's aggregate; the same in every lane.
+/// `carry_in()` gives the sequence's carry in (maybe<Acc>); only the sequence's first tile reads
+/// it. Publishes the tile's aggregate, then its inclusive prefix.
 template <class Acc, class Op, class CarryIn>
 __device__ PARSCAN_INLINE maybe<Acc> first_ready_prefix(const first_ready_state<Acc>& st, index_t first_tile, index_t k,
                                                         const Acc& aggregate, CarryIn&& carry_in, const Op& op) {
@@ -95,34 +99,31 @@ __device__ PARSCAN_INLINE maybe<Acc> first_ready_prefix(const first_ready_state<
   }
   if (lane == 0) state::store(st.record(first_tile + k), aggregate, state::aggregate_tag);
 
-  // Lane l polls tile newest − l (lane 0 the nearest). `later` holds the tiles already passed,
-  // which come after every tile still to be read.
-  maybe<Acc> later{Acc{}, false};
-  for (index_t newest = k - 1;;) {
-    const index_t j = newest - lane;
-    Acc v{};
-    unsigned tag = state::inclusive_tag;  // lanes past the sequence's first tile: never reached
-    if (j >= 0) tag = state::try_load(st.record(first_tile + j), v);
-    // The nearest inclusive prefix (lane f) and every tile before it must be ready; a tile
-    // further back may still be missing.
-    for (;;) {
-      const unsigned inclusive = __ballot_sync(full_mask, tag == state::inclusive_tag);
-      const unsigned missing = __ballot_sync(full_mask, tag == 0);
-      const unsigned needed = inclusive ? (inclusive & (0u - inclusive)) * 2u - 1u : full_mask;  // lanes 0..f
-      if ((missing & needed) == 0) break;
-      if (j >= 0 && tag == 0) tag = state::try_load(st.record(first_tile + j), v);
-    }
+  // Lane l polls tile k − 1 − l. Lanes before the sequence's first tile never count: tile 0
+  // publishes only its inclusive prefix, so a lane nearer than them always has one to wait for.
+  const index_t j = k - 1 - lane;
+  Acc v{};
+  unsigned tag = state::inclusive_tag;
+  if (j >= 0) tag = state::try_load(st.record(first_tile + j), v);
+  for (;;) {
     const unsigned inclusive = __ballot_sync(full_mask, tag == state::inclusive_tag);
-    const int f = inclusive ? __ffs(inclusive) - 1 : warp_threads - 1;
-    // Tiles in order: lane i of the reduce takes tile newest − (f − i), i = 0..f.
-    const Acc ordered = shfl_idx(v, f - lane >= 0 ? f - lane : 0);
-    const Acc window = shfl_idx(warp_ordered_reduce(ordered, f + 1, op), 0);
-    later = combine(maybe<Acc>{window, true}, later, op);
-    if (inclusive) break;
-    newest -= warp_threads;
+    const unsigned missing = __ballot_sync(full_mask, tag == 0);
+    // Lanes 0..f, f the nearest lane with an inclusive prefix.
+    const unsigned needed = (inclusive & (0u - inclusive)) * 2u - 1u;
+    if (inclusive != 0 && (missing & needed) == 0) break;
+    // An aggregate may still turn into an inclusive prefix: poll it again too.
+    if (j >= 0 && tag != state::inclusive_tag) tag = state::try_load(st.record(first_tile + j), v);
   }
-  if (lane == 0) state::store(st.record(first_tile + k), op(later.value, aggregate), state::inclusive_tag);
-  return later;
+  const int f = __ffs(__ballot_sync(full_mask, tag == state::inclusive_tag)) - 1;
+  // I_{k-1-f} ⊕ A_{k-f} ⊕ … ⊕ A_{k-1}, strictly left to right (every lane).
+  Acc prefix = shfl_idx(v, f);
+#pragma unroll
+  for (int i = warp_threads - 2; i >= 0; --i) {
+    const Acc next = shfl_idx(v, i);
+    if (i < f) prefix = op(prefix, next);
+  }
+  if (lane == 0) state::store(st.record(first_tile + k), op(prefix, aggregate), state::inclusive_tag);
+  return {prefix, true};
 }
 
 }  // namespace parscan::cuda_detail

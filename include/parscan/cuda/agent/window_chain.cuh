@@ -46,6 +46,7 @@ constexpr int chain_window = 32;
 /// Tagged words holding values of type Acc: aggregates per tile, chained prefixes per window.
 template <class Acc>
 struct window_chain_state {
+  using value_type = Acc;
   using word = unsigned long long;
   static_assert(std::is_trivially_copyable_v<Acc>, "scan values must be trivially copyable");
   static constexpr int words = static_cast<int>((sizeof(Acc) + 3) / 4);

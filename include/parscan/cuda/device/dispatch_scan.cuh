@@ -7,7 +7,6 @@
 #include <type_traits>
 #include <utility>
 
-#include "../../ops/basic.hpp"
 #include "../runtime.cuh"
 #include "../agent/bulk_reduce_spans.cuh"
 #include "../agent/bulk_tiles.cuh"
@@ -128,58 +127,43 @@ using tile_shape = tile_shape_of<Problem>;
 /// 48 KB a block may take without opting in (with the kernel's own 1 KB or less), and at least
 /// MinBlocks blocks per SM allowed by the kernel's registers (the grid is as many blocks as are
 /// resident at once, so this bounds the registers and sets the blocks per SM).
-template <class Problem, int Warps, int TileBytes, int MinBlocks, bool FirstReady = false, bool BlockPerTile = false,
-          bool Prefetch = false>
+template <class Problem, int Warps, int TileBytes, int MinBlocks, bool WindowChain = false>
 struct bulk_shape_of {
   using element = typename Problem::bulk_element;
-  using chain_state = std::conditional_t<FirstReady, first_ready_state<typename Problem::acc_type>,
-                                         window_chain_state<typename Problem::acc_type>>;
-  static constexpr bool block_per_tile = BlockPerTile;
+  using chain_state = std::conditional_t<WindowChain, window_chain_state<typename Problem::acc_type>,
+                                         first_ready_state<typename Problem::acc_type>>;
   static constexpr int warps = Warps;
   static constexpr int min_blocks = MinBlocks;
   static constexpr int chunks = bulk_chunks_for<element, warps, TileBytes>;
   static constexpr index_t tile = bulk_tile_steps<element, warps, chunks>;
   static constexpr int smem = static_cast<int>(tile * sizeof(element));
-  static constexpr bool prefetch = Prefetch;
-  static constexpr int dynamic_smem = Prefetch ? 2 * smem : smem;  // one tile buffer, or two
-  static_assert(dynamic_smem <= 47 * 1024, "bulk tiles fit the default shared memory");
+  static_assert(smem <= 47 * 1024, "bulk tiles fit the default shared memory");
 };
 
-/// The shape the library uses: 8 warps, 40 KB tiles, two blocks per SM. Measured on an H200
-/// (benchmarks/bench_tuning.cu, int32 sum / affine<float> at 2^28, % of copy): 48 / 49% with
-/// two blocks per SM, 43 / 42% with three, 38 / 41% with four or five (more blocks in flight
-/// made every tile slower: docs/performance.md), 35% with one; 32 KB tiles 40%, 16 KB 25%.
+/// The shape the library uses: 8 warps, 44 KB tiles, registers for five blocks per SM (as many
+/// as shared memory holds). Measured on an H200 (benchmarks/bench_tuning.cu, int32 sum /
+/// affine<float> at 2^28, % of copy, CUB 59.7–60.0% / 31.3% in the same run): 71.1 / 74.3%; 8
+/// warps with 36–40 KB tiles 69.4–70.7 / 71.8–71.9%, 4 warps with 24–44 KB tiles 63–72 / 56–75%,
+/// 16 KB tiles 45–55%, with 8-warp 40 KB tiles two per SM 50.5 / 58.1%
+/// (docs/performance.md, "First-ready tiles").
+///
+/// Values over 16 bytes (small matrices) keep the window chain's shape instead (8 warps, 40 KB,
+/// two blocks per SM): the first-ready chain folds up to 31 aggregates one after another in each
+/// look-back, and a 2×2 int64 matrix product mod a prime made that fold the bound (1.8% of copy
+/// against 4.2% with the window chain, H200, 2^28; CUB 3.6%).
 template <class Problem>
-using bulk_shape = bulk_shape_of<Problem, 8, 40 * 1024, 2>;
+using bulk_shape = std::conditional_t<(sizeof(typename Problem::acc_type) > 16), bulk_shape_of<Problem, 8, 40 * 1024, 2, true>,
+                                      bulk_shape_of<Problem, 8, 44 * 1024, 5>>;
 
-/// The shape of the first-ready bulk tiles (agent/first_ready_chain.cuh): 4 warps, 24 KB tiles,
-/// registers for 9 blocks per SM (as many as shared memory holds). Measured on an H200
-/// (bench_tuning, int32 sum / affine<float> at 2^28, % of copy, CUB 60.5–61.3% / 32% in the
-/// same run): 69.6 / 74.3%; 4 warps with 16 KB tiles 61–66% / 64–70% (10–13 blocks per SM),
-/// 32 KB tiles 69.3 / 74.3% (6 per SM), 8 warps 32 KB 67.2 / 71.5%; one block per tile instead
-/// of persistent blocks 62% / 65% (16 KB); two tile buffers per block, the next tile loading
-/// while this one is scanned, 45–53% whatever the shape. The deterministic window chain on the
-/// 4-warp shapes measured 23–29%, so it keeps bulk_shape.
-template <class Problem>
-using first_ready_bulk_shape =
-    bulk_shape_of<Problem, 4, 24 * 1024, sizeof(typename Problem::acc_type) <= 8 ? 9 : 4, true>;
-
-/// Whether a scan of Problem with op may take the first-ready look-back: always for an operator
-/// whose association never changes its bits (exact_association), otherwise when the caller
-/// asked for determinism::not_guaranteed (a Problem with any_association; the recurrences
-/// have none).
-template <class Problem, class = void>
-constexpr bool offers_any_association = false;
-template <class Problem>
-constexpr bool offers_any_association<Problem, std::void_t<decltype(std::declval<const Problem&>().any_association)>> =
-    true;
-template <class Problem, class Op>
-constexpr bool always_first_ready = exact_association<Op, typename Problem::acc_type>::value;
-template <class Problem, class Op>
-bool takes_first_ready(const Problem& P) {
-  if constexpr (always_first_ready<Problem, Op>) return true;
-  else if constexpr (offers_any_association<Problem>) return P.any_association;
-  else return false;
+/// Workspace bytes of the look-back state of `tiles` bulk tiles in `sequences` sequences.
+template <class shape>
+std::size_t bulk_chain_bytes(index_t sequences, index_t tiles_per_sequence) {
+  using state = typename shape::chain_state;
+  if constexpr (std::is_same_v<state, first_ready_state<typename state::value_type>>)
+    return state::bytes(sequences * tiles_per_sequence);
+  else
+    return state::bytes(sequences * tiles_per_sequence,
+                        sequences * ((tiles_per_sequence + chain_window - 1) / chain_window));
 }
 
 /// For sequences no longer than one 32-step-per-warp tile: one run per lane and no staging,
@@ -220,13 +204,8 @@ std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
         sizeof(Acc);
     if (bulk_partials > most) most = bulk_partials;
     if constexpr (shape::bulk_tiles) {
-      const std::size_t bulk = window_chain_state<Acc>::bytes(
-          sequences * bulk_per_sequence, sequences * ((bulk_per_sequence + chain_window - 1) / chain_window));
+      const std::size_t bulk = bulk_chain_bytes<bulk_shape<Problem>>(sequences, bulk_per_sequence);
       if (bulk > most) most = bulk;
-      const index_t first_ready_per_sequence =
-          (length + first_ready_bulk_shape<Problem>::tile - 1) / first_ready_bulk_shape<Problem>::tile;
-      const std::size_t first_ready = first_ready_state<Acc>::bytes(sequences * first_ready_per_sequence);
-      if (first_ready > most) most = first_ready;
     }
   }
   return most + 256;
@@ -459,17 +438,14 @@ void prefer_shared_memory() {
 
 template <class Problem, class Op, class shape = bulk_shape<Problem>>
 constexpr auto bulk_tiles_kernel =
-    shape::prefetch
-        ? scan_bulk_tiles_prefetch_kernel<shape::warps, shape::chunks, shape::min_blocks, Problem, Op,
-                                          typename shape::chain_state>
-        : scan_bulk_tiles_kernel<shape::warps, shape::chunks, shape::min_blocks, Problem, Op, typename shape::chain_state>;
+    scan_bulk_tiles_kernel<shape::warps, shape::chunks, shape::min_blocks, Problem, Op, typename shape::chain_state>;
 
-/// The tiles, first-ready chain state and tile counter of a launch of tiles claimed in order:
-/// counts the tiles and claims and zeroes (one memset: the counter in the first 256 bytes, the
-/// state after it) workspace for them.
+/// The tiles, first-ready chain state and tile counter of a launch of bulk tiles: counts the
+/// tiles and claims and zeroes (one memset: the counter in the first 256 bytes, the state after
+/// it) workspace for them.
 template <class Acc>
 struct claimed_first_ready {
-  index_t tiles_per_sequence = 0, windows_per_sequence = 0, total_tiles = 0;
+  index_t tiles_per_sequence = 0, windows_per_sequence = 0, total_tiles = 0;  // no windows: 0
   first_ready_state<Acc> st{};
   unsigned* counter = nullptr;
 
@@ -481,7 +457,7 @@ struct claimed_first_ready {
     const std::size_t state_bytes = state::bytes(total_tiles);
     if (status s = ws.acquire(state_bytes + 256); s != status::success) return s;
     counter = static_cast<unsigned*>(ws.get());
-    st = state::carve(static_cast<char*>(ws.get()) + 256, total_tiles);
+    st = {reinterpret_cast<typename state::word*>(static_cast<char*>(ws.get()) + 256)};
     return report(cudaMemsetAsync(ws.get(), 0, state_bytes + 256, be.stream));
   }
 };
@@ -495,7 +471,7 @@ status launch_bulk_tiles(const Problem& P, const Op& op, index_t sequences, cons
   constexpr auto kernel = bulk_tiles_kernel<Problem, Op, shape>;
   constexpr int threads = shape::warps * warp_threads;
   prefer_shared_memory<kernel>();
-  const int per_sm = blocks_per_multiprocessor<kernel>(threads, dev.device, shape::dynamic_smem);
+  const int per_sm = blocks_per_multiprocessor<kernel>(threads, dev.device, shape::smem);
   if (per_sm == 0) return status::exceeds_device_limits;
   workspace_lease ws(be);
   using Acc = typename Problem::acc_type;
@@ -503,8 +479,8 @@ status launch_bulk_tiles(const Problem& P, const Op& op, index_t sequences, cons
                      claimed_window_chain<Acc>>
       c;
   if (status s = c.prepare(ws, sequences, (P.length + shape::tile - 1) / shape::tile, be); s != status::success) return s;
-  const index_t resident = shape::block_per_tile ? c.total_tiles : static_cast<index_t>(per_sm) * dev.multiprocessors;
-  return launch(kernel, resident < c.total_tiles ? resident : c.total_tiles, threads, shape::dynamic_smem, be, P, op, c.st,
+  const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
+  return launch(kernel, resident < c.total_tiles ? resident : c.total_tiles, threads, shape::smem, be, P, op, c.st,
                 c.counter, c.tiles_per_sequence, c.windows_per_sequence, c.total_tiles);
 }
 
@@ -607,15 +583,8 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
     }
   }
   if constexpr (shape::bulk_tiles) {
-    if (P.stages_bulk()) {
-      using fast = first_ready_bulk_shape<Problem>;
-      if (takes_first_ready<Problem, Op>(P) && built_for_bulk_copies<bulk_tiles_kernel<Problem, Op, fast>>(dev.device))
-        return launch_bulk_tiles<Problem, Op, fast>(P, op, sequences, dev, be);
-      if constexpr (!always_first_ready<Problem, Op>) {
-        if (built_for_bulk_copies<bulk_tiles_kernel<Problem, Op>>(dev.device))
-          return launch_bulk_tiles(P, op, sequences, dev, be);
-      }
-    }
+    if (P.stages_bulk() && built_for_bulk_copies<bulk_tiles_kernel<Problem, Op>>(dev.device))
+      return launch_bulk_tiles(P, op, sequences, dev, be);
   }
   if constexpr (shape::window_chain && shape::chained_stages == 0)
     return launch_window_chain<shape>(P, op, sequences, tiles_per_sequence, be);

@@ -80,7 +80,6 @@ struct generic_problem : generic_staging<std::is_pointer_v<input_iterator_t<In>>
   Acc* carry_out;
   Acc init;
   bool has_init;
-  bool any_association;  // determinism::not_guaranteed: the first-ready look-back may run
 
   struct cursor {
     in_iterator in;
@@ -287,8 +286,7 @@ struct generic_problem : generic_staging<std::is_pointer_v<input_iterator_t<In>>
             p.opts.carry_in,
             p.opts.carry_out,
             p.init,
-            p.has_init,
-            p.opts.reproducible == determinism::not_guaranteed};
+            p.has_init};
   }
 };
 
