@@ -22,11 +22,9 @@
 // predecessors are running or done and will publish: the look-back cannot deadlock, and the
 // grid needs no co-residency.
 //
-// Records are tagged words, as in the window chain: each 4-byte word of the value travels in an
-// 8-byte word whose upper half says what it holds (1: aggregate, 2: inclusive prefix), stored
-// and loaded as one relaxed atomic, so a whole record is read in one round trip and a reader
-// takes a value only when all its words carry the same tag. The state is zeroed before each
-// launch.
+// Records are tagged words (agent/tagged_record.cuh) whose tag says what they hold (1:
+// aggregate, 2: inclusive prefix); a reader takes a value only when all its words carry the
+// same tag. The state is zeroed before each launch.
 //
 // Carry in and out may be one array (chunks chained in place): only a sequence's first tile
 // reads the carry in, and the value it publishes depends on it; the last tile, which writes the
@@ -35,51 +33,28 @@
 #pragma once
 
 #include <cstddef>
-#include <cstring>
-#include <type_traits>
-
-#include <cuda/atomic>
 
 #include "../../config.hpp"
 #include "../warp/warp_shuffle.cuh"
+#include "tagged_record.cuh"
 
 namespace parscan::cuda_detail {
 
 template <class Acc>
 struct first_ready_state {
   using value_type = Acc;
-  using word = unsigned long long;
-  static_assert(std::is_trivially_copyable_v<Acc>, "scan values must be trivially copyable");
-  static constexpr int words = static_cast<int>((sizeof(Acc) + 3) / 4);
+  using record_type = tagged_record<Acc>;
+  using word = typename record_type::word;
   static constexpr unsigned aggregate_tag = 1, inclusive_tag = 2;
 
   word* records;  // [tiles][words]
 
-  static std::size_t bytes(index_t tiles) { return (static_cast<std::size_t>(tiles) * words * sizeof(word) + 255) / 256 * 256; }
-
-  __device__ PARSCAN_INLINE word* record(index_t tile) const { return records + tile * words; }
-  __device__ static PARSCAN_INLINE void store(word* r, const Acc& v, unsigned tag) {
-    unsigned w[words] = {};
-    memcpy(w, &v, sizeof(Acc));
-#pragma unroll
-    for (int i = 0; i < words; ++i)
-      cuda::atomic_ref<word, cuda::thread_scope_device>(r[i]).store((word(tag) << 32) | w[i], cuda::memory_order_relaxed);
+  static std::size_t bytes(index_t tiles) {
+    return (static_cast<std::size_t>(tiles) * record_type::words * sizeof(word) + 255) / 256 * 256;
   }
-  /// One poll: the record's tag (0 while any word is missing or the words disagree), and its
-  /// value when the tag is not 0.
-  __device__ static PARSCAN_INLINE unsigned try_load(word* r, Acc& v) {
-    unsigned w[words];
-    unsigned tag = 0;
-#pragma unroll
-    for (int i = 0; i < words; ++i) {
-      const word x = cuda::atomic_ref<word, cuda::thread_scope_device>(r[i]).load(cuda::memory_order_relaxed);
-      const unsigned t = static_cast<unsigned>(x >> 32);
-      tag = i == 0 ? t : (tag == t ? tag : 0u);
-      w[i] = static_cast<unsigned>(x);
-    }
-    if (tag != 0) memcpy(&v, w, sizeof(Acc));
-    return tag;
-  }
+  __device__ PARSCAN_INLINE word* record(index_t tile) const { return records + tile * record_type::words; }
+  __device__ static PARSCAN_INLINE void store(word* r, const Acc& v, unsigned tag) { record_type::store(r, v, tag); }
+  __device__ static PARSCAN_INLINE unsigned try_load(word* r, Acc& v) { return record_type::try_load(r, v); }
 };
 
 /// Everything before tile k of a sequence whose tiles start at `first_tile` (I_{k-1}, or the

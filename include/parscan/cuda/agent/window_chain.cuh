@@ -23,21 +23,16 @@
 // predecessors are running or done and will publish: the look-back cannot deadlock, and the
 // grid needs no co-residency (plain launches, graph capture).
 //
-// A record is published without a separate flag: each 4-byte word of the value travels in an
-// 8-byte word with a nonzero tag in its upper half, stored and loaded as one relaxed atomic,
-// so a reader that sees every tag set has the whole value, in one L2 round trip, for a value
-// of any size (an affine pair, a 12-byte struct, a small matrix). The state is zeroed before
-// each launch.
+// A record is published without a separate flag, as tagged words (agent/tagged_record.cuh): a
+// reader that sees every word tagged has the whole value, in one L2 round trip, for a value of
+// any size. The state is zeroed before each launch.
 #pragma once
 
 #include <cstddef>
-#include <cstring>
-#include <type_traits>
-
-#include <cuda/atomic>
 
 #include "../../config.hpp"
 #include "../warp/warp_shuffle.cuh"
+#include "tagged_record.cuh"
 
 namespace parscan::cuda_detail {
 
@@ -47,10 +42,9 @@ constexpr int chain_window = 32;
 template <class Acc>
 struct window_chain_state {
   using value_type = Acc;
-  using word = unsigned long long;
-  static_assert(std::is_trivially_copyable_v<Acc>, "scan values must be trivially copyable");
-  static constexpr int words = static_cast<int>((sizeof(Acc) + 3) / 4);
-  static constexpr word tag = word(1) << 32;
+  using record_type = tagged_record<Acc>;
+  using word = typename record_type::word;
+  static constexpr int words = record_type::words;
 
   word* aggregates;  // [tiles][words]: A_k
   word* totals;      // [windows][words]: W_j, published by the window's last tile
@@ -65,26 +59,9 @@ struct window_chain_state {
             reinterpret_cast<word*>(p + record_bytes(tiles) + record_bytes(window_count))};
   }
 
-  __device__ static PARSCAN_INLINE void store(word* record, const Acc& v) {
-    unsigned w[words] = {};
-    memcpy(w, &v, sizeof(Acc));
-#pragma unroll
-    for (int i = 0; i < words; ++i)
-      cuda::atomic_ref<word, cuda::thread_scope_device>(record[i]).store(tag | w[i], cuda::memory_order_relaxed);
-  }
+  __device__ static PARSCAN_INLINE void store(word* record, const Acc& v) { record_type::store(record, v, 1); }
   /// One poll: true, with the value, when every word of the record has been published.
-  __device__ static PARSCAN_INLINE bool try_load(word* record, Acc& v) {
-    unsigned w[words];
-    bool ready = true;
-#pragma unroll
-    for (int i = 0; i < words; ++i) {
-      const word x = cuda::atomic_ref<word, cuda::thread_scope_device>(record[i]).load(cuda::memory_order_relaxed);
-      ready &= (x & tag) != 0;
-      w[i] = static_cast<unsigned>(x);
-    }
-    if (ready) memcpy(&v, w, sizeof(Acc));
-    return ready;
-  }
+  __device__ static PARSCAN_INLINE bool try_load(word* record, Acc& v) { return record_type::try_load(record, v) != 0; }
   __device__ static PARSCAN_INLINE Acc wait(word* record) {
     Acc v;
     while (!try_load(record, v)) {
