@@ -42,16 +42,17 @@ namespace parscan::cuda_detail {
 
 template <class Acc>
 struct first_ready_state {
-  using value_type = Acc;
   using record_type = tagged_record<Acc>;
   using word = typename record_type::word;
   static constexpr unsigned aggregate_tag = 1, inclusive_tag = 2;
 
   word* records;  // [tiles][words]
 
-  static std::size_t bytes(index_t tiles) {
+  // The window chain's interface (it keeps no window records: window_count is unused).
+  static std::size_t bytes(index_t tiles, index_t /*window_count*/) {
     return (static_cast<std::size_t>(tiles) * record_type::words * sizeof(word) + 255) / 256 * 256;
   }
+  static first_ready_state carve(void* base, index_t, index_t) { return {static_cast<word*>(base)}; }
   __device__ PARSCAN_INLINE word* record(index_t tile) const { return records + tile * record_type::words; }
   __device__ static PARSCAN_INLINE void store(word* r, const Acc& v, unsigned tag) { record_type::store(r, v, tag); }
   __device__ static PARSCAN_INLINE unsigned try_load(word* r, Acc& v) { return record_type::try_load(r, v); }

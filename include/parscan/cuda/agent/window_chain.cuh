@@ -41,7 +41,6 @@ constexpr int chain_window = 32;
 /// Tagged words holding values of type Acc: aggregates per tile, chained prefixes per window.
 template <class Acc>
 struct window_chain_state {
-  using value_type = Acc;
   using record_type = tagged_record<Acc>;
   using word = typename record_type::word;
   static constexpr int words = record_type::words;

@@ -155,17 +155,6 @@ template <class Problem>
 using bulk_shape = std::conditional_t<(sizeof(typename Problem::acc_type) > 16), bulk_shape_of<Problem, 8, 40 * 1024, 2, true>,
                                       bulk_shape_of<Problem, 8, 44 * 1024, 5>>;
 
-/// Workspace bytes of the look-back state of `tiles` bulk tiles in `sequences` sequences.
-template <class shape>
-std::size_t bulk_chain_bytes(index_t sequences, index_t tiles_per_sequence) {
-  using state = typename shape::chain_state;
-  if constexpr (std::is_same_v<state, first_ready_state<typename state::value_type>>)
-    return state::bytes(sequences * tiles_per_sequence);
-  else
-    return state::bytes(sequences * tiles_per_sequence,
-                        sequences * ((tiles_per_sequence + chain_window - 1) / chain_window));
-}
-
 /// For sequences no longer than one 32-step-per-warp tile: one run per lane and no staging,
 /// so a short sequence does not leave most of its warp idle (T = 128 ran 2.2× faster so).
 template <class Problem>
@@ -204,7 +193,8 @@ std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
         sizeof(Acc);
     if (bulk_partials > most) most = bulk_partials;
     if constexpr (shape::bulk_tiles) {
-      const std::size_t bulk = bulk_chain_bytes<bulk_shape<Problem>>(sequences, bulk_per_sequence);
+      const std::size_t bulk = bulk_shape<Problem>::chain_state::bytes(
+          sequences * bulk_per_sequence, sequences * ((bulk_per_sequence + chain_window - 1) / chain_window));
       if (bulk > most) most = bulk;
     }
   }
@@ -368,25 +358,25 @@ status launch_persistent_chained(const Problem& P, const Op& op, index_t sequenc
   }
 }
 
-/// The tiles, window chain state and tile counter of a launch of window-chain tiles claimed in
-/// order (one tile per block, or bulk tiles): counts the tiles and claims and zeroes (one
-/// memset: the counter in the first 256 bytes, the state after it) workspace for them.
-template <class Acc>
-struct claimed_window_chain {
+/// The tiles, look-back state (window_chain_state or first_ready_state) and tile counter of a
+/// launch of tiles claimed in order (one tile per block, or bulk tiles): counts the tiles and
+/// claims and zeroes (one memset: the counter in the first 256 bytes, the state after it)
+/// workspace for them.
+template <class State>
+struct claimed_chain {
   index_t tiles_per_sequence = 0, windows_per_sequence = 0, total_tiles = 0;
-  window_chain_state<Acc> st{};
+  State st{};
   unsigned* counter = nullptr;
 
   status prepare(workspace_lease& ws, index_t sequences, index_t tiles_per_seq, const cuda_backend& be) {
-    using state = window_chain_state<Acc>;
     tiles_per_sequence = tiles_per_seq;
     windows_per_sequence = (tiles_per_sequence + chain_window - 1) / chain_window;
     if (__builtin_mul_overflow(sequences, tiles_per_sequence, &total_tiles) || total_tiles > max_grid)
       return status::exceeds_device_limits;
-    const std::size_t state_bytes = state::bytes(total_tiles, sequences * windows_per_sequence);
+    const std::size_t state_bytes = State::bytes(total_tiles, sequences * windows_per_sequence);
     if (status s = ws.acquire(state_bytes + 256); s != status::success) return s;
     counter = static_cast<unsigned*>(ws.get());
-    st = state::carve(static_cast<char*>(ws.get()) + 256, total_tiles, sequences * windows_per_sequence);
+    st = State::carve(static_cast<char*>(ws.get()) + 256, total_tiles, sequences * windows_per_sequence);
     return report(cudaMemsetAsync(ws.get(), 0, state_bytes + 256, be.stream));
   }
 };
@@ -397,7 +387,7 @@ template <class shape, class Problem, class Op>
 status launch_window_chain(const Problem& P, const Op& op, index_t sequences, index_t tiles_per_sequence,
                            const cuda_backend& be) {
   workspace_lease ws(be);
-  claimed_window_chain<typename Problem::acc_type> c;
+  claimed_chain<window_chain_state<typename Problem::acc_type>> c;
   if (status s = c.prepare(ws, sequences, tiles_per_sequence, be); s != status::success) return s;
   return launch(scan_window_chain_kernel<shape::chained_warps, shape::chunks, Problem, Op>, c.total_tiles,
                 shape::chained_warps * warp_threads, 0, be, P, op, c.st, c.counter, c.tiles_per_sequence,
@@ -440,28 +430,6 @@ template <class Problem, class Op, class shape = bulk_shape<Problem>>
 constexpr auto bulk_tiles_kernel =
     scan_bulk_tiles_kernel<shape::warps, shape::chunks, shape::min_blocks, Problem, Op, typename shape::chain_state>;
 
-/// The tiles, first-ready chain state and tile counter of a launch of bulk tiles: counts the
-/// tiles and claims and zeroes (one memset: the counter in the first 256 bytes, the state after
-/// it) workspace for them.
-template <class Acc>
-struct claimed_first_ready {
-  index_t tiles_per_sequence = 0, windows_per_sequence = 0, total_tiles = 0;  // no windows: 0
-  first_ready_state<Acc> st{};
-  unsigned* counter = nullptr;
-
-  status prepare(workspace_lease& ws, index_t sequences, index_t tiles_per_seq, const cuda_backend& be) {
-    using state = first_ready_state<Acc>;
-    tiles_per_sequence = tiles_per_seq;
-    if (__builtin_mul_overflow(sequences, tiles_per_sequence, &total_tiles) || total_tiles > max_grid)
-      return status::exceeds_device_limits;
-    const std::size_t state_bytes = state::bytes(total_tiles);
-    if (status s = ws.acquire(state_bytes + 256); s != status::success) return s;
-    counter = static_cast<unsigned*>(ws.get());
-    st = {reinterpret_cast<typename state::word*>(static_cast<char*>(ws.get()) + 256)};
-    return report(cudaMemsetAsync(ws.get(), 0, state_bytes + 256, be.stream));
-  }
-};
-
 /// Bulk tiles (agent/bulk_tiles.cuh): a persistent grid of resident blocks claiming tiles in
 /// order, a plain launch; shared memory gets its largest share of the SM (the tiles in flight
 /// live there).
@@ -474,10 +442,7 @@ status launch_bulk_tiles(const Problem& P, const Op& op, index_t sequences, cons
   const int per_sm = blocks_per_multiprocessor<kernel>(threads, dev.device, shape::smem);
   if (per_sm == 0) return status::exceeds_device_limits;
   workspace_lease ws(be);
-  using Acc = typename Problem::acc_type;
-  std::conditional_t<std::is_same_v<typename shape::chain_state, first_ready_state<Acc>>, claimed_first_ready<Acc>,
-                     claimed_window_chain<Acc>>
-      c;
+  claimed_chain<typename shape::chain_state> c;
   if (status s = c.prepare(ws, sequences, (P.length + shape::tile - 1) / shape::tile, be); s != status::success) return s;
   const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
   return launch(kernel, resident < c.total_tiles ? resident : c.total_tiles, threads, shape::smem, be, P, op, c.st,
