@@ -155,6 +155,13 @@ template <class Problem>
 using bulk_shape = std::conditional_t<(sizeof(typename Problem::acc_type) > 16), bulk_shape_of<Problem, 8, 40 * 1024, 2, true>,
                                       bulk_shape_of<Problem, 8, 44 * 1024, 5>>;
 
+/// The bulk reduce's shape (agent/bulk_reduce_spans.cuh, two tiles in flight per block): 8 warps,
+/// 40 KB tiles, two blocks per SM, as measured in performance.md ("Bulk reduce"). With the scan's
+/// shape (two 44 KB tiles a block, registers for five) a 12-byte struct's reduce fell from 71%
+/// to 54% of a read-only kernel on an H200.
+template <class Problem>
+using bulk_reduce_shape = bulk_shape_of<Problem, 8, 40 * 1024, 2>;
+
 /// For sequences no longer than one 32-step-per-warp tile: one run per lane and no staging,
 /// so a short sequence does not leave most of its warp idle (T = 128 ran 2.2× faster so).
 template <class Problem>
@@ -187,12 +194,13 @@ std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
   const std::size_t partials = static_cast<std::size_t>(spans) * sizeof(Acc);
   std::size_t most = chained > lanes ? (chained > partials ? chained : partials) : (lanes > partials ? lanes : partials);
   if constexpr (shape::bulk_reduce) {
-    const index_t bulk_per_sequence = (length + bulk_shape<Problem>::tile - 1) / bulk_shape<Problem>::tile;
+    const index_t reduce_per_sequence = (length + bulk_reduce_shape<Problem>::tile - 1) / bulk_reduce_shape<Problem>::tile;
     const std::size_t bulk_partials =
-        static_cast<std::size_t>(sequences) * (bulk_per_sequence < max_reduce_spans ? bulk_per_sequence : max_reduce_spans) *
-        sizeof(Acc);
+        static_cast<std::size_t>(sequences) *
+        (reduce_per_sequence < max_reduce_spans ? reduce_per_sequence : max_reduce_spans) * sizeof(Acc);
     if (bulk_partials > most) most = bulk_partials;
     if constexpr (shape::bulk_tiles) {
+      const index_t bulk_per_sequence = (length + bulk_shape<Problem>::tile - 1) / bulk_shape<Problem>::tile;
       const std::size_t bulk = bulk_shape<Problem>::chain_state::bytes(
           sequences * bulk_per_sequence, sequences * ((bulk_per_sequence + chain_window - 1) / chain_window));
       if (bulk > most) most = bulk;
@@ -449,13 +457,13 @@ status launch_bulk_tiles(const Problem& P, const Op& op, index_t sequences, cons
                 c.counter, c.tiles_per_sequence, c.windows_per_sequence, c.total_tiles);
 }
 
-template <class Problem, class Op, class shape = bulk_shape<Problem>>
+template <class Problem, class Op, class shape = bulk_reduce_shape<Problem>>
 constexpr auto bulk_reduce_kernel =
     reduce_bulk_spans_kernel<shape::warps, shape::chunks, shape::min_blocks, Problem, Op>;
 
 /// A reduce of few long sequences on bulk tiles (agent/bulk_reduce_spans.cuh): the first pass on
 /// a persistent grid, two tiles in flight per block; the second pass as launch_reduce's.
-template <class Problem, class Op, class shape = bulk_shape<Problem>>
+template <class Problem, class Op, class shape = bulk_reduce_shape<Problem>>
 status launch_bulk_reduce(const Problem& P, const Op& op, index_t sequences, const device_facts& dev,
                           const cuda_backend& be) {
   using Acc = typename Problem::acc_type;
