@@ -3,6 +3,7 @@
 // (tile_shape_of in include/parscan/cuda/device/dispatch_scan.cuh). Every variant's output
 // is checked against a float64 loop on two sequences before it is timed.
 //   usage: bench_tuning [--json out.json] [--bulk: only the bulk tiles' shapes, int32 sum and affine<float>]
+//                       [--short: grid tiles against bulk tiles and CUB, 2^13 … 2^23 steps]
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
 
@@ -160,7 +161,7 @@ void variant(const forward_case<T>& c, double tol, result_sink& out) {
 template <class T>
 __global__ void fill_generic(T* p, index_t n, std::uint32_t seed) {
   for (index_t i = blockIdx.x * index_t(blockDim.x) + threadIdx.x; i < n; i += index_t(gridDim.x) * blockDim.x) {
-    if constexpr (std::is_same_v<T, int>) p[i] = static_cast<int>(unit(i, seed) * 3.0f) - 1;
+    if constexpr (std::is_integral_v<T>) p[i] = static_cast<T>(unit(i, seed) * 3.0f) - 1;
     else p[i] = T(0.5f + 0.5f * unit(2 * i, seed), 2.0f * unit(2 * i + 1, seed) - 1.0f);
   }
 }
@@ -172,7 +173,9 @@ struct generic_case {
   T *in = nullptr, *out = nullptr;
   std::vector<double> ref;  // the scan (int) or the state (affine) at every 4096th step
   static constexpr index_t stride = 4096;
-  using op_t = std::conditional_t<std::is_same_v<T, int>, parscan::sum_op<int>, parscan::affine_op<float>>;
+  using op_t = std::conditional_t<std::is_integral_v<T>, parscan::sum_op<T>, parscan::affine_op<float>>;
+  static constexpr const char* label = std::is_same_v<T, int> ? "int32 sum" : std::is_integral_v<T> ? "int64 sum" : "affine scan";
+  static constexpr const char* dtype = std::is_same_v<T, int> ? "i32" : std::is_integral_v<T> ? "i64" : "affine<f32>";
   void alloc() {
     BENCH_CHECK(cudaMalloc(&in, n * sizeof(T)));
     BENCH_CHECK(cudaMalloc(&out, n * sizeof(T)));
@@ -182,7 +185,7 @@ struct generic_case {
     BENCH_CHECK(cudaMemcpy(h.data(), in, n * sizeof(T), cudaMemcpyDeviceToHost));
     double r = 0;
     for (index_t i = 0; i < n; ++i) {
-      if constexpr (std::is_same_v<T, int>) r += h[static_cast<size_t>(i)];
+      if constexpr (std::is_integral_v<T>) r += h[static_cast<size_t>(i)];
       else r = double(h[static_cast<size_t>(i)].a) * r + double(h[static_cast<size_t>(i)].b);
       if (i % stride == 0) ref.push_back(r);
     }
@@ -197,7 +200,7 @@ struct generic_case {
       T got;
       BENCH_CHECK(cudaMemcpy(&got, out + static_cast<index_t>(j) * stride, sizeof(T), cudaMemcpyDeviceToHost));
       double v;
-      if constexpr (std::is_same_v<T, int>) v = got;
+      if constexpr (std::is_integral_v<T>) v = got;
       else v = got.b;
       worst = std::max(worst, std::fabs(v - ref[j]));
     }
@@ -205,7 +208,7 @@ struct generic_case {
   }
   void record(const std::string& variant, double us, double err, result_sink& sink) const {
     const double gbs = 2.0 * n * sizeof(T) / us / 1e3;
-    sink.rows.push_back({name + " " + variant, std::is_same_v<T, int> ? "i32" : "affine<f32>", "contiguous", "fwd",
+    sink.rows.push_back({name + " " + variant, dtype, "contiguous", "fwd",
                          "2^" + std::to_string(static_cast<int>(std::log2(double(n)))), us, gbs, 100 * gbs / sink.copy,
                          err});
   }
@@ -368,12 +371,89 @@ void generic_shape(const generic_case<T>& c, double tol, result_sink& sink) {
   generic_variant<S>(c, name, tol, sink);
 }
 
+// The library's shape with grid tiles of GridWarps warps and GridRuns runs a lane for inputs of
+// at most GridTiles tiles (0: none).
+template <class problem, int GridTiles, int GridWarps = 8, int GridRuns = 2>
+using grid_shape = cd::tile_shape_of<problem, cd::default_per_lane<typename problem::acc_type>, 4,
+                                     cd::default_chained_warps<typename problem::acc_type>, 8, 2,
+                                     cd::default_chained_stages<problem>, cd::default_lane_steps<problem>, false,
+                                     cd::default_window_chain<problem>, true, GridTiles, GridWarps, GridRuns>;
+
+// Short inputs: the library's dispatch (grid tiles wherever every tile fits on the device at
+// once) against the same shape without grid tiles (the bulk tiles) and CUB, scans and sums, with
+// a workspace passed in as bench_scan does (docs/performance.md, "Grid tiles").
+template <class T>
+void short_inputs(int log2n, double tol, result_sink& sink) {
+  using problem = cd::generic_problem<T, T, T>;
+  using op_t = typename generic_case<T>::op_t;
+  generic_case<T> c{generic_case<T>::label, index_t(1) << log2n};
+  c.alloc();
+  const std::size_t ws_bytes = cd::scan_workspace_bytes<problem, grid_shape<problem, 256, 8, 1>>(1, c.n);
+  void* ws = nullptr;
+  BENCH_CHECK(cudaMalloc(&ws, ws_bytes));
+  const parscan::cuda_backend be{nullptr, ws, ws_bytes, nullptr};
+  // Each variant's name, and its dispatch (scan or reduce of problem P).
+  auto variants = [&](auto&& each) {
+    each("grid tiles (library)", [&](const problem& P) { return cd::dispatch_scan<cd::tile_shape<problem>>(P, op_t{}, 1, be); });
+    each("grid 8w x1 run", [&](const problem& P) { return cd::dispatch_scan<grid_shape<problem, 256, 8, 1>>(P, op_t{}, 1, be); });
+    each("no grid tiles", [&](const problem& P) { return cd::dispatch_scan<grid_shape<problem, 0>>(P, op_t{}, 1, be); });
+  };
+  generic_cub(c, tol, sink);
+  variants([&](const char* name, auto&& run) { generic_timed(c, name, tol, sink, run); });
+  if constexpr (std::is_integral_v<T>) {
+    T want = 0;
+    std::vector<T> h(static_cast<size_t>(c.n));
+    BENCH_CHECK(cudaMemcpy(h.data(), c.in, c.n * sizeof(T), cudaMemcpyDeviceToHost));
+    for (T v : h) want += v;
+    T* total = nullptr;
+    BENCH_CHECK(cudaMalloc(&total, sizeof(T)));
+    parscan::scan_options<T> opts;
+    opts.carry_out = total;
+    const problem P = problem::from({parscan::scan_kind::reduce, c.in, parscan::sequence_layout::contiguous(c.n), nullptr,
+                                     parscan::sequence_layout::contiguous(c.n), opts, 0, true});
+    std::size_t cub_bytes = 0;
+    BENCH_CHECK(cub::DeviceReduce::Sum(nullptr, cub_bytes, c.in, total, c.n));
+    void* tmp = nullptr;
+    BENCH_CHECK(cudaMalloc(&tmp, cub_bytes));
+    auto timed = [&](const std::string& name, auto&& run) {
+      BENCH_CHECK(cudaMemset(total, 0xff, sizeof(T)));
+      run(0);
+      T got = 0;
+      BENCH_CHECK(cudaMemcpy(&got, total, sizeof(T), cudaMemcpyDeviceToHost));
+      if (got != want) ++sink.failures, std::printf("FAILED reduce %s\n", name.c_str());
+      const double us = bench::median_us(run, 15, 2), gbs = double(c.n) * sizeof(T) / us / 1e3;
+      sink.rows.push_back({c.name + " reduce " + name, generic_case<T>::dtype, "contiguous", "fwd",
+                           "2^" + std::to_string(log2n), us, gbs, 100 * gbs / sink.copy, double(got - want)});
+    };
+    timed("cub", [&](int) { BENCH_CHECK(cub::DeviceReduce::Sum(tmp, cub_bytes, c.in, total, c.n)); });
+    variants([&](const char* name, auto&& launch) {
+      timed(name, [&](int) {
+        if (launch(P) != parscan::status::success) std::exit(1);
+      });
+    });
+    BENCH_CHECK(cudaFree(tmp));
+    BENCH_CHECK(cudaFree(total));
+  }
+  BENCH_CHECK(cudaFree(ws));
+  c.release();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   result_sink out{bench::copy_bandwidth_gbs()};
   using L = parscan::sequence_layout;
   const bool bulk_only = bench::has_flag(argc, argv, "--bulk");
+  if (bench::has_flag(argc, argv, "--short")) {
+    for (int log2n = 13; log2n <= 23; ++log2n) {
+      short_inputs<int>(log2n, 0, out);
+      short_inputs<long long>(log2n, 0, out);
+      short_inputs<parscan::affine<float>>(log2n, 1e-4, out);
+    }
+    bench::print_table(out.rows, out.copy);
+    bench::write_json(bench::json_arg(argc, argv), "bench_tuning", out.rows, out.copy);
+    return out.failures ? 1 : 0;
+  }
   if (!bench::has_flag(argc, argv, "--skip-generic")) {
     {
       generic_case<int> c{"int32 sum", index_t(1) << 28};

@@ -711,7 +711,9 @@ TEST_CASE(PARSCAN_TEST_NAME("generic scans: long aligned sequences with gaps, in
 
 // One contiguous sequence of one to three bulk tiles, and of 36 to 800 (the tiles hold about
 // 44 KB of every element size), so a tile's look-back (agent/first_ready_chain.cuh) reads a
-// window of 32 tiles that holds the sequence's first tile, or only later ones.
+// window of 32 tiles that holds the sequence's first tile, or only later ones. The CUDA backend
+// takes inputs of up to about 2 MB as grid tiles instead (agent/grid_tiles.cuh: the short ones
+// here, and 400009 4-byte elements), so 4-byte elements also run at 1060921 steps.
 TEST_CASE(PARSCAN_TEST_NAME("generic scans: one long contiguous sequence over many bulk tiles"),
           PARSCAN_TEST_TAGS("[scan][bulk]")) {
   using namespace parscan_scan_cases;
@@ -724,9 +726,33 @@ TEST_CASE(PARSCAN_TEST_NAME("generic scans: one long contiguous sequence over ma
   cfg.kind = kind_of(k);
   cfg.dir = dir_of(d);
   cfg.layout_name = "contiguous";
-  cfg.in_layout = cfg.out_layout = sequence_layout::contiguous(L);
   cfg.carry = static_cast<carry_mode>(carry);
   cfg.form = call_form::one_layout;
+  with_case(c, [&](auto tag) {
+    using Case = decltype(tag);
+    const index_t length = L == 400009 && sizeof(typename Case::in_t) <= 4 ? 1060921 : L;
+    cfg.in_layout = cfg.out_layout = sequence_layout::contiguous(length);
+    check_scan<Case>(cfg);
+  });
+}
+
+// Reduces of one sequence and of two longer than 2^20 steps, where the CUDA backend's reduce
+// of an operator over 16 bytes (agent/thread_span_reduce.cuh) folds 9 steps a thread: spans
+// that hold more than one round of loads, and a last span cut short by the end.
+TEST_CASE(PARSCAN_TEST_NAME("generic scans: reduces over spans of many steps"), PARSCAN_TEST_TAGS("[scan][large]")) {
+  using namespace parscan_scan_cases;
+  const int c = GENERATE(range(0, num_cases));
+  const int d = GENERATE(0, 1);
+  const int carry = GENERATE(0, 3);
+  const int batch = GENERATE(0, 1);
+  run_config cfg;
+  cfg.kind = ref::kind::reduce;
+  cfg.dir = dir_of(d);
+  cfg.layout_name = batch ? "time_contiguous(2, 1060921)" : "contiguous";
+  cfg.in_layout = cfg.out_layout =
+      batch ? sequence_layout::time_contiguous(2, 1060921) : sequence_layout::contiguous(1060921);
+  cfg.carry = static_cast<carry_mode>(carry);
+  cfg.form = call_form::layouts;
   with_case(c, [&](auto tag) { check_scan<decltype(tag)>(cfg); });
 }
 

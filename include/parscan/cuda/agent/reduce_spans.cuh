@@ -44,35 +44,50 @@ __global__ void __launch_bounds__(Warps* warp_threads)
   if (threadIdx.x == 0) partials[blockIdx.x] = total;
 }
 
-/// Second pass: one block per sequence folds its spans' partials (thread i a fixed run of
-/// them, in order, then the threads in one tree), after the sequence's carry in, and finishes.
-template <int Threads, class Problem, class Op>
-__global__ void __launch_bounds__(Threads)
-    reduce_partials_kernel(Problem P, Op op, const typename Problem::acc_type* partials, index_t spans_per_sequence) {
-  using Acc = typename Problem::acc_type;
+/// v over threads 0..n-1 of a block of Threads threads (1 ≤ n ≤ Threads: the threads that hold
+/// a value are a prefix of the block), in one fixed tree: warp_ordered_reduce within each warp,
+/// then over the warps. Valid in thread 0. Every thread of the block calls it.
+template <int Threads, class Acc, class Op>
+__device__ PARSCAN_INLINE Acc block_ordered_reduce(const Acc& v, index_t n, const Op& op) {
   constexpr int warps = Threads / warp_threads;
   __shared__ tile_reduce_smem<Acc, warps> sm;
-  const index_t s = blockIdx.x;
-  const index_t per_thread = (spans_per_sequence + Threads - 1) / Threads;
-  const index_t first = threadIdx.x * per_thread;
-  const index_t end = first + per_thread < spans_per_sequence ? first + per_thread : spans_per_sequence;
-  const Acc* mine = partials + s * spans_per_sequence;
-  Acc fold = first < end ? mine[first] : Acc{};
-  for (index_t i = first + 1; i < end; ++i) fold = op(fold, mine[i]);
-  // Threads with partials are a prefix of the block, and so are the warps.
-  const index_t threads_with = (spans_per_sequence + per_thread - 1) / per_thread;
   const int warp = static_cast<int>(threadIdx.x) / warp_threads;
-  const index_t in_warp = threads_with - static_cast<index_t>(warp) * warp_threads;
-  const Acc warp_total = warp_ordered_reduce(fold, in_warp <= 0 ? 1 : in_warp >= warp_threads ? warp_threads : static_cast<int>(in_warp), op);
+  const index_t in_warp = n - static_cast<index_t>(warp) * warp_threads;
+  const Acc warp_total =
+      warp_ordered_reduce(v, in_warp <= 0 ? 1 : in_warp >= warp_threads ? warp_threads : static_cast<int>(in_warp), op);
   auto& st = sm.get();
   if (lane_id() == 0) st.warp_total[warp] = warp_total;
   __syncthreads();
+  Acc total{};
   if (warp == 0) {
-    const Acc v = st.warp_total[lane_id() < warps ? lane_id() : 0];
-    const int warps_with = static_cast<int>((threads_with + warp_threads - 1) / warp_threads);
-    const Acc total = warp_ordered_reduce(v, warps_with, op);
-    if (lane_id() == 0) P.finish(s, combine(P.initial(s), maybe<Acc>{total, true}, op).value);
+    const Acc w = st.warp_total[lane_id() < warps ? lane_id() : 0];
+    total = warp_ordered_reduce(w, static_cast<int>((n + warp_threads - 1) / warp_threads), op);
   }
+  return total;
+}
+
+/// Sequence s's `count` partials folded by a whole block of Threads threads (thread i a fixed run
+/// of them, in order, then block_ordered_reduce), after the sequence's carry in; finishes s.
+template <int Threads, class Problem, class Op>
+__device__ PARSCAN_INLINE void fold_partials(const Problem& P, const Op& op, index_t s,
+                                             const typename Problem::acc_type* partials, index_t count) {
+  using Acc = typename Problem::acc_type;
+  const index_t per_thread = (count + Threads - 1) / Threads;
+  const index_t first = threadIdx.x * per_thread;
+  const index_t end = first + per_thread < count ? first + per_thread : count;
+  Acc fold = first < end ? partials[first] : Acc{};
+  for (index_t i = first + 1; i < end; ++i) fold = op(fold, partials[i]);
+  const index_t threads_with = (count + per_thread - 1) / per_thread;
+  const Acc total = block_ordered_reduce<Threads>(fold, threads_with, op);
+  if (threadIdx.x == 0) P.finish(s, combine(P.initial(s), maybe<Acc>{total, true}, op).value);
+}
+
+/// Second pass: one block per sequence folds its spans' partials (fold_partials) and finishes.
+template <int Threads, class Problem, class Op>
+__global__ void __launch_bounds__(Threads)
+    reduce_partials_kernel(Problem P, Op op, const typename Problem::acc_type* partials, index_t spans_per_sequence) {
+  const index_t s = blockIdx.x;
+  fold_partials<Threads>(P, op, s, partials + s * spans_per_sequence, spans_per_sequence);
 }
 
 }  // namespace parscan::cuda_detail

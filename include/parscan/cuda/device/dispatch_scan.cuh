@@ -11,10 +11,12 @@
 #include "../agent/bulk_reduce_spans.cuh"
 #include "../agent/bulk_tiles.cuh"
 #include "../agent/chained_tiles.cuh"
+#include "../agent/grid_tiles.cuh"
 #include "../agent/lane_loop.cuh"
 #include "../agent/lane_tiles.cuh"
 #include "../agent/reduce_spans.cuh"
 #include "../agent/staged_lane_tiles.cuh"
+#include "../agent/thread_span_reduce.cuh"
 #include "../agent/warp_loop.cuh"
 
 namespace parscan::cuda_detail {
@@ -80,6 +82,13 @@ constexpr int default_chained_stages = can_reduce_only<Problem> && stages_whole_
 template <class Acc>
 constexpr int default_chained_warps = sizeof(Acc) <= 4 ? 16 : 8;
 
+/// Grid tiles take inputs of at most this many tiles of either of their two shapes (GridTiles
+/// in tile_shape_of): 8 KB tiles up to 2 MB, then the 32 KB chained tiles up to 8 MB. Measured
+/// on an H100 (bench_tuning --short; docs/performance.md, "Grid tiles and costly reduces"): an
+/// int32 sum of 2^16 steps in 6.5 µs (4 KB tiles 5.7, 32 KB 8.7; bulk tiles 13.0, CUB 10.6);
+/// at 2 MB 8 KB tiles 7.3 µs, 32 KB 8.7; at 4 MB 9.5 against 8.9 µs.
+constexpr index_t grid_tiles_max = 256;
+
 /// A tile-shape policy. PerLane accumulators per lane, in chunks of Problem::run steps; warps
 /// that loop over whole sequences come LoopWarps to a block, chained tiles are ChainedWarps
 /// warps, lane tiles are 32 sequences × LaneWarps·LaneSteps steps. A Problem that can stage its
@@ -91,13 +100,21 @@ constexpr int default_chained_warps = sizeof(Acc) <= 4 ? 16 : 8;
 /// per block — or the hierarchical windows of tile_state.cuh; warp tiles apply to the latter.
 /// BulkTiles lets a Problem that can (generic scans and reduces of contiguous, aligned sequences
 /// on sm_90) run as bulk tiles instead (agent/bulk_tiles.cuh, agent/bulk_reduce_spans.cuh),
-/// whose shape is bulk_shape below.
+/// whose shape is bulk_shape below. GridTiles lets inputs of at most that many tiles that all
+/// fit on the device at once run as grid tiles (agent/grid_tiles.cuh: one launch, no memset)
+/// before any of those, in tiles of GridWarps warps × GridRuns runs a lane, or failing that in
+/// chained tiles; 0 turns them off.
 template <class Problem, int PerLane = default_per_lane<typename Problem::acc_type>, int LoopWarps = 4,
           int ChainedWarps = default_chained_warps<typename Problem::acc_type>, int LaneWarps = 8, int LoopStages = 2,
           int ChainedStages = default_chained_stages<Problem>,
           int LaneSteps = default_lane_steps<Problem>, bool ChainedWarpTiles = false,
-          bool WindowChain = default_window_chain<Problem>, bool BulkTiles = true>
+          bool WindowChain = default_window_chain<Problem>, bool BulkTiles = true, int GridTiles = grid_tiles_max,
+          int GridWarps = 8, int GridRuns = 2>
 struct tile_shape_of {
+  static constexpr index_t grid_tiles = GridTiles;
+  static constexpr int grid_warps = GridWarps;
+  static constexpr int grid_chunks = GridRuns;
+  static constexpr index_t grid_tile = tile_steps<Problem, GridWarps, GridRuns>;
   static constexpr bool window_chain = WindowChain;
   static constexpr bool bulk_tiles = BulkTiles && has_bulk_tiles<Problem>;
   static constexpr bool bulk_reduce = BulkTiles && has_bulk_input<Problem>;
@@ -122,6 +139,12 @@ struct tile_shape_of {
 /// The shape the library uses (chosen with benchmarks/bench_tuning.cu; docs/performance.md).
 template <class Problem>
 using tile_shape = tile_shape_of<Problem>;
+
+/// Whether a Problem's combine costs more than moving its operands, so that the kernels keep
+/// its combines few rather than its bytes in flight many: accumulators over 16 bytes (small
+/// matrices; no arithmetic type or affine pair of double is that large).
+template <class Problem>
+constexpr bool costly_combine = sizeof(typename Problem::acc_type) > 16;
 
 /// A bulk tiles' shape: Warps warps and about TileBytes bytes of elements a tile, within the
 /// 48 KB a block may take without opting in (with the kernel's own 1 KB or less), and at least
@@ -152,7 +175,7 @@ struct bulk_shape_of {
 /// look-back, and a 2×2 int64 matrix product mod a prime made that fold the bound (1.8% of copy
 /// against 4.2% with the window chain, H200, 2^28; CUB 3.6%).
 template <class Problem>
-using bulk_shape = std::conditional_t<(sizeof(typename Problem::acc_type) > 16), bulk_shape_of<Problem, 8, 40 * 1024, 2, true>,
+using bulk_shape = std::conditional_t<costly_combine<Problem>, bulk_shape_of<Problem, 8, 40 * 1024, 2, true>,
                                       bulk_shape_of<Problem, 8, 44 * 1024, 5>>;
 
 /// The bulk reduce's shape (agent/bulk_reduce_spans.cuh, two tiles in flight per block): 8 warps,
@@ -191,7 +214,22 @@ std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
     const std::size_t staged = staged_lane_workspace_bytes<Problem>(sequences, length);
     if (staged > lanes) lanes = staged;
   }
-  const std::size_t partials = static_cast<std::size_t>(spans) * sizeof(Acc);
+  std::size_t partials = static_cast<std::size_t>(spans) * sizeof(Acc);
+  if constexpr (shape::grid_tiles > 0) {  // grid tiles (the small shape has the more tiles): totals or a window chain
+    const index_t grid_per_sequence = (length + shape::grid_tile - 1) / shape::grid_tile;
+    const index_t grid_tiles = sequences * grid_per_sequence;
+    const std::size_t totals = static_cast<std::size_t>(grid_tiles) * sizeof(Acc);
+    const std::size_t chain = window_chain_state<Acc>::bytes(
+        grid_tiles, sequences * ((grid_per_sequence + chain_window - 1) / chain_window));
+    partials = partials > totals ? partials : totals;
+    if constexpr (costly_combine<Problem>) partials = partials > chain ? partials : chain;
+  }
+  if constexpr (costly_combine<Problem>) {  // the thread-span reduce's partials
+    const index_t spans_of_one = (length + thread_span_steps(length, Problem::run) - 1) / thread_span_steps(length, Problem::run);
+    const std::size_t thread_partials =
+        static_cast<std::size_t>(sequences) * ((spans_of_one + thread_span_block - 1) / thread_span_block) * sizeof(Acc);
+    partials = partials > thread_partials ? partials : thread_partials;
+  }
   std::size_t most = chained > lanes ? (chained > partials ? chained : partials) : (lanes > partials ? lanes : partials);
   if constexpr (shape::bulk_reduce) {
     const index_t reduce_per_sequence = (length + bulk_reduce_shape<Problem>::tile - 1) / bulk_reduce_shape<Problem>::tile;
@@ -515,6 +553,87 @@ status launch_reduce(const Problem& P, const Op& op, index_t sequences, index_t 
                 static_cast<const Acc*>(partials), spans_per_sequence);
 }
 
+/// Grid tiles (agent/grid_tiles.cuh) of Warps × Chunks runs: one block per tile, launched
+/// cooperatively, every block resident. Workspace: a total per tile, or for costly combines the
+/// window chain's state, which the kernel zeroes itself.
+template <int Warps, int Chunks, class Problem, class Op>
+struct grid_tiles_of {
+  using Acc = typename Problem::acc_type;
+  static constexpr int threads = Warps * warp_threads;
+  static constexpr index_t tile = tile_steps<Problem, Warps, Chunks>;
+  static constexpr auto scan_kernel = [] {
+    if constexpr (costly_combine<Problem>)
+      return scan_grid_chain_kernel<Warps, Chunks, Problem, Op>;
+    else
+      return scan_grid_totals_kernel<Warps, Chunks, Problem, Op>;
+  }();
+  static constexpr auto reduce_kernel = reduce_grid_tiles_kernel<Warps, Chunks, Problem, Op>;
+
+  static bool reduces(const Problem& P) {
+    if constexpr (can_reduce_only<Problem>) return P.reduce_only();
+    else return false;
+  }
+  static index_t tiles_per_sequence(const Problem& P) { return (P.length + tile - 1) / tile; }
+  /// Whether `sequences` sequences take at most `most` tiles, all resident at once.
+  static bool fits(const Problem& P, index_t sequences, index_t most, const device_facts& dev) {
+    const index_t tiles = sequences * tiles_per_sequence(P);  // sequences < resident warps: no overflow
+    if (tiles > most) return false;
+    const int per_sm = reduces(P) ? blocks_per_multiprocessor<reduce_kernel>(threads, dev.device)
+                                  : blocks_per_multiprocessor<scan_kernel>(threads, dev.device);
+    return per_sm > 0 && tiles <= static_cast<index_t>(per_sm) * dev.multiprocessors;
+  }
+  static status launch(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
+    const index_t per_sequence = tiles_per_sequence(P), tiles = sequences * per_sequence;
+    workspace_lease ws(be);
+    if (reduces(P) || !costly_combine<Problem>) {
+      if (status s = ws.acquire(static_cast<std::size_t>(tiles) * sizeof(Acc)); s != status::success) return s;
+      Acc* totals = static_cast<Acc*>(ws.get());
+      if (reduces(P)) return launch_cooperative(reduce_kernel, tiles, threads, 0, be, P, op, totals, per_sequence);
+      if constexpr (!costly_combine<Problem>)
+        return launch_cooperative(scan_kernel, tiles, threads, 0, be, P, op, totals, per_sequence);
+    }
+    if constexpr (costly_combine<Problem>) {
+      using State = window_chain_state<Acc>;
+      const index_t windows_per_sequence = (per_sequence + chain_window - 1) / chain_window;
+      const std::size_t bytes = State::bytes(tiles, sequences * windows_per_sequence);
+      if (status s = ws.acquire(bytes); s != status::success) return s;
+      const State st = State::carve(ws.get(), tiles, sequences * windows_per_sequence);
+      return launch_cooperative(scan_kernel, tiles, threads, 0, be, P, op, st, static_cast<unsigned long long*>(ws.get()),
+                                static_cast<index_t>(bytes / 8), per_sequence, windows_per_sequence);
+    }
+    return status::success;  // not reached
+  }
+};
+
+/// The two grid tile shapes of `shape`: its own small one (scan_workspace_bytes counts its
+/// tiles, the more), and the chained tile.
+template <class shape, class Problem, class Op>
+using small_grid_tiles = grid_tiles_of<shape::grid_warps, shape::grid_chunks, Problem, Op>;
+template <class shape, class Problem, class Op>
+using large_grid_tiles = grid_tiles_of<shape::chained_warps, shape::chunks, Problem, Op>;
+
+/// A reduce of costly combines (agent/thread_span_reduce.cuh): each thread folds one contiguous
+/// span in order, one partial per block; the second pass as launch_reduce's.
+template <class Problem, class Op>
+status launch_thread_span_reduce(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
+  using Acc = typename Problem::acc_type;
+  const index_t span_steps = thread_span_steps(P.length, Problem::run);
+  const index_t spans_per_sequence = (P.length + span_steps - 1) / span_steps;
+  const index_t blocks_per_sequence = (spans_per_sequence + thread_span_block - 1) / thread_span_block;
+  index_t blocks;
+  if (__builtin_mul_overflow(sequences, blocks_per_sequence, &blocks) || blocks > max_grid || sequences > max_grid)
+    return status::exceeds_device_limits;
+  workspace_lease ws(be);
+  if (status s = ws.acquire(static_cast<std::size_t>(blocks) * sizeof(Acc)); s != status::success) return s;
+  Acc* partials = static_cast<Acc*>(ws.get());
+  if (status s = launch(reduce_thread_spans_kernel<thread_span_block, 4, Problem, Op>, blocks, thread_span_block, 0, be,
+                        P, op, partials, span_steps, blocks_per_sequence);
+      s != status::success)
+    return s;
+  return launch(reduce_partials_kernel<thread_span_block, Problem, Op>, sequences, thread_span_block, 0, be, P, op,
+                static_cast<const Acc*>(partials), blocks_per_sequence);
+}
+
 /// Runs a validated Problem over `sequences` sequences of P.length steps with tile shape
 /// `shape` (tile_shape<Problem> unless a benchmark asks for another).
 template <class shape, class Problem, class Op>
@@ -539,20 +658,27 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
   const index_t resident_warps = static_cast<index_t>(blocks_per_multiprocessor<plain_loop>(shape::loop_warps * 32, dev.device)) *
                                  shape::loop_warps * dev.multiprocessors;
   const index_t tiles_per_sequence = (P.length + shape::chained_tile - 1) / shape::chained_tile;
-  if (sequences >= resident_warps || tiles_per_sequence == 1) {
+  const auto warp_loop = [&] {
     using short_shape = short_tile_shape<Problem>;
     if constexpr (shape::per_lane > short_shape::per_lane) {
       if (P.length <= short_shape::loop_tile) return launch_warp_loop<short_shape>(P, op, sequences, be);
     }
     return launch_warp_loop<shape>(P, op, sequences, be);
+  };
+  if (sequences >= resident_warps) return warp_loop();
+  if constexpr (can_reduce_only<Problem> && costly_combine<Problem>) {
+    if (P.reduce_only()) return launch_thread_span_reduce(P, op, sequences, be);
   }
-  if constexpr (can_reduce_only<Problem>) {
-    if (P.reduce_only()) {
-      if constexpr (shape::bulk_reduce) {
-        if (P.stages_bulk_input() && built_for_bulk_copies<bulk_reduce_kernel<Problem, Op>>(dev.device))
-          return launch_bulk_reduce(P, op, sequences, dev, be);
-      }
-      return launch_reduce<shape>(P, op, sequences, tiles_per_sequence, be);
+  // Grid tiles for up to shape::grid_tiles tiles (grid_reduce_tiles_max for a reduce) that all fit
+  // on the device at once; sequences of one tile only while there are no more of them than SMs
+  // (each one's block then has an SM that would idle; many one-tile sequences keep a warp each).
+  // sequences < resident_warps, so the product fits.
+  if constexpr (shape::grid_tiles > 0) {
+    if (tiles_per_sequence > 1 || sequences <= dev.multiprocessors) {
+      using small = small_grid_tiles<shape, Problem, Op>;
+      using large = large_grid_tiles<shape, Problem, Op>;
+      if (small::fits(P, sequences, shape::grid_tiles, dev)) return small::launch(P, op, sequences, be);
+      if (large::fits(P, sequences, shape::grid_tiles, dev)) return large::launch(P, op, sequences, be);
     }
   }
   if constexpr (shape::bulk_tiles) {
