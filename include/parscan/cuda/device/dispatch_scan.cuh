@@ -197,6 +197,14 @@ inline index_t reduce_tiles_per_span(index_t tiles_per_sequence) {
   return (tiles_per_sequence + max_reduce_spans - 1) / max_reduce_spans;
 }
 
+/// Which Problems grid tiles take: the generic algorithms (those that can reduce). The
+/// recurrences' Problems keep their measured paths: run as grid tiles, the log-space backward's
+/// "huge" family (|a| up to e^20, products far beyond float) came out with infinities at
+/// T = 4097 (float, time-contiguous), where the look-back's left fold had kept it within 5e-3;
+/// the totals' tree order is the suspect, not confirmed.
+template <class Problem>
+constexpr bool grid_tiles_take = can_reduce_only<Problem>;
+
 /// Workspace bytes for `sequences` × `length` steps of Problem (an upper bound over the modes).
 template <class Problem, class shape = tile_shape<Problem>>
 std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
@@ -215,7 +223,7 @@ std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
     if (staged > lanes) lanes = staged;
   }
   std::size_t partials = static_cast<std::size_t>(spans) * sizeof(Acc);
-  if constexpr (shape::grid_tiles > 0) {  // grid tiles (the small shape has the more tiles): totals or a window chain
+  if constexpr (shape::grid_tiles > 0 && grid_tiles_take<Problem>) {  // grid tiles (the small shape has the more tiles): totals or a window chain
     const index_t grid_per_sequence = (length + shape::grid_tile - 1) / shape::grid_tile;
     const index_t grid_tiles = sequences * grid_per_sequence;
     const std::size_t totals = static_cast<std::size_t>(grid_tiles) * sizeof(Acc);
@@ -669,16 +677,27 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
   if constexpr (can_reduce_only<Problem> && costly_combine<Problem>) {
     if (P.reduce_only()) return launch_thread_span_reduce(P, op, sequences, be);
   }
-  // Grid tiles for up to shape::grid_tiles tiles (grid_reduce_tiles_max for a reduce) that all fit
-  // on the device at once; sequences of one tile only while there are no more of them than SMs
-  // (each one's block then has an SM that would idle; many one-tile sequences keep a warp each).
-  // sequences < resident_warps, so the product fits.
-  if constexpr (shape::grid_tiles > 0) {
+  // Grid tiles for inputs of at most shape::grid_tiles tiles of the small shape, or else of the
+  // large, that all fit on the device at once (grid_tiles_of::fits); sequences of one chained
+  // tile only while there are no more of them than SMs (each one's block then has an SM that
+  // would idle; many one-tile sequences keep a warp each). The recurrences' Problems keep their
+  // paths (see grid_tiles_take).
+  if constexpr (shape::grid_tiles > 0 && grid_tiles_take<Problem>) {
     if (tiles_per_sequence > 1 || sequences <= dev.multiprocessors) {
       using small = small_grid_tiles<shape, Problem, Op>;
       using large = large_grid_tiles<shape, Problem, Op>;
       if (small::fits(P, sequences, shape::grid_tiles, dev)) return small::launch(P, op, sequences, be);
       if (large::fits(P, sequences, shape::grid_tiles, dev)) return large::launch(P, op, sequences, be);
+    }
+  }
+  if (tiles_per_sequence == 1) return warp_loop();
+  if constexpr (can_reduce_only<Problem>) {
+    if (P.reduce_only()) {
+      if constexpr (shape::bulk_reduce) {
+        if (P.stages_bulk_input() && built_for_bulk_copies<bulk_reduce_kernel<Problem, Op>>(dev.device))
+          return launch_bulk_reduce(P, op, sequences, dev, be);
+      }
+      return launch_reduce<shape>(P, op, sequences, tiles_per_sequence, be);
     }
   }
   if constexpr (shape::bulk_tiles) {
