@@ -131,10 +131,6 @@ struct tile_shape_of {
   static constexpr bool chained_warp_tiles = ChainedWarpTiles && chained_stages > 0 && !WindowChain;
   static constexpr index_t chained_tile =
       tile_steps<Problem, chained_warp_tiles ? 1 : chained_warps, chunks>;
-  // The large grid tiles: the chained tile's steps on 16 warps (an int64 sum of 8 MB ran at 1.23
-  // of CUB's time on the chained tile's 8 warps: 96 registers a thread, two blocks an SM).
-  static constexpr int large_grid_warps = ChainedWarps > 16 ? ChainedWarps : 16;
-  static constexpr int large_grid_chunks = chunks * ChainedWarps / large_grid_warps > 0 ? chunks * ChainedWarps / large_grid_warps : 1;
   static constexpr int lane_steps = LaneSteps;
   static constexpr int lane_warps = LaneWarps;
   static constexpr index_t lane_tile = static_cast<index_t>(lane_warps) * lane_steps;
@@ -618,11 +614,11 @@ struct grid_tiles_of {
 };
 
 /// The two grid tile shapes of `shape`: its own small one (scan_workspace_bytes counts its
-/// tiles, the more), and the chained tile's steps on 16 warps.
+/// tiles, the more), and the chained tile.
 template <class shape, class Problem, class Op>
 using small_grid_tiles = grid_tiles_of<shape::grid_warps, shape::grid_chunks, Problem, Op>;
 template <class shape, class Problem, class Op>
-using large_grid_tiles = grid_tiles_of<shape::large_grid_warps, shape::large_grid_chunks, Problem, Op>;
+using large_grid_tiles = grid_tiles_of<shape::chained_warps, shape::chunks, Problem, Op>;
 
 /// A reduce of costly combines (agent/thread_span_reduce.cuh): each thread folds one contiguous
 /// span in order, one partial per block; the second pass as launch_reduce's.
