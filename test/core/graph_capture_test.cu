@@ -932,8 +932,10 @@ inline void chain_graphs(index_t B, index_t n, index_t d, parscan::chain_output 
 
 TEST_CASE(PARSCAN_TEST_NAME("graph capture: generic scans of one long sequence"), PARSCAN_TEST_TAGS("[graph][scan]")) {
   using namespace graph_test;
-  // int32 sums (4-byte accumulator): the chained tiles (window chain) for the scans, the
-  // two-pass reduce over spans for the reduce; 3·2^20 + 5 steps: many tiles and a partial one.
+  // int32 sums (4-byte accumulator) over 3·2^20 + 5 steps, many tiles and a partial one: bulk
+  // tiles for the scans, the bulk reduce for the reduce (without sm_90, the chained tiles and
+  // the two-pass reduce over spans). With PARSCAN_TEST_SMALL, 3·2^16 + 5 steps: grid tiles, a
+  // cooperative launch.
   const index_t n = sized(3 * (index_t(1) << 20) + 5, 3 * (index_t(1) << 16) + 5);
   using C = int_sum_case<int>;
   const sequence_layout l = sequence_layout::contiguous(n);
@@ -945,9 +947,10 @@ TEST_CASE(PARSCAN_TEST_NAME("graph capture: generic scans of one long sequence")
 TEST_CASE(PARSCAN_TEST_NAME("graph capture: generic scans of one long affine sequence (cooperative launch)"),
           PARSCAN_TEST_TAGS("[graph][scan][cooperative]")) {
   using namespace graph_test;
-  // affine<float> (8-byte accumulator) over 2^22 + 3 steps: the persistent chained grid,
-  // launched with cudaLaunchCooperativeKernel. Whether stream capture accepts that launch is
-  // what this case finds out: the failure message names the CUDA error and the launch.
+  // affine<float> (8-byte accumulator) over 2^22 + 3 steps (bulk tiles on sm_90, else the
+  // persistent chained grid, launched with cudaLaunchCooperativeKernel; with PARSCAN_TEST_SMALL
+  // 2^18 + 3 steps, grid tiles, also a cooperative launch). Whether stream capture accepts that
+  // launch is what this case finds out: the failure message names the CUDA error and the launch.
   const index_t n = sized((index_t(1) << 22) + 3, (index_t(1) << 18) + 3);
   const sequence_layout l = sequence_layout::contiguous(n);
   generic_graphs<affine_f32_case>(ref::kind::inclusive, l, direction::forward, false, true, true);
