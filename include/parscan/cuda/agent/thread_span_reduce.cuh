@@ -8,8 +8,8 @@
 // sum, but a tree over 32 lanes executes log2(32) = 5 combines in every lane where a fold would
 // execute one, and with a 32-byte element V is 1: a 2×2 int64 matrix product mod a prime ran
 // its reduce at 5 combines a step, 8.5% of a read-only kernel on an H100. Here a thread's fold
-// is two dependent chains of combines (the halves of its span), loads issued ahead of them,
-// and the trees run once per block.
+// is one dependent chain of combines over span_steps steps, loads issued ahead of it, and the
+// trees run once per block.
 //
 // Spans are sized from the length alone (thread_span_steps), so the order of every combination
 // is fixed and results are bitwise the same on every run and every device.
@@ -38,9 +38,7 @@ inline index_t thread_span_steps(index_t length, int run) {
 
 /// Block b folds the spans (b % blocks_per_sequence) · Threads + t, t < Threads, of sequence
 /// b / blocks_per_sequence (a span is span_steps steps; those past the end take no part) into
-/// partials[b]. A thread folds the two halves of its span as two independent chains (its
-/// first half's fold ⊕ its second half's: the same order, twice the combines in flight), each
-/// with Ahead runs of loads issued ahead of its fold.
+/// partials[b]. Each thread keeps Ahead runs of loads in flight ahead of its fold.
 template <int Threads, int Ahead, class Problem, class Op>
 __global__ void __launch_bounds__(Threads)
     reduce_thread_spans_kernel(Problem P, Op op, typename Problem::acc_type* partials, index_t span_steps,
@@ -51,27 +49,19 @@ __global__ void __launch_bounds__(Threads)
   const index_t first = (b * Threads + threadIdx.x) * span_steps;
   const index_t span_end = first + span_steps, length = P.length;
   const index_t end = span_end < length ? span_end : length;
-  const index_t half = (span_steps / 2 + V - 1) / V * V;  // a multiple of V: no run straddles the halves
-  const index_t mid = first + half < end ? first + half : end;
   const auto cur = P.at(s);
-  maybe<Acc> low{Acc{}, false}, high{Acc{}, false};
-  for (index_t i = 0; i < half; i += static_cast<index_t>(V) * Ahead) {
-    Acc x[Ahead][V], y[Ahead][V];
+  maybe<Acc> mine{Acc{}, false};
+  for (index_t p = first; p < end; p += static_cast<index_t>(V) * Ahead) {
+    Acc x[Ahead][V];
 #pragma unroll
-    for (int a = 0; a < Ahead; ++a) {
-      if (first + i + a * V < mid) P.load_run(cur, first + i + a * V, x[a]);
-      if (mid + i + a * V < end) P.load_run(cur, mid + i + a * V, y[a]);
-    }
+    for (int a = 0; a < Ahead; ++a)
+      if (p + a * V < end) P.load_run(cur, p + a * V, x[a]);
 #pragma unroll
     for (int a = 0; a < Ahead; ++a)
 #pragma unroll
-      for (int v = 0; v < V; ++v) {
-        const index_t p = i + a * V + v;
-        if (first + p < mid) low = {low.has ? op(low.value, x[a][v]) : x[a][v], true};
-        if (mid + p < end) high = {high.has ? op(high.value, y[a][v]) : y[a][v], true};
-      }
+      for (int v = 0; v < V; ++v)
+        if (p + a * V + v < end) mine = {mine.has ? op(mine.value, x[a][v]) : x[a][v], true};
   }
-  const maybe<Acc> mine = combine(low, high, op);
   // The block's threads with steps, a prefix of it (a block holds at least one span).
   const index_t block_first = b * Threads * span_steps;
   const index_t with_steps = (length - block_first + span_steps - 1) / span_steps;
