@@ -54,6 +54,17 @@ __device__ PARSCAN_INLINE maybe<Acc> warp_fold_totals(const Acc* totals, index_t
   return {shfl_idx(warp_ordered_reduce(fold.value, lanes, op), 0), true};
 }
 
+/// Loads this block's tile (tile k of sequence s) into `now`, reduces it and writes its total to
+/// totals[blockIdx.x]: what the totals kernels do before the grid barrier.
+template <int Warps, int Chunks, class Problem, class Op>
+__device__ PARSCAN_INLINE void load_and_total(const Problem& P, const Op& op, index_t s, index_t k,
+                                              tile_items<Problem, Chunks>& now, typename Problem::acc_type* totals,
+                                              tile_reduce_smem<typename Problem::acc_type, Warps>& sm) {
+  load_tile<Warps, Chunks>(P, s, k, now);
+  const typename Problem::acc_type total = reduce_tile<Warps, Chunks>(P, op, k, now, sm);
+  if (threadIdx.x == 0) totals[blockIdx.x] = total;
+}
+
 /// Block b scans tile b (tile k of sequence b / tiles_per_sequence), its prefix folded from the
 /// totals of the tiles before it after the grid barrier. Launched cooperatively, a block a tile.
 template <int Warps, int Chunks, class Problem, class Op>
@@ -64,9 +75,7 @@ __global__ void __launch_bounds__(Warps* warp_threads)
   __shared__ tile_reduce_smem<Acc, Warps> reduce_sm;
   const index_t tile = blockIdx.x, s = tile / tiles_per_sequence, k = tile % tiles_per_sequence;
   tile_items<Problem, Chunks> now;
-  load_tile<Warps, Chunks>(P, s, k, now);
-  const Acc total = reduce_tile<Warps, Chunks>(P, op, k, now, reduce_sm);
-  if (threadIdx.x == 0) totals[tile] = total;
+  load_and_total<Warps, Chunks>(P, op, s, k, now, totals, reduce_sm);
   // The carry in before the barrier: the sequence's last tile writes the carry out after it,
   // and the two may be one array (chunks chained in place).
   maybe<Acc> carry{Acc{}, false};
@@ -113,9 +122,7 @@ __global__ void __launch_bounds__(Warps* warp_threads)
   __shared__ tile_reduce_smem<Acc, Warps> sm;
   const index_t tile = blockIdx.x, s = tile / tiles_per_sequence, k = tile % tiles_per_sequence;
   tile_items<Problem, Chunks> now;
-  load_tile<Warps, Chunks>(P, s, k, now);
-  const Acc total = reduce_tile<Warps, Chunks>(P, op, k, now, sm);
-  if (threadIdx.x == 0) totals[tile] = total;
+  load_and_total<Warps, Chunks>(P, op, s, k, now, totals, sm);
   cooperative_groups::this_grid().sync();
   if (k == 0) fold_partials<Warps * warp_threads>(P, op, s, totals + tile, tiles_per_sequence);
 }
