@@ -223,7 +223,9 @@ std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
     if (staged > lanes) lanes = staged;
   }
   std::size_t partials = static_cast<std::size_t>(spans) * sizeof(Acc);
-  if constexpr (shape::grid_tiles > 0 && grid_tiles_take<Problem>) {  // grid tiles (the small shape has the more tiles): totals or a window chain
+  // Grid tiles: a total per tile, or a window chain for costly combines; the small shape has
+  // the more tiles.
+  if constexpr (shape::grid_tiles > 0 && grid_tiles_take<Problem>) {
     const index_t grid_per_sequence = (length + shape::grid_tile - 1) / shape::grid_tile;
     const index_t grid_tiles = sequences * grid_per_sequence;
     const std::size_t totals = static_cast<std::size_t>(grid_tiles) * sizeof(Acc);
