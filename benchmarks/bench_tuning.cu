@@ -388,7 +388,7 @@ void short_inputs(int log2n, double tol, result_sink& sink) {
   using op_t = typename generic_case<T>::op_t;
   generic_case<T> c{generic_case<T>::label, index_t(1) << log2n};
   c.alloc();
-  const std::size_t ws_bytes = cd::scan_workspace_bytes<problem, grid_shape<problem, 256, 8, 1>>(1, c.n);
+  const std::size_t ws_bytes = cd::scan_workspace_bytes<problem, grid_shape<problem, 256, 8, 1>>(1, c.n) + (1 << 20);
   void* ws = nullptr;
   BENCH_CHECK(cudaMalloc(&ws, ws_bytes));
   const parscan::cuda_backend be{nullptr, ws, ws_bytes, nullptr};
@@ -396,6 +396,9 @@ void short_inputs(int log2n, double tol, result_sink& sink) {
   auto variants = [&](auto&& each) {
     each("grid tiles (library)", [&](const problem& P) { return cd::dispatch_scan<cd::tile_shape<problem>>(P, op_t{}, 1, be); });
     each("grid 8w x1 run", [&](const problem& P) { return cd::dispatch_scan<grid_shape<problem, 256, 8, 1>>(P, op_t{}, 1, be); });
+    each("grid 8w x4 runs to 512", [&](const problem& P) { return cd::dispatch_scan<grid_shape<problem, 512, 8, 4>>(P, op_t{}, 1, be); });
+    each("grid 16w x2 runs to 512", [&](const problem& P) { return cd::dispatch_scan<grid_shape<problem, 512, 16, 2>>(P, op_t{}, 1, be); });
+    each("grid 8w x2 runs to 1024", [&](const problem& P) { return cd::dispatch_scan<grid_shape<problem, 1024, 8, 2>>(P, op_t{}, 1, be); });
     each("no grid tiles", [&](const problem& P) { return cd::dispatch_scan<grid_shape<problem, 0>>(P, op_t{}, 1, be); });
   };
   generic_cub(c, tol, sink);

@@ -82,11 +82,13 @@ constexpr int default_chained_stages = can_reduce_only<Problem> && stages_whole_
 template <class Acc>
 constexpr int default_chained_warps = sizeof(Acc) <= 4 ? 16 : 8;
 
-/// Grid tiles take inputs of at most this many tiles of either of their two shapes (GridTiles
-/// in tile_shape_of): 8 KB tiles up to 2 MB, then the 32 KB chained tiles up to 8 MB. Measured
-/// on an H100 (bench_tuning --short; docs/performance.md, "Grid tiles and costly reduces"): an
-/// int32 sum of 2^16 steps in 6.5 µs (4 KB tiles 5.7, 32 KB 8.7; bulk tiles 13.0, CUB 10.6);
-/// at 2 MB 8 KB tiles 7.3 µs, 32 KB 8.7; at 4 MB 9.5 against 8.9 µs.
+/// Grid tiles take inputs of at most this many tiles of their small and large shapes, and twice
+/// as many of the middle one (GridTiles in tile_shape_of): 8 KB tiles up to 2 MB, 16 KB tiles
+/// up to 8 MB where 512 of them fit on the device, else the 32 KB chained tiles up to 8 MB.
+/// Measured on an H100 (bench_tuning --short; docs/performance.md, "Grid tiles and costly
+/// reduces"): an int32 sum of 2^16 steps in 6.5 µs (4 KB tiles 5.7, 32 KB 8.7; bulk tiles 13.0,
+/// CUB 10.6); at 2 MB 8 KB tiles 7.3 µs, 32 KB 8.7; at 4 MB an int64 sum in 9.0 µs on 16 KB
+/// tiles, 11.2 on 32 KB (CUB 9.3).
 constexpr index_t grid_tiles_max = 256;
 
 /// A tile-shape policy. PerLane accumulators per lane, in chunks of Problem::run steps; warps
@@ -102,8 +104,8 @@ constexpr index_t grid_tiles_max = 256;
 /// on sm_90) run as bulk tiles instead (agent/bulk_tiles.cuh, agent/bulk_reduce_spans.cuh),
 /// whose shape is bulk_shape below. GridTiles lets inputs of at most that many tiles that all
 /// fit on the device at once run as grid tiles (agent/grid_tiles.cuh: one launch, no memset)
-/// before any of those, in tiles of GridWarps warps × GridRuns runs a lane, or failing that in
-/// chained tiles; 0 turns them off.
+/// before any of those, in tiles of GridWarps warps × GridRuns runs a lane, or failing that of
+/// twice the warps, or of the chained tile; 0 turns them off.
 template <class Problem, int PerLane = default_per_lane<typename Problem::acc_type>, int LoopWarps = 4,
           int ChainedWarps = default_chained_warps<typename Problem::acc_type>, int LaneWarps = 8, int LoopStages = 2,
           int ChainedStages = default_chained_stages<Problem>,
@@ -615,10 +617,12 @@ struct grid_tiles_of {
   }
 };
 
-/// The two grid tile shapes of `shape`: its own small one (scan_workspace_bytes counts its
-/// tiles, the more), and the chained tile.
+/// The three grid tile shapes of `shape`: its own small one (scan_workspace_bytes counts its
+/// tiles, the most), the same runs on twice the warps, and the chained tile.
 template <class shape, class Problem, class Op>
 using small_grid_tiles = grid_tiles_of<shape::grid_warps, shape::grid_chunks, Problem, Op>;
+template <class shape, class Problem, class Op>
+using middle_grid_tiles = grid_tiles_of<2 * shape::grid_warps, shape::grid_chunks, Problem, Op>;
 template <class shape, class Problem, class Op>
 using large_grid_tiles = grid_tiles_of<shape::chained_warps, shape::chunks, Problem, Op>;
 
@@ -679,16 +683,18 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
   if constexpr (can_reduce_only<Problem> && costly_combine<Problem>) {
     if (P.reduce_only()) return launch_thread_span_reduce(P, op, sequences, be);
   }
-  // Grid tiles for inputs of at most shape::grid_tiles tiles of the small shape, or else of the
-  // large, that all fit on the device at once (grid_tiles_of::fits); sequences of one chained
-  // tile only while there are no more of them than SMs (each one's block then has an SM that
-  // would idle; many one-tile sequences keep a warp each). The recurrences' Problems keep their
-  // paths (see grid_tiles_take).
+  // Grid tiles for inputs of at most shape::grid_tiles tiles of the small shape, or else twice
+  // as many of the middle one, or else as many of the large one, that all fit on the device at
+  // once (grid_tiles_of::fits); sequences of one chained tile only while there are no more of
+  // them than SMs (each one's block then has an SM that would idle; many one-tile sequences keep
+  // a warp each). The recurrences' Problems keep their paths (see grid_tiles_take).
   if constexpr (shape::grid_tiles > 0 && grid_tiles_take<Problem>) {
     if (tiles_per_sequence > 1 || sequences <= dev.multiprocessors) {
       using small = small_grid_tiles<shape, Problem, Op>;
+      using middle = middle_grid_tiles<shape, Problem, Op>;
       using large = large_grid_tiles<shape, Problem, Op>;
       if (small::fits(P, sequences, shape::grid_tiles, dev)) return small::launch(P, op, sequences, be);
+      if (middle::fits(P, sequences, 2 * shape::grid_tiles, dev)) return middle::launch(P, op, sequences, be);
       if (large::fits(P, sequences, shape::grid_tiles, dev)) return large::launch(P, op, sequences, be);
     }
   }
