@@ -597,23 +597,24 @@ struct grid_tiles_of {
   static status launch(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
     const index_t per_sequence = tiles_per_sequence(P), tiles = sequences * per_sequence;
     workspace_lease ws(be);
-    if (reduces(P) || !costly_combine<Problem>) {
-      if (status s = ws.acquire(static_cast<std::size_t>(tiles) * sizeof(Acc)); s != status::success) return s;
-      Acc* totals = static_cast<Acc*>(ws.get());
-      if (reduces(P)) return launch_cooperative(reduce_kernel, tiles, threads, 0, be, P, op, totals, per_sequence);
-      if constexpr (!costly_combine<Problem>)
-        return launch_cooperative(scan_kernel, tiles, threads, 0, be, P, op, totals, per_sequence);
-    }
     if constexpr (costly_combine<Problem>) {
-      using State = window_chain_state<Acc>;
-      const index_t windows_per_sequence = (per_sequence + chain_window - 1) / chain_window;
-      const std::size_t bytes = State::bytes(tiles, sequences * windows_per_sequence);
-      if (status s = ws.acquire(bytes); s != status::success) return s;
-      const State st = State::carve(ws.get(), tiles, sequences * windows_per_sequence);
-      return launch_cooperative(scan_kernel, tiles, threads, 0, be, P, op, st, static_cast<unsigned long long*>(ws.get()),
-                                static_cast<index_t>(bytes / 8), per_sequence, windows_per_sequence);
+      if (!reduces(P)) {
+        using State = window_chain_state<Acc>;
+        const index_t windows_per_sequence = (per_sequence + chain_window - 1) / chain_window;
+        const std::size_t bytes = State::bytes(tiles, sequences * windows_per_sequence);
+        if (status s = ws.acquire(bytes); s != status::success) return s;
+        const State st = State::carve(ws.get(), tiles, sequences * windows_per_sequence);
+        return launch_cooperative(scan_kernel, tiles, threads, 0, be, P, op, st,
+                                  static_cast<unsigned long long*>(ws.get()), static_cast<index_t>(bytes / 8),
+                                  per_sequence, windows_per_sequence);
+      }
     }
-    return status::success;  // not reached
+    if (status s = ws.acquire(static_cast<std::size_t>(tiles) * sizeof(Acc)); s != status::success) return s;
+    Acc* totals = static_cast<Acc*>(ws.get());
+    // The totals kernels take the same arguments: the reduce's, or the scan's where it is one.
+    auto kernel = reduce_kernel;
+    if constexpr (!costly_combine<Problem>) kernel = reduces(P) ? reduce_kernel : scan_kernel;
+    return launch_cooperative(kernel, tiles, threads, 0, be, P, op, totals, per_sequence);
   }
 };
 
