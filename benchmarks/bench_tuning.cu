@@ -4,6 +4,8 @@
 // is checked against a float64 loop on two sequences before it is timed.
 //   usage: bench_tuning [--json out.json] [--bulk: only the bulk tiles' shapes, int32 sum and affine<float>]
 //                       [--short: grid tiles against bulk tiles and CUB, 2^13 … 2^23 steps]
+//                       [--few-long: the forward's few long sequences on bulk tiles]
+//                       [--channel-last: the generic channel-last sum, staged lane tiles against the lane loop]
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
 
@@ -35,6 +37,19 @@ template <class T>
 __global__ void fill(T* p, index_t n, std::uint32_t seed, float lo, float hi) {
   for (index_t i = blockIdx.x * index_t(blockDim.x) + threadIdx.x; i < n; i += index_t(gridDim.x) * blockDim.x)
     p[i] = T(lo + (hi - lo) * unit(i, seed));
+}
+
+// A backend with 256 MB of workspace, allocated once: every variant gets its workspace from the
+// caller, as a framework would pass it (without one, each call would take its own from
+// cudaMallocAsync's pool, which hands memory back at each synchronisation and so maps it afresh:
+// tens of microseconds a call).
+parscan::cuda_backend workspace_backend() {
+  static void* ws = [] {
+    void* p = nullptr;
+    BENCH_CHECK(cudaMalloc(&p, std::size_t(256) << 20));
+    return p;
+  }();
+  return parscan::cuda_backend{nullptr, ws, std::size_t(256) << 20, nullptr};
 }
 
 // One gated-recurrence forward problem: a, b, x with layout `l` (sequences × T).
@@ -116,7 +131,7 @@ template <class Shape, class T>
 void time_forward(const forward_case<T>& c, const std::string& variant, double tol, result_sink& out) {
   const auto P = c.problem();
   time_forward_call(c, variant, tol, out, [&] {
-    return cd::dispatch_scan<Shape>(P, parscan::affine_op<T>{}, c.l.num_sequences(), parscan::cuda_backend{});
+    return cd::dispatch_scan<Shape>(P, parscan::affine_op<T>{}, c.l.num_sequences(), workspace_backend());
   });
 }
 
@@ -131,11 +146,45 @@ void lane_loop_against_staged(const forward_case<T>& c, double tol, result_sink&
   const lanes L(c.problem());
   const index_t packs = c.l.num_sequences() / K;
   time_forward_call(c, "staged lane tiles (library)", tol, out,
-                    [&] { return cd::dispatch_lane_tiles(L, op_t{}, packs, parscan::cuda_backend{}); });
+                    [&] { return cd::dispatch_lane_tiles(L, op_t{}, packs, workspace_backend()); });
   time_forward_call(c, "lane loop " + std::to_string(Steps) + " steps", tol, out, [&] {
     return cd::launch(cd::scan_lane_loop_kernel<8, Steps, lanes, op_t>, (packs + 31) / 32, 8 * 32, 0,
-                      parscan::cuda_backend{}, L, op_t{}, packs);
+                      workspace_backend(), L, op_t{}, packs);
   });
+}
+
+// Few long time-contiguous sequences of the forward: the library's dispatch (bulk tiles, a and b
+// staged whole) against the persistent staged window chain it had before, and bulk tiles of
+// Warps warps, about TileBytes bytes over both inputs, registers for MinBlocks blocks per SM.
+template <class T>
+void recurrence_chained(const forward_case<T>& c, double tol, result_sink& out) {
+  using P = cd::recurrence_forward_problem<T>;
+  using Acc = typename P::acc_type;
+  using before = cd::tile_shape_of<P, cd::default_per_lane<Acc>, 4, cd::default_chained_warps<Acc>, 8, 2,
+                                   cd::default_chained_stages<P>, cd::default_lane_steps<P>, false,
+                                   cd::default_window_chain<P>, false>;
+  time_forward<cd::tile_shape<P>>(c, "library", tol, out);
+  time_forward<before>(c, "staged window chain (before bulk tiles)", tol, out);
+}
+template <int Warps, int TileBytes, int MinBlocks, class T>
+void recurrence_bulk(const forward_case<T>& c, double tol, result_sink& out) {
+  using problem = cd::recurrence_forward_problem<T>;
+  using shape = cd::bulk_shape_of<problem, Warps, TileBytes, MinBlocks>;
+  using op_t = parscan::affine_op<T>;
+  const cd::device_facts dev = cd::current_device();
+  constexpr auto kernel = cd::bulk_tiles_kernel<problem, op_t, shape>;
+  cd::prefer_shared_memory<kernel>();
+  cudaFuncAttributes attr{};
+  BENCH_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  const int per_sm = cd::blocks_per_multiprocessor<kernel>(Warps * 32, dev.device, shape::smem);
+  const auto P = c.problem();
+  time_forward_call(c,
+                    "bulk tiles " + std::to_string(Warps) + "w " + std::to_string(shape::smem / 1024) + " KB, " +
+                        std::to_string(per_sm) + "/SM, " + std::to_string(attr.numRegs) + " regs",
+                    tol, out, [&] {
+                      return cd::launch_bulk_tiles<problem, op_t, shape>(P, op_t{}, c.l.num_sequences(), dev,
+                                                                          workspace_backend());
+                    });
 }
 
 // PerLane steps per lane (and per thread of a lane tile); LoopWarps, ChainedWarps, LaneWarps warps per block of each kernel;
@@ -237,7 +286,7 @@ void generic_timed(const generic_case<T>& c, const std::string& variant, double 
 template <class Shape, class T>
 void generic_variant(const generic_case<T>& c, const std::string& variant, double tol, result_sink& sink) {
   generic_timed(c, variant, tol, sink, [](const auto& P) {
-    return cd::dispatch_scan<Shape>(P, typename generic_case<T>::op_t{}, 1, parscan::cuda_backend{});
+    return cd::dispatch_scan<Shape>(P, typename generic_case<T>::op_t{}, 1, workspace_backend());
   });
 }
 
@@ -258,8 +307,80 @@ void generic_bulk(const generic_case<T>& c, double tol, result_sink& sink) {
                 "bulk tiles " + std::to_string(Warps) + "w " + std::to_string(shape::smem / 1024) + " KB, " +
                     std::to_string(per_sm) + "/SM, " + std::to_string(attr.numRegs) + " regs",
                 tol, sink, [&](const auto& P) {
-                  return cd::launch_bulk_tiles<problem, op_t, shape>(P, op_t{}, 1, dev, parscan::cuda_backend{});
+                  return cd::launch_bulk_tiles<problem, op_t, shape>(P, op_t{}, 1, dev, workspace_backend());
                 });
+}
+
+// The generic channel-last float sum (8, 4096, D): the library's dispatch (staged lane tiles)
+// against the lane loop (agent/lane_loop.cuh), scans and reduces, each checked on its first and
+// last channel against a float64 loop.
+void lane_loop_generic(index_t D, result_sink& sink) {
+  using problem = cd::generic_problem<float, float, float>;
+  using op_t = parscan::sum_op<float>;
+  const auto l = parscan::sequence_layout::channel_last(8, 4096, D);
+  const index_t n = 8 * 4096 * D, S = l.num_sequences();
+  float *in = nullptr, *out = nullptr, *totals = nullptr;
+  BENCH_CHECK(cudaMalloc(&in, n * sizeof(float)));
+  BENCH_CHECK(cudaMalloc(&out, n * sizeof(float)));
+  BENCH_CHECK(cudaMalloc(&totals, S * sizeof(float)));
+  fill<<<2048, 256>>>(in, n, 5u, -1.0f, 1.0f);
+  BENCH_CHECK(cudaDeviceSynchronize());
+  const std::string shape = "8x4096x" + std::to_string(D);
+  for (bool reduce : {false, true}) {
+    parscan::scan_options<float> opts;
+    opts.carry_out = totals;
+    const problem P = problem::from({reduce ? parscan::scan_kind::reduce : parscan::scan_kind::inclusive, in, l,
+                                     reduce ? nullptr : out, l, opts, 0.0f, false});
+    auto timed = [&](const std::string& variant, auto&& launch) {
+      auto run = [&](int) {
+        if (launch() != parscan::status::success) std::printf("%s failed\n", variant.c_str()), std::exit(1);
+      };
+      BENCH_CHECK(cudaMemset(out, 0xff, n * sizeof(float)));
+      BENCH_CHECK(cudaMemset(totals, 0xff, S * sizeof(float)));
+      run(0);
+      BENCH_CHECK(cudaDeviceSynchronize());
+      double worst = 0;
+      for (index_t s : {index_t(0), S - 1}) {
+        std::vector<float> hi(4096), ho(4096);
+        const size_t pitch = size_t(l.step_stride) * sizeof(float);
+        BENCH_CHECK(cudaMemcpy2D(hi.data(), sizeof(float), in + l.sequence_offset(s), pitch, sizeof(float), 4096,
+                                 cudaMemcpyDeviceToHost));
+        BENCH_CHECK(cudaMemcpy2D(ho.data(), sizeof(float), out + l.sequence_offset(s), pitch, sizeof(float), 4096,
+                                 cudaMemcpyDeviceToHost));
+        float total = 0;
+        BENCH_CHECK(cudaMemcpy(&total, totals + s, sizeof(float), cudaMemcpyDeviceToHost));
+        double r = 0, scale = 1, err = 0;
+        for (index_t t = 0; t < 4096; ++t) {
+          r += hi[t];
+          scale = std::max(scale, std::fabs(r));
+          if (!reduce) err = std::max(err, std::fabs(ho[t] - r));
+        }
+        worst = std::max(worst, std::max(err, std::fabs(total - r)) / scale);
+      }
+      if (!(worst <= 1e-5)) ++sink.failures, std::printf("FAILED channel-last %s: error %.3g\n", variant.c_str(), worst);
+      const double us = bench::median_us(run, 15, 2);
+      const double gbs = (reduce ? 1.0 : 2.0) * n * sizeof(float) / us / 1e3;
+      sink.rows.push_back({std::string("channel-last float ") + (reduce ? "reduce " : "scan ") + variant, "f32",
+                           "(B,T,D)", reduce ? "reduce" : "fwd", shape, us, gbs, 100 * gbs / sink.copy, worst});
+    };
+    timed("library", [&] { return cd::dispatch_scan(P, op_t{}, S, workspace_backend()); });
+    timed("staged lane tiles", [&] {
+      return cd::launch_staged_lane_tiles<cd::staged_lane_shape<problem>>(P, op_t{}, S, workspace_backend());
+    });
+    timed("lane loop 8w x16", [&] {
+      return cd::launch(cd::scan_lane_loop_kernel<8, 16, problem, op_t>, (S + 31) / 32, 8 * 32, 0,
+                        workspace_backend(), P, op_t{}, S);
+    });
+    timed("lane loop 8w x8", [&] {
+      return cd::launch(cd::scan_lane_loop_kernel<8, 8, problem, op_t>, (S + 31) / 32, 8 * 32, 0,
+                        workspace_backend(), P, op_t{}, S);
+    });
+    timed("lane loop 16w x8", [&] {
+      return cd::launch(cd::scan_lane_loop_kernel<16, 8, problem, op_t>, (S + 31) / 32, 16 * 32, 0,
+                        workspace_backend(), P, op_t{}, S);
+    });
+  }
+  for (float* p : {in, out, totals}) BENCH_CHECK(cudaFree(p));
 }
 
 // The bulk tiles' shapes around the library's (docs/performance.md, "First-ready tiles").
@@ -307,7 +428,7 @@ void generic_reduce(const generic_case<int>& c, long long want, double read_gbs,
                                    parscan::sequence_layout::contiguous(c.n), opts, 0, true});
   const std::string name = "reduce lane" + std::to_string(PerLane) + "/" + std::to_string(Warps) + "w";
   auto run = [&](int) {
-    if (cd::dispatch_scan<S>(P, parscan::sum_op<int>{}, 1, parscan::cuda_backend{}) != parscan::status::success)
+    if (cd::dispatch_scan<S>(P, parscan::sum_op<int>{}, 1, workspace_backend()) != parscan::status::success)
       std::printf("%s failed\n", name.c_str()), std::exit(1);
   };
   run(0);
@@ -453,6 +574,46 @@ int main(int argc, char** argv) {
       short_inputs<long long>(log2n, 0, out);
       short_inputs<parscan::affine<float>>(log2n, 1e-4, out);
     }
+    bench::print_table(out.rows, out.copy);
+    bench::write_json(bench::json_arg(argc, argv), "bench_tuning", out.rows, out.copy);
+    return out.failures ? 1 : 0;
+  }
+  if (bench::has_flag(argc, argv, "--few-long")) {
+    {
+      forward_case<float> c{"fwd (1,16,2^22)", L::time_contiguous(16, index_t(1) << 22)};
+      c.alloc();
+      recurrence_chained(c, 1e-5, out);
+      recurrence_bulk<8, 32 * 1024, 4>(c, 1e-5, out);
+      recurrence_bulk<8, 32 * 1024, 5>(c, 1e-5, out);
+      recurrence_bulk<8, 24 * 1024, 5>(c, 1e-5, out);
+      recurrence_bulk<8, 24 * 1024, 6>(c, 1e-5, out);
+      recurrence_bulk<8, 16 * 1024, 8>(c, 1e-5, out);
+      recurrence_bulk<4, 16 * 1024, 10>(c, 1e-5, out);
+      c.release();
+    }
+    {
+      forward_case<parscan::bfloat16> c{"fwd bf16 (1,16,2^22)", L::time_contiguous(16, index_t(1) << 22)};
+      c.alloc();
+      recurrence_chained(c, 1e-2, out);
+      recurrence_bulk<8, 32 * 1024, 4>(c, 1e-2, out);
+      recurrence_bulk<8, 32 * 1024, 5>(c, 1e-2, out);
+      recurrence_bulk<8, 24 * 1024, 5>(c, 1e-2, out);
+      recurrence_bulk<8, 24 * 1024, 6>(c, 1e-2, out);
+      recurrence_bulk<8, 16 * 1024, 8>(c, 1e-2, out);
+      recurrence_bulk<4, 16 * 1024, 10>(c, 1e-2, out);
+      c.release();
+    }
+    {
+      forward_case<float> c{"fwd (1,256,65536)", L::time_contiguous(256, 65536)};
+      c.alloc();
+      recurrence_chained(c, 1e-5, out);
+      c.release();
+    }
+  }
+  if (bench::has_flag(argc, argv, "--channel-last")) {
+    for (index_t D : {index_t(1024), index_t(512), index_t(2048)}) lane_loop_generic(D, out);
+  }
+  if (bench::has_flag(argc, argv, "--few-long") || bench::has_flag(argc, argv, "--channel-last")) {
     bench::print_table(out.rows, out.copy);
     bench::write_json(bench::json_arg(argc, argv), "bench_tuning", out.rows, out.copy);
     return out.failures ? 1 : 0;

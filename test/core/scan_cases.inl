@@ -792,6 +792,26 @@ TEST_CASE(PARSCAN_TEST_NAME("generic scans: batches in every layout in both dire
   with_case(c, [&](auto tag) { check_scan<decltype(tag)>(cfg); });
 }
 
+// Channel-last batches of 4350 channels: 136 groups of 32, the last one partial, so that the
+// CUDA backend's persistent grid of staged lane tiles (two blocks per SM) has tiles of many
+// groups in flight at once; lengths of one step, of one tile and of several, the last partial.
+TEST_CASE(PARSCAN_TEST_NAME("generic scans: wide channel-last batches"), PARSCAN_TEST_TAGS("[scan][batch]")) {
+  using namespace parscan_scan_cases;
+  const int c = GENERATE(range(0, num_cases));
+  const auto L = static_cast<index_t>(GENERATE(1, 128, 301));
+  const int k = GENERATE(0, 1, 2);
+  const int d = GENERATE(0, 1);
+  const int carry = GENERATE(0, 3);
+  run_config cfg;
+  cfg.kind = kind_of(k);
+  cfg.dir = dir_of(d);
+  cfg.layout_name = "channel_last(3, L, 1450)";
+  cfg.in_layout = cfg.out_layout = sequence_layout::channel_last(3, L, 1450);
+  cfg.carry = static_cast<carry_mode>(carry);
+  cfg.form = call_form::one_layout;
+  with_case(c, [&](auto tag) { check_scan<decltype(tag)>(cfg); });
+}
+
 TEST_CASE(PARSCAN_TEST_NAME("generic scans: in place"), PARSCAN_TEST_TAGS("[scan][in-place]")) {
   using namespace parscan_scan_cases;
   const int c = GENERATE(range(0, num_cases));

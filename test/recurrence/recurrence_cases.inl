@@ -131,6 +131,28 @@ void forward_odd_lengths() {
         }
 }
 
+/// Few long time-contiguous sequences whose lengths are whole 16-byte runs of every dtype: on
+/// the CUDA backend they run as bulk tiles (a and b staged whole by the copy engine), with
+/// one tile, whole tiles and a partial last one; dense and padded (s3) sequence strides, both
+/// directions, x0 and x_final, log gates, x == b.
+template <class T>
+void forward_few_long() {
+  const std::vector<family> fams = families<T>();
+  int i = 0;
+  for (const shape3& s : {shape3{1, 1, 5120}, shape3{1, 3, 20480}, shape3{2, 3, 40000}, shape3{1, 2, 131136}})
+    for (lay l : {lay::tc, lay::s3})
+      for (bool rev : {false, true})
+        for (bool in_place : {false, true}) {
+          ++i;
+          fwd_opts o;
+          o.B = s.B, o.D = s.D, o.T = s.T, o.layout = l, o.reverse = rev, o.in_place = in_place;
+          o.x0 = (i % 2) == 0, o.xfinal = (i % 3) != 2;
+          o.fam = fams[static_cast<std::size_t>(i / 2) % fams.size()];
+          o.log = (i % 4) == 1 && o.fam != family::signed_;
+          run_forward<T>(o);
+        }
+}
+
 // ---------------------------------------------------------------------------------------
 // Backward.
 
@@ -777,6 +799,7 @@ REC_FOR_EACH_DTYPE("forward: every option x every layout", "[forward]", forward_
 REC_FOR_EACH_DTYPE("forward: misaligned pointers and x == b", "[forward]", forward_misaligned_in_place)
 REC_FOR_EACH_DTYPE("forward: lengths off 16-byte multiples and sequences off alignment", "[forward][odd_t]",
                    forward_odd_lengths)
+REC_FOR_EACH_DTYPE("forward: few long sequences of whole runs", "[forward][few_long]", forward_few_long)
 REC_FOR_EACH_DTYPE("backward: shapes x dense layouts", "[backward]", backward_sweep)
 REC_FOR_EACH_DTYPE("backward: every option x every layout", "[backward]", backward_options)
 REC_FOR_EACH_DTYPE("backward: misaligned pointers, db == dx, da == dx", "[backward]", backward_misaligned_in_place)

@@ -25,7 +25,8 @@ __global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Acc = typename Problem::acc_type;
   constexpr index_t tile_steps = bulk_tile_steps<typename Problem::bulk_element, Warps, Chunks>;
-  constexpr unsigned slot_bytes = static_cast<unsigned>(tile_steps * sizeof(typename Problem::bulk_element));
+  constexpr index_t tensor_bytes = bulk_tensor_bytes<Problem, tile_steps>;
+  constexpr index_t slot_bytes = Problem::bulk_tensors * tensor_bytes;
   extern __shared__ __align__(128) unsigned char slots[];
   __shared__ bulk_tile_smem<Acc, Warps> storage;
   __shared__ std::uint64_t barriers[2];
@@ -48,7 +49,7 @@ __global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
   const auto load = [&](int slot, cursor c) {  // thread 0
     if (c.span >= total_spans) return;
     const bulk_tile_place w = tile_of(c);
-    loaded(slot).load(slots + slot * slot_bytes, P.bulk_in(w.s) + w.begin, w.bulk_bytes);
+    stage_bulk_tile(bulk_sources_of(P, w), w, slots + slot * slot_bytes, tensor_bytes, loaded(slot));
   };
 
   cursor now = first_of(blockIdx.x), ahead = next_of(now);
@@ -64,8 +65,7 @@ __global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
   for (int slot = 0; now.span < total_spans; slot ^= 1) {
     unsigned char* tile = slots + slot * slot_bytes;
     const bulk_tile_place w = tile_of(now);
-    land_bulk_tile(reinterpret_cast<const unsigned char*>(P.bulk_in(w.s) + w.begin), w, tile, loaded(slot),
-                   (parity >> slot) & 1u);
+    land_bulk_tile(bulk_sources_of(P, w), w, tile, tensor_bytes, loaded(slot), (parity >> slot) & 1u);
     parity ^= 1u << slot;
     const Acc aggregate = w.count == tile_steps ? reduce_bulk_tile<true, Warps, Chunks>(P, op, tile, w.count, sm)
                                                 : reduce_bulk_tile<false, Warps, Chunks>(P, op, tile, w.count, sm);

@@ -1,10 +1,11 @@
 // parscan/cuda/agent/bulk_tiles.cuh — chained tiles staged whole through shared memory by the
-// bulk copy engine (sm_90): the generic scans of a few long contiguous sequences.
+// bulk copy engine (sm_90): the generic scans of a few long contiguous sequences, and the gated
+// recurrence's forward (two inputs, a and b, staged side by side).
 //
 // A persistent grid of resident blocks; each block claims one tile at a time from a counter
 // (so tiles start in index order, which the look-back needs: a tile waits only on smaller ones),
-// and for each: one thread asks the copy engine for the whole tile (one instruction, no
-// registers held), the block reduces it from shared memory, warp 0 runs the look-back (the
+// and for each: one thread asks the copy engine for the whole tile (one instruction per input,
+// no registers held), the block reduces it from shared memory, warp 0 runs the look-back (the
 // first-ready chain, agent/first_ready_chain.cuh; the window chain, agent/window_chain.cuh, for
 // values over 16 bytes: both deterministic), and the block scans it from shared memory, each
 // lane storing its runs as it goes. A block that has finished a tile claims the
@@ -57,9 +58,13 @@ constexpr int bulk_chunks_for = TileBytes / (Warps * warp_threads * bulk_run<E> 
 template <class E, int Warps, int Chunks>
 constexpr index_t bulk_tile_steps = static_cast<index_t>(Warps) * Chunks * warp_threads * bulk_run<E>;
 
-/// Whether Problem offers bulk tiles: element types `bulk_element` (input) and `bulk_output`
-/// (output, of the same size), void where it has none, and per call stages_bulk() (contiguous,
-/// aligned sequences) with bulk_in(s) / bulk_out(s), the sequence's first element.
+/// Whether Problem offers bulk tiles. Its inputs are `bulk_tensors` tensors of element type
+/// `bulk_element`, laid out alike (the generic scans: one; the gated recurrence: a and b), its
+/// output one tensor of `bulk_output`, of the same size (void where it has none); per call,
+/// stages_bulk() says whether the sequences are contiguous and 16-byte aligned, and on the
+/// device bulk_in(s, i) / bulk_out(s) give sequence s's first element of input i / the output,
+/// bulk_item(e) makes the accumulator of a step from its element in each input, and
+/// bulk_result(acc) the output element from an inclusive (or exclusive) prefix.
 template <class Problem, class = void>
 constexpr bool has_bulk_tiles = false;
 template <class Problem>
@@ -67,12 +72,17 @@ constexpr bool has_bulk_tiles<Problem, std::void_t<typename Problem::bulk_output
     !std::is_void_v<typename Problem::bulk_output>;
 
 /// Whether Problem can reduce bulk tiles: an input element type `bulk_element` (not void) and,
-/// per call, stages_bulk_input() and bulk_in(s).
+/// per call, stages_bulk_input() and bulk_in(s, i).
 template <class Problem, class = void>
 constexpr bool has_bulk_input = false;
 template <class Problem>
 constexpr bool has_bulk_input<Problem, std::void_t<typename Problem::bulk_element>> =
     !std::is_void_v<typename Problem::bulk_element>;
+
+/// Bytes of one input tensor's part of a staged tile of `Steps` steps: the inputs lie one after
+/// another in shared memory.
+template <class Problem, index_t Steps>
+constexpr index_t bulk_tensor_bytes = Steps * static_cast<index_t>(sizeof(typename Problem::bulk_element));
 
 template <class Acc, int Warps>
 struct bulk_tile_storage {
@@ -90,47 +100,72 @@ struct alignas(16) bulk_tile_smem {
   }
 };
 
-/// Reads the run of V elements at processing position p of a tile of `count` elements staged in
-/// `tile`, in processing order. Full runs of a full tile are one 16-byte access; otherwise one
-/// element at a time, and only those before `count`.
-template <int V, bool Full, class E, class Acc>
-__device__ PARSCAN_INLINE void read_bulk_run(const unsigned char* tile, index_t count, index_t p, bool reverse,
-                                             Acc (&x)[V]) {
-  const E* e = reinterpret_cast<const E*>(tile);
+/// The accumulator of the step whose element sits at index i of each input's run (`raw`).
+template <class Problem, int V>
+__device__ PARSCAN_INLINE typename Problem::acc_type bulk_item_at(
+    const Problem& P, const typename Problem::bulk_element (&raw)[Problem::bulk_tensors][V], int i) {
+  typename Problem::bulk_element e[Problem::bulk_tensors];
+#pragma unroll
+  for (int n = 0; n < Problem::bulk_tensors; ++n) e[n] = raw[n][i];
+  return P.bulk_item(e);
+}
+
+/// Reads the run of V steps at processing position p of a tile of `count` steps staged in
+/// `tile` (input n at tile + n·tensor_bytes), in processing order. Full runs of a full tile are
+/// one 16-byte access per input; otherwise one element at a time, and only those before `count`.
+template <int V, bool Full, class Problem>
+__device__ PARSCAN_INLINE void read_bulk_run(const Problem& P, const unsigned char* tile, index_t tensor_bytes,
+                                             index_t count, index_t p, typename Problem::acc_type (&x)[V]) {
+  using E = typename Problem::bulk_element;
+  constexpr int N = Problem::bulk_tensors;
   if constexpr (Full && V > 1) {
     // count is a multiple of V here, so the reversed run is aligned too.
-    const index_t lo = reverse ? count - V - p : p;
-    const uint4 w = *reinterpret_cast<const uint4*>(e + lo);
-    E raw[V];
-    memcpy(raw, &w, sizeof(w));
-    // Two loops, not one with a computed index, which would put raw in local memory.
-    if (reverse) {
+    const index_t lo = P.reverse ? count - V - p : p;
+    E raw[N][V];
 #pragma unroll
-      for (int v = 0; v < V; ++v) x[v] = static_cast<Acc>(raw[V - 1 - v]);
+    for (int n = 0; n < N; ++n) {
+      const uint4 w = *reinterpret_cast<const uint4*>(reinterpret_cast<const E*>(tile + n * tensor_bytes) + lo);
+      memcpy(raw[n], &w, sizeof(w));
+    }
+    // Two loops, not one with a computed index, which would put raw in local memory.
+    if (P.reverse) {
+#pragma unroll
+      for (int v = 0; v < V; ++v) x[v] = bulk_item_at(P, raw, V - 1 - v);
     } else {
 #pragma unroll
-      for (int v = 0; v < V; ++v) x[v] = static_cast<Acc>(raw[v]);
+      for (int v = 0; v < V; ++v) x[v] = bulk_item_at(P, raw, v);
     }
   } else {
 #pragma unroll
-    for (int v = 0; v < V; ++v)
-      x[v] = Full || p + v < count ? static_cast<Acc>(e[reverse ? count - 1 - (p + v) : p + v]) : Acc{};
+    for (int v = 0; v < V; ++v) {
+      if (Full || p + v < count) {
+        const index_t i = P.reverse ? count - 1 - (p + v) : p + v;
+        E e[N];
+#pragma unroll
+        for (int n = 0; n < N; ++n) e[n] = reinterpret_cast<const E*>(tile + n * tensor_bytes)[i];
+        x[v] = P.bulk_item(e);
+      } else {
+        x[v] = typename Problem::acc_type{};
+      }
+    }
   }
 }
 
-/// Writes a run, converted to the output's element O, to the output (`o`, the tile's first
+/// Writes a run, as the Problem's output elements, to the output (`o`, the tile's first
 /// element), where read_bulk_run read it in the staged tile.
-template <int V, bool Full, class O, class Acc>
-__device__ PARSCAN_INLINE void write_bulk_run(O* o, index_t count, index_t p, bool reverse, const Acc (&x)[V]) {
+template <int V, bool Full, class Problem>
+__device__ PARSCAN_INLINE void write_bulk_run(const Problem& P, typename Problem::bulk_output* o, index_t count,
+                                              index_t p, const typename Problem::acc_type (&x)[V]) {
+  using O = typename Problem::bulk_output;
   if constexpr (Full && V > 1) {
-    const index_t lo = reverse ? count - V - p : p;
+    const index_t lo = P.reverse ? count - V - p : p;
     O raw[V];
-    if (reverse) {
+    if (P.reverse) {
 #pragma unroll
-      for (int v = 0; v < V; ++v) raw[V - 1 - v] = static_cast<O>(x[v]);
+      for (int v = 0; v < V; ++v) raw[V - 1 - v] = P.bulk_result(x[v]);
     } else {
 #pragma unroll
-      for (int v = 0; v < V; ++v) raw[v] = static_cast<O>(x[v]);
+      for (int v = 0; v < V; ++v) raw[v] = P.bulk_result(x[v]);
     }
     uint4 w;
     memcpy(&w, raw, sizeof(w));
@@ -138,7 +173,7 @@ __device__ PARSCAN_INLINE void write_bulk_run(O* o, index_t count, index_t p, bo
   } else {
 #pragma unroll
     for (int v = 0; v < V; ++v)
-      if (Full || p + v < count) o[reverse ? count - 1 - (p + v) : p + v] = static_cast<O>(x[v]);
+      if (Full || p + v < count) o[P.reverse ? count - 1 - (p + v) : p + v] = P.bulk_result(x[v]);
   }
 }
 
@@ -153,6 +188,7 @@ __device__ PARSCAN_INLINE typename Problem::acc_type reduce_bulk_tile(
   using E = typename Problem::bulk_element;
   constexpr int V = bulk_run<E>;
   constexpr index_t chunk = static_cast<index_t>(warp_threads) * V;
+  constexpr index_t tensor_bytes = bulk_tensor_bytes<Problem, bulk_tile_steps<E, Warps, Chunks>>;
   const int lane = lane_id(), warp = static_cast<int>(threadIdx.x) / warp_threads;
   const index_t segment = static_cast<index_t>(warp) * Chunks * chunk;
   maybe<Acc> total{Acc{}, false};
@@ -162,7 +198,7 @@ __device__ PARSCAN_INLINE typename Problem::acc_type reduce_bulk_tile(
     if (!Full && first >= count) break;  // the same in every lane
     const index_t p = first + lane * V;
     Acc x[V];
-    read_bulk_run<V, Full, E>(tile, count, p, P.reverse, x);
+    read_bulk_run<V, Full>(P, tile, tensor_bytes, count, p, x);
     Acc fold = x[0];
     int lanes = warp_threads;
     if constexpr (Full) {
@@ -210,6 +246,7 @@ __device__ PARSCAN_INLINE void scan_bulk_runs(const Problem& P, const Op& op, in
   using E = typename Problem::bulk_element;
   constexpr int V = bulk_run<E>;
   constexpr index_t chunk = static_cast<index_t>(warp_threads) * V;
+  constexpr index_t tensor_bytes = bulk_tensor_bytes<Problem, bulk_tile_steps<E, Warps, Chunks>>;
   const int lane = lane_id(), warp = static_cast<int>(threadIdx.x) / warp_threads;
   const index_t segment = static_cast<index_t>(warp) * Chunks * chunk;
   maybe<Acc> run = sm.warp_prefix[warp];
@@ -219,7 +256,7 @@ __device__ PARSCAN_INLINE void scan_bulk_runs(const Problem& P, const Op& op, in
     if (!Full && first >= count) break;
     const index_t p = first + lane * V;
     Acc x[V];
-    read_bulk_run<V, Full, E>(tile, count, p, P.reverse, x);
+    read_bulk_run<V, Full>(P, tile, tensor_bytes, count, p, x);
     Acc fold = x[0];
 #pragma unroll
     for (int v = 1; v < V; ++v) fold = op(fold, x[v]);  // runs past the end fold garbage after
@@ -236,7 +273,7 @@ __device__ PARSCAN_INLINE void scan_bulk_runs(const Problem& P, const Op& op, in
       if (!P.exclusive) x[v] = r;
       if (last_tile && p + v == count - 1) P.finish(s, r);
     }
-    write_bulk_run<V, Full>(result, count, p, P.reverse, x);
+    write_bulk_run<V, Full>(P, result, count, p, x);
     run = combine(run, maybe<Acc>{chunk_total, true}, op);
   }
 }
@@ -261,14 +298,45 @@ __device__ PARSCAN_INLINE bulk_tile_place place_bulk_tile(const Problem& P, inde
 }
 
 
-/// Every thread: completes the staging of tile w (from `src`, its first element) in `tile` —
-/// copies by hand its bytes past the bulk copy's 16-byte multiple, waits for the copy of phase
-/// `parity` — then a block barrier, so the whole tile is visible to every thread. (Given the
-/// Problem instead of `src`, it computed the sequence's offset again after the copy's asm: one
-/// more 64-bit division per tile.)
-__device__ PARSCAN_INLINE void land_bulk_tile(const unsigned char* src, const bulk_tile_place& w, unsigned char* tile,
-                                              const bulk_barrier& loaded, unsigned parity) {
-  if (threadIdx.x < w.bytes - w.bulk_bytes) tile[w.bulk_bytes + threadIdx.x] = src[w.bulk_bytes + threadIdx.x];
+/// Where a staged tile comes from: each input's first element of the tile.
+template <int Tensors>
+struct bulk_sources {
+  const unsigned char* at[Tensors];
+};
+template <class Problem>
+__device__ PARSCAN_INLINE bulk_sources<Problem::bulk_tensors> bulk_sources_of(const Problem& P,
+                                                                              const bulk_tile_place& w) {
+  bulk_sources<Problem::bulk_tensors> src;
+#pragma unroll
+  for (int n = 0; n < Problem::bulk_tensors; ++n)
+    src.at[n] = reinterpret_cast<const unsigned char*>(P.bulk_in(w.s, n) + w.begin);
+  return src;
+}
+
+/// One thread: asks the copy engine for tile w of every input (input n to tile + n·tensor_bytes;
+/// the whole 16-byte words of each), counted on `loaded`.
+template <int Tensors>
+__device__ PARSCAN_INLINE void stage_bulk_tile(const bulk_sources<Tensors>& src, const bulk_tile_place& w,
+                                               unsigned char* tile, index_t tensor_bytes, const bulk_barrier& loaded) {
+  loaded.expect(Tensors * w.bulk_bytes);
+#pragma unroll
+  for (int n = 0; n < Tensors; ++n) loaded.copy(tile + n * tensor_bytes, src.at[n], w.bulk_bytes);
+}
+
+/// Every thread: completes the staging of tile w in `tile` — copies by hand each input's bytes
+/// past the bulk copy's 16-byte multiple, waits for the copies of phase `parity` — then a block
+/// barrier, so the whole tile is visible to every thread. (Given the Problem instead of the
+/// sources, it computed the sequence's offset again after the copy's asm: one more 64-bit
+/// division per tile.)
+template <int Tensors>
+__device__ PARSCAN_INLINE void land_bulk_tile(const bulk_sources<Tensors>& src, const bulk_tile_place& w,
+                                              unsigned char* tile, index_t tensor_bytes, const bulk_barrier& loaded,
+                                              unsigned parity) {
+  if (threadIdx.x < w.bytes - w.bulk_bytes) {
+#pragma unroll
+    for (int n = 0; n < Tensors; ++n)
+      tile[n * tensor_bytes + w.bulk_bytes + threadIdx.x] = src.at[n][w.bulk_bytes + threadIdx.x];
+  }
   loaded.wait(parity);
   __syncthreads();
 }
@@ -288,7 +356,7 @@ __device__ PARSCAN_INLINE maybe<Acc> bulk_tile_prefix(const window_chain_state<A
 }
 
 /// The persistent kernel: every block claims tiles until none is left; a tile's elements are
-/// staged in dynamic shared memory (bulk_tile_steps · sizeof(E) bytes). MinBlocks: the blocks
+/// staged in dynamic shared memory (bulk_tile_steps · sizeof(E) bytes per input). MinBlocks: the blocks
 /// per SM that its registers must allow. Chain: the look-back's state, first_ready_state or
 /// window_chain_state (windows_per_sequence is the latter's).
 template <int Warps, int Chunks, int MinBlocks, class Problem, class Op, class Chain>
@@ -298,6 +366,7 @@ __global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Acc = typename Problem::acc_type;
   constexpr index_t tile_steps = bulk_tile_steps<typename Problem::bulk_element, Warps, Chunks>;
+  constexpr index_t tensor_bytes = bulk_tensor_bytes<Problem, tile_steps>;
   extern __shared__ __align__(128) unsigned char tile[];
   __shared__ bulk_tile_smem<Acc, Warps> storage;
   auto& sm = storage.get();
@@ -310,9 +379,9 @@ __global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
     const index_t t = sm.claimed;
     if (t >= total_tiles) return;  // the same in every thread
     const bulk_tile_place w = place_bulk_tile(P, t, tiles_per_sequence, tile_steps);
-    const unsigned char* src = reinterpret_cast<const unsigned char*>(P.bulk_in(w.s) + w.begin);
-    if (threadIdx.x == 0) loaded.load(tile, src, w.bulk_bytes);
-    land_bulk_tile(src, w, tile, loaded, parity);
+    const auto src = bulk_sources_of(P, w);
+    if (threadIdx.x == 0) stage_bulk_tile(src, w, tile, tensor_bytes, loaded);
+    land_bulk_tile(src, w, tile, tensor_bytes, loaded, parity);
 
     const bool full = w.count == tile_steps;
     const Acc aggregate = full ? reduce_bulk_tile<true, Warps, Chunks>(P, op, tile, w.count, sm)

@@ -148,10 +148,11 @@ using tile_shape = tile_shape_of<Problem>;
 template <class Problem>
 constexpr bool costly_combine = sizeof(typename Problem::acc_type) > 16;
 
-/// A bulk tiles' shape: Warps warps and about TileBytes bytes of elements a tile, within the
-/// 48 KB a block may take without opting in (with the kernel's own 1 KB or less), and at least
-/// MinBlocks blocks per SM allowed by the kernel's registers (the grid is as many blocks as are
-/// resident at once, so this bounds the registers and sets the blocks per SM).
+/// A bulk tiles' shape: Warps warps and about TileBytes bytes of elements a tile (over all the
+/// Problem's inputs), within the 48 KB a block may take without opting in (with the kernel's
+/// own 1 KB or less), and at least MinBlocks blocks per SM allowed by the kernel's registers
+/// (the grid is as many blocks as are resident at once, so this bounds the registers and sets
+/// the blocks per SM).
 template <class Problem, int Warps, int TileBytes, int MinBlocks, bool WindowChain = false>
 struct bulk_shape_of {
   using element = typename Problem::bulk_element;
@@ -159,9 +160,9 @@ struct bulk_shape_of {
                                          first_ready_state<typename Problem::acc_type>>;
   static constexpr int warps = Warps;
   static constexpr int min_blocks = MinBlocks;
-  static constexpr int chunks = bulk_chunks_for<element, warps, TileBytes>;
+  static constexpr int chunks = bulk_chunks_for<element, warps, TileBytes / Problem::bulk_tensors>;
   static constexpr index_t tile = bulk_tile_steps<element, warps, chunks>;
-  static constexpr int smem = static_cast<int>(tile * sizeof(element));
+  static constexpr int smem = static_cast<int>(Problem::bulk_tensors * bulk_tensor_bytes<Problem, tile>);
   static_assert(smem <= 47 * 1024, "bulk tiles fit the default shared memory");
 };
 
@@ -176,9 +177,20 @@ struct bulk_shape_of {
 /// two blocks per SM): the first-ready chain folds up to 31 aggregates one after another in each
 /// look-back, and a 2×2 int64 matrix product mod a prime made that fold the bound (1.8% of copy
 /// against 4.2% with the window chain, H200, 2^28; CUB 3.6%).
+///
+/// The gated recurrence's forward (two inputs, a and b) keeps the 44 KB shape where a run's
+/// accumulators take at most 32 bytes (f32, f64, complex64). With 16-bit inputs a run is 8
+/// steps, 64 bytes of float pairs, and that shape spilled (48 registers); 24 KB tiles with
+/// registers for six blocks per SM do not (40). On an H100 at 16 × 2^22 steps
+/// (bench_tuning --few-long): f32 345 µs (78.0% of copy) against 363–481 µs for 16–32 KB tiles;
+/// bf16 225 µs with 24 KB tiles against 316 µs with 40 KB.
 template <class Problem>
-using bulk_shape = std::conditional_t<costly_combine<Problem>, bulk_shape_of<Problem, 8, 40 * 1024, 2, true>,
-                                      bulk_shape_of<Problem, 8, 44 * 1024, 5>>;
+constexpr bool wide_bulk_runs =
+    Problem::bulk_tensors > 1 && sizeof(typename Problem::acc_type) * bulk_run<typename Problem::bulk_element> > 32;
+template <class Problem>
+using bulk_shape = std::conditional_t<
+    costly_combine<Problem>, bulk_shape_of<Problem, 8, 40 * 1024, 2, true>,
+    std::conditional_t<wide_bulk_runs<Problem>, bulk_shape_of<Problem, 8, 24 * 1024, 6>, bulk_shape_of<Problem, 8, 44 * 1024, 5>>>;
 
 /// The bulk reduce's shape (agent/bulk_reduce_spans.cuh, two tiles in flight per block): 8 warps,
 /// 40 KB tiles, two blocks per SM, as measured in performance.md ("Bulk reduce"). With the scan's
@@ -243,13 +255,13 @@ std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
     partials = partials > thread_partials ? partials : thread_partials;
   }
   std::size_t most = chained > lanes ? (chained > partials ? chained : partials) : (lanes > partials ? lanes : partials);
-  if constexpr (shape::bulk_reduce) {
+  if constexpr (shape::bulk_reduce && has_bulk_input<Problem>) {
     const index_t reduce_per_sequence = (length + bulk_reduce_shape<Problem>::tile - 1) / bulk_reduce_shape<Problem>::tile;
     const std::size_t bulk_partials =
         static_cast<std::size_t>(sequences) *
         (reduce_per_sequence < max_reduce_spans ? reduce_per_sequence : max_reduce_spans) * sizeof(Acc);
     if (bulk_partials > most) most = bulk_partials;
-    if constexpr (shape::bulk_tiles) {
+    if constexpr (shape::bulk_tiles && has_bulk_tiles<Problem>) {
       const index_t bulk_per_sequence = (length + bulk_shape<Problem>::tile - 1) / bulk_shape<Problem>::tile;
       const std::size_t bulk = bulk_shape<Problem>::chain_state::bytes(
           sequences * bulk_per_sequence, sequences * ((bulk_per_sequence + chain_window - 1) / chain_window));
@@ -709,7 +721,7 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
       return launch_reduce<shape>(P, op, sequences, tiles_per_sequence, be);
     }
   }
-  if constexpr (shape::bulk_tiles) {
+  if constexpr (shape::bulk_tiles && has_bulk_tiles<Problem>) {  // (a shape may be another Problem's)
     if (P.stages_bulk() && built_for_bulk_copies<bulk_tiles_kernel<Problem, Op>>(dev.device))
       return launch_bulk_tiles(P, op, sequences, dev, be);
   }

@@ -14,6 +14,7 @@
 
 #include "../../scan.hpp"
 #include "../block/lane_tile_scan.cuh"
+#include "../thread/bulk_copy.cuh"
 #include "../thread/run_io.cuh"
 #include "../warp/warp_shuffle.cuh"
 
@@ -222,10 +223,11 @@ struct generic_problem : generic_staging<std::is_pointer_v<input_iterator_t<In>>
   static constexpr bool bulk_capable = bulk_input && pointer_out && sizeof(in_value) == sizeof_or_zero<out_value>;
   using bulk_element = std::conditional_t<bulk_input, in_value, void>;
   using bulk_output = std::conditional_t<bulk_capable, out_value, void>;
+  static constexpr int bulk_tensors = 1;
   /// A reduce (no output) whose input bulk tiles can stage.
   bool stages_bulk_input() const {
     if constexpr (bulk_input) {
-      return !lane_major && in_layout.step_stride == 1 && bulk_aligned(in, in_layout);
+      return !lane_major && in_layout.step_stride == 1 && bulk_aligned(in, in_layout, sizeof(in_value));
     } else {
       return false;
     }
@@ -233,22 +235,16 @@ struct generic_problem : generic_staging<std::is_pointer_v<input_iterator_t<In>>
   /// A scan whose input and output bulk tiles can stage.
   bool stages_bulk() const {
     if constexpr (bulk_capable) {
-      return out != nullptr && stages_bulk_input() && out_layout.step_stride == 1 && bulk_aligned(out, out_layout);
+      return out != nullptr && stages_bulk_input() && out_layout.step_stride == 1 &&
+             bulk_aligned(out, out_layout, sizeof(in_value));
     } else {
       return false;
     }
   }
-  /// p starts on a 16-byte boundary, and so does every sequence of layout l after it.
-  static bool bulk_aligned(const void* p, const sequence_layout& l) {
-    // The offset between two sequences (when there are two) is whole 16-byte words.
-    const auto whole = [](index_t elements, index_t used) {
-      return used <= 1 || static_cast<std::size_t>(elements) * sizeof(in_value) % 16 == 0;
-    };
-    return reinterpret_cast<std::uintptr_t>(p) % 16 == 0 && whole(l.sequence_stride, l.count) &&
-           whole(l.group_stride, l.groups);
-  }
-  __device__ PARSCAN_INLINE const in_value* bulk_in(index_t s) const { return in + in_layout.sequence_offset(s); }
+  __device__ PARSCAN_INLINE const in_value* bulk_in(index_t s, int) const { return in + in_layout.sequence_offset(s); }
   __device__ PARSCAN_INLINE out_value* bulk_out(index_t s) const { return out + out_layout.sequence_offset(s); }
+  __device__ PARSCAN_INLINE Acc bulk_item(const in_value (&e)[1]) const { return static_cast<Acc>(e[0]); }
+  __device__ PARSCAN_INLINE out_value bulk_result(const Acc& v) const { return static_cast<out_value>(v); }
 
   /// A reduce writes no scan: dispatch_scan then runs its two-pass reduce.
   bool reduce_only() const {

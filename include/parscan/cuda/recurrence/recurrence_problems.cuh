@@ -9,6 +9,7 @@
 #include "../../layout.hpp"
 #include "../../ops/affine.hpp"
 #include "../block/lane_tile_scan.cuh"
+#include "../thread/bulk_copy.cuh"
 #include "../thread/run_io.cuh"
 #include "../warp/warp_shuffle.cuh"
 
@@ -92,6 +93,25 @@ struct recurrence_forward_problem {
     for (int v = 0; v < run; ++v) rx[v] = static_cast<T>(items[v].b);
     write_steps(c.x, lx.step_stride, step(pos), reverse ? -1 : 1, count(pos), rx);
   }
+
+  // Bulk tiles (agent/bulk_tiles.cuh): a and b staged whole by the copy engine, x written from
+  // each step's prefix; time-contiguous sequences, each starting on a 16-byte boundary.
+  using bulk_element = T;
+  using bulk_output = T;
+  static constexpr int bulk_tensors = 2;
+  bool stages_bulk() const {
+    return !lane_major && la.step_stride == 1 && lb.step_stride == 1 && lx.step_stride == 1 &&
+           bulk_aligned(a, la, sizeof(T)) && bulk_aligned(b, lb, sizeof(T)) && bulk_aligned(x, lx, sizeof(T));
+  }
+  __device__ PARSCAN_INLINE const T* bulk_in(index_t s, int n) const {
+    return n == 0 ? a + la.sequence_offset(s) : b + lb.sequence_offset(s);
+  }
+  __device__ PARSCAN_INLINE T* bulk_out(index_t s) const { return x + lx.sequence_offset(s); }
+  __device__ PARSCAN_INLINE acc_type bulk_item(const T (&e)[2]) const {
+    return acc_type(detail::load_gate<C>(e[0], log_gate), static_cast<C>(e[1]));
+  }
+  __device__ PARSCAN_INLINE T bulk_result(const acc_type& v) const { return static_cast<T>(v.b); }
+
   __device__ PARSCAN_INLINE maybe<acc_type> initial(index_t s) const {
     return {acc_type(C(0), x0 ? static_cast<C>(x0[s]) : C(0)), true};
   }

@@ -6,11 +6,13 @@
 // Both addresses and the size must be multiples of 16 bytes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include <cuda/ptx>
 
 #include "../../config.hpp"
+#include "../../layout.hpp"
 
 namespace parscan::cuda_detail {
 
@@ -23,11 +25,15 @@ struct bulk_barrier {
     cuda::ptx::mbarrier_init(word, 1);
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
   }
-  /// One thread: copies `bytes` (a multiple of 16, possibly 0) from global `src` to shared `dst`
-  /// and arrives, so that the barrier's current phase completes when they have landed.
-  __device__ PARSCAN_INLINE void load(void* dst, const void* src, unsigned bytes) const {
+  /// One thread: arrives, so that the barrier's current phase completes when `bytes` more bulk-
+  /// loaded bytes (the copies issued after it) have landed.
+  __device__ PARSCAN_INLINE void expect(unsigned bytes) const {
     cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared, word,
                                          bytes);
+  }
+  /// One thread: copies `bytes` (a multiple of 16, possibly 0) from global `src` to shared `dst`,
+  /// counted on the barrier (announced by expect).
+  __device__ PARSCAN_INLINE void copy(void* dst, const void* src, unsigned bytes) const {
     if (bytes > 0) cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, dst, src, bytes, word);
   }
   /// Any thread: waits for the load of phase `parity` (0, 1, 0, … for successive loads) to
@@ -37,5 +43,16 @@ struct bulk_barrier {
     }
   }
 };
+
+/// Whether p starts on a 16-byte boundary, and so does every sequence of layout l after it
+/// (elements of `element_bytes`): where bulk copies can start.
+inline bool bulk_aligned(const void* p, const sequence_layout& l, std::size_t element_bytes) {
+  // The offset between two sequences (when there are two) is whole 16-byte words.
+  const auto whole = [&](index_t elements, index_t used) {
+    return used <= 1 || static_cast<std::size_t>(elements) * element_bytes % 16 == 0;
+  };
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0 && whole(l.sequence_stride, l.count) &&
+         whole(l.group_stride, l.groups);
+}
 
 }  // namespace parscan::cuda_detail
