@@ -5,7 +5,7 @@
 //   usage: bench_tuning [--json out.json] [--bulk: only the bulk tiles' shapes, int32 sum and affine<float>]
 //                       [--short: grid tiles against bulk tiles and CUB, 2^13 … 2^23 steps]
 //                       [--few-long: the forward's few long sequences on bulk tiles]
-//                       [--channel-last: the generic channel-last sum, staged lane tiles against the lane loop]
+//                       [--channel-last: the generic channel-last sum, one sequence a lane against lane packs]
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
 
@@ -17,6 +17,7 @@
 
 #include <parscan/parscan.cuh>
 #include <parscan/cuda/agent/lane_loop.cuh>
+#include <parscan/cuda/generic/generic_lane_packs.cuh>
 #include <parscan/cuda/recurrence/recurrence_lane_packs.cuh>
 #include <parscan/cuda/recurrence/recurrence_problems.cuh>
 
@@ -311,8 +312,9 @@ void generic_bulk(const generic_case<T>& c, double tol, result_sink& sink) {
                 });
 }
 
-// The generic channel-last float sum (8, 4096, D): the library's dispatch (staged lane tiles)
-// against the lane loop (agent/lane_loop.cuh), scans and reduces, each checked on its first and
+// The generic channel-last float sum (8, 4096, D): the library's dispatch against the staged
+// lane tiles with one sequence a lane and in packs of 2 and 4 (generic/generic_lane_packs.cuh),
+// and the lane loop (agent/lane_loop.cuh), scans and reduces, each checked on its first and
 // last channel against a float64 loop.
 void lane_loop_generic(index_t D, result_sink& sink) {
   using problem = cd::generic_problem<float, float, float>;
@@ -363,20 +365,20 @@ void lane_loop_generic(index_t D, result_sink& sink) {
       sink.rows.push_back({std::string("channel-last float ") + (reduce ? "reduce " : "scan ") + variant, "f32",
                            "(B,T,D)", reduce ? "reduce" : "fwd", shape, us, gbs, 100 * gbs / sink.copy, worst});
     };
-    timed("library", [&] { return cd::dispatch_scan(P, op_t{}, S, workspace_backend()); });
-    timed("staged lane tiles", [&] {
+    timed("library", [&] { return cd::dispatch_generic(P, op_t{}, S, workspace_backend()); });
+    timed("staged lane tiles, one sequence a lane", [&] {
       return cd::launch_staged_lane_tiles<cd::staged_lane_shape<problem>>(P, op_t{}, S, workspace_backend());
     });
-    timed("lane loop 8w x16", [&] {
+    timed("staged lane tiles, packs of 2", [&] {
+      return cd::dispatch_lane_tiles(cd::generic_lane_packs<problem, 2>(P), cd::lanewise_op<op_t, 2>{}, S / 2,
+                                     workspace_backend());
+    });
+    timed("staged lane tiles, packs of 4", [&] {
+      return cd::dispatch_lane_tiles(cd::generic_lane_packs<problem, 4>(P), cd::lanewise_op<op_t, 4>{}, S / 4,
+                                     workspace_backend());
+    });
+    timed("lane loop 8w x16, one sequence a lane", [&] {
       return cd::launch(cd::scan_lane_loop_kernel<8, 16, problem, op_t>, (S + 31) / 32, 8 * 32, 0,
-                        workspace_backend(), P, op_t{}, S);
-    });
-    timed("lane loop 8w x8", [&] {
-      return cd::launch(cd::scan_lane_loop_kernel<8, 8, problem, op_t>, (S + 31) / 32, 8 * 32, 0,
-                        workspace_backend(), P, op_t{}, S);
-    });
-    timed("lane loop 16w x8", [&] {
-      return cd::launch(cd::scan_lane_loop_kernel<16, 8, problem, op_t>, (S + 31) / 32, 16 * 32, 0,
                         workspace_backend(), P, op_t{}, S);
     });
   }

@@ -792,12 +792,15 @@ TEST_CASE(PARSCAN_TEST_NAME("generic scans: batches in every layout in both dire
   with_case(c, [&](auto tag) { check_scan<decltype(tag)>(cfg); });
 }
 
-// Channel-last batches of 4350 channels: 136 groups of 32, the last one partial, so that the
-// CUDA backend's persistent grid of staged lane tiles (two blocks per SM) has tiles of many
-// groups in flight at once; lengths of one step, of one tile and of several, the last partial.
+// Channel-last batches of 3 × 1450 and 3 × 1451 channels: many groups of 32 in flight at once
+// in the CUDA backend's persistent grid of staged lane tiles, the last group partial; with an
+// even D the 4-byte elements run in lane packs of two channels (generic/generic_lane_packs.cuh),
+// with an odd one a channel a lane. Lengths of one step, of one tile and of several, the last
+// partial.
 TEST_CASE(PARSCAN_TEST_NAME("generic scans: wide channel-last batches"), PARSCAN_TEST_TAGS("[scan][batch]")) {
   using namespace parscan_scan_cases;
   const int c = GENERATE(range(0, num_cases));
+  const auto D = static_cast<index_t>(GENERATE(1450, 1451));
   const auto L = static_cast<index_t>(GENERATE(1, 128, 301));
   const int k = GENERATE(0, 1, 2);
   const int d = GENERATE(0, 1);
@@ -805,8 +808,8 @@ TEST_CASE(PARSCAN_TEST_NAME("generic scans: wide channel-last batches"), PARSCAN
   run_config cfg;
   cfg.kind = kind_of(k);
   cfg.dir = dir_of(d);
-  cfg.layout_name = "channel_last(3, L, 1450)";
-  cfg.in_layout = cfg.out_layout = sequence_layout::channel_last(3, L, 1450);
+  cfg.layout_name = D == 1450 ? "channel_last(3, L, 1450)" : "channel_last(3, L, 1451)";
+  cfg.in_layout = cfg.out_layout = sequence_layout::channel_last(3, L, D);
   cfg.carry = static_cast<carry_mode>(carry);
   cfg.form = call_form::one_layout;
   with_case(c, [&](auto tag) { check_scan<decltype(tag)>(cfg); });

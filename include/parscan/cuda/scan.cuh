@@ -24,6 +24,7 @@
 #include "../backend.hpp"
 #include "../scan.hpp"
 #include "device/dispatch_scan.cuh"
+#include "generic/generic_lane_packs.cuh"
 #include "generic/generic_problem.cuh"
 
 namespace parscan {
@@ -54,7 +55,7 @@ template <class In, class Op>
 std::size_t scan_workspace_size(const sequence_layout& layout, const Op&) {
   using Acc = iterator_accumulator_t<Op, input_iterator_t<In>>;
   using problem = cuda_detail::generic_problem_for<In, Acc, Acc>;
-  return cuda_detail::scan_workspace_bytes<problem>(layout.num_sequences(), layout.length);
+  return cuda_detail::generic_workspace_bytes<problem>(layout.num_sequences(), layout.length);
 }
 
 /// The same, with the input's iterator type taken from `in`.
@@ -78,7 +79,7 @@ status run_scan(const cuda_backend& be, const scan_problem<In, Out, Acc>& p, con
   } else {
     if (status s = detail::validate(p); s != status::success) return s;
     const auto problem = cuda_detail::generic_problem<In, Out, Acc>::from(p);
-    return cuda_detail::dispatch_scan(problem, op, p.in_layout.num_sequences(), be);
+    return cuda_detail::dispatch_generic(problem, op, p.in_layout.num_sequences(), be);
   }
 }
 

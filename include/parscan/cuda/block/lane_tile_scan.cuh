@@ -10,6 +10,8 @@
 //   acc_type load_at(cursor, index_t pos);  void store_at(cursor, index_t pos, acc_type)
 #pragma once
 
+#include <cstdint>
+
 #include "../../layout.hpp"
 #include "../warp/warp_shuffle.cuh"
 
@@ -18,6 +20,17 @@ namespace parscan::cuda_detail {
 /// Whether a tensor suits lane tiles: sequences next to each other in memory, steps apart.
 inline bool is_lane_major(const sequence_layout& l) {
   return l.count >= warp_threads && l.sequence_stride == 1 && l.step_stride != 1;
+}
+
+/// Whether K adjacent sequences of layout l, starting at a multiple of K, sit in K adjacent
+/// elements whose first one is K·sizeof(T)-aligned whenever the base pointer is.
+template <int K>
+inline bool lane_packs_fit(const sequence_layout& l) {
+  return is_lane_major(l) && l.count % K == 0 && l.step_stride % K == 0 && (l.groups == 1 || l.group_stride % K == 0);
+}
+template <int K, class T>
+inline bool lane_packs_fit(const sequence_layout& l, const T* base) {
+  return lane_packs_fit<K>(l) && reinterpret_cast<std::uintptr_t>(base) % (K * sizeof(T)) == 0;
 }
 
 /// The lane tiles of `sequences` × `length` steps: groups of 32 sequences, each cut into tiles

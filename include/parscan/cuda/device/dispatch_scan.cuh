@@ -360,6 +360,24 @@ status launch_lane_loop(const Problem& P, const Op& op, index_t sequences, const
                 (sequences + warp_threads - 1) / warp_threads, lane_loop_warps * warp_threads, 0, be, P, op, sequences);
 }
 
+/// Workspace bytes of the lane tiles of `sequences` × `length` steps of Problem.
+template <class Problem>
+std::size_t lane_tile_workspace_bytes(index_t sequences, index_t length) {
+  return staged_lane_workspace_bytes<Problem>(sequences, length);
+}
+
+/// Runs a Problem that has only the lane-tile interface (lane packs: recurrence/recurrence_lane_packs.cuh, generic/generic_lane_packs.cuh) over
+/// `sequences` of its sequences.
+template <class Problem, class Op>
+status dispatch_lane_tiles(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
+  if (sequences == 0) return status::success;
+  if (P.length == 0) {
+    const index_t blocks = (sequences + 255) / 256;
+    return launch(empty_sequences_kernel<Problem>, blocks < 65535 ? blocks : 65535, 256, 0, be, P, sequences);
+  }
+  return launch_staged_lane_tiles<staged_lane_shape<Problem>>(P, op, sequences, be);
+}
+
 /// Whether the lane loop has groups enough to fill the device: two blocks per multiprocessor
 /// or more (it gives a group's whole length to one block; the staged lane tiles spread few
 /// groups over many blocks).

@@ -5,7 +5,7 @@
 // bytes (the bf16 channel-last forward and backward ran at 12% of copy on an H100). Here a
 // lane owns K adjacent sequences and reads their step t with one K·sizeof(T)-byte access: a
 // warp load covers 32·K adjacent channels. The accumulator is K affine pairs side by side and
-// the operator acts on each of them on its own, so the staged lane tiles and their look-back
+// the operator acts on each of them on its own (thread/lane_packs.cuh), so the staged lane tiles and their look-back
 // (agent/staged_lane_tiles.cuh, tile_state.cuh) run unchanged over sequences/K "sequences".
 // The other dtypes use the same Problems with K = 1: one channel per lane, staged the same way.
 //
@@ -20,6 +20,7 @@
 #include "../../layout.hpp"
 #include "../runtime.cuh"
 #include "../device/dispatch_scan.cuh"
+#include "../thread/lane_packs.cuh"
 #include "recurrence_problems.cuh"
 
 namespace parscan::cuda_detail {
@@ -28,65 +29,6 @@ namespace parscan::cuda_detail {
 /// one channel: the f32 forward already reached 50–55% of copy with 4-byte lane loads.)
 template <class T>
 constexpr int channels_per_lane = sizeof(T) < 4 ? static_cast<int>(4 / sizeof(T)) : 1;
-
-/// Whether K adjacent sequences of layout l, starting at a multiple of K, sit in K adjacent
-/// elements whose first one is K·sizeof(T)-aligned whenever the base pointer is.
-template <int K>
-inline bool lane_packs_fit(const sequence_layout& l) {
-  return is_lane_major(l) && l.count % K == 0 && l.step_stride % K == 0 && (l.groups == 1 || l.group_stride % K == 0);
-}
-template <int K, class T>
-inline bool lane_packs_fit(const sequence_layout& l, const T* base) {
-  return lane_packs_fit<K>(l) && reinterpret_cast<std::uintptr_t>(base) % (K * sizeof(T)) == 0;
-}
-
-/// The accumulators of the K sequences a lane owns, aligned for one vector access where the
-/// size allows (the look-back reads and writes them in the tile state).
-template <class Acc, int K>
-constexpr std::size_t lane_pack_alignment =
-    (sizeof(Acc) * K == 8 || sizeof(Acc) * K == 16) ? sizeof(Acc) * K : alignof(Acc);
-template <class Acc, int K>
-struct alignas(lane_pack_alignment<Acc, K>) lane_pack {
-  Acc v[K];
-};
-
-/// Op applied to each sequence of a lane_pack on its own.
-template <class Op, int K>
-struct lanewise_op {
-  Op op;
-  template <class Acc>
-  __device__ PARSCAN_INLINE lane_pack<Acc, K> operator()(const lane_pack<Acc, K>& earlier,
-                                                          const lane_pack<Acc, K>& later) const {
-    lane_pack<Acc, K> r;
-#pragma unroll
-    for (int j = 0; j < K; ++j) r.v[j] = op(earlier.v[j], later.v[j]);
-    return r;
-  }
-};
-
-/// out[j] = p[j] for the K channels at p, in one aligned vector access. Copied out of a local
-/// word (as run_io.cuh does) so the load stays one ld.global, not K·sizeof(T) byte loads.
-template <int K, class T>
-__device__ PARSCAN_INLINE void read_channels(const T* p, T (&out)[K]) {
-  using W = typename vector_word<sizeof(T) * K>::type;
-  const W w = *reinterpret_cast<const W*>(p);
-  T tmp[K];
-  memcpy(tmp, &w, sizeof(W));
-#pragma unroll
-  for (int j = 0; j < K; ++j) out[j] = tmp[j];
-}
-
-/// p[j] = in[j] for the K channels at p, in one aligned vector access.
-template <int K, class T>
-__device__ PARSCAN_INLINE void write_channels(T* p, const T (&in)[K]) {
-  using W = typename vector_word<sizeof(T) * K>::type;
-  T tmp[K];
-#pragma unroll
-  for (int j = 0; j < K; ++j) tmp[j] = in[j];
-  W w;
-  memcpy(&w, tmp, sizeof(W));
-  *reinterpret_cast<W*>(p) = w;
-}
 
 /// What the forward and backward packs share: the one-channel Problem, pack q's cursor (that of
 /// its first channel), and the carries and totals of its K channels, each its own.
@@ -290,23 +232,5 @@ struct recurrence_backward_lanes : lane_pack_problem<recurrence_backward_problem
     write_channels(c.da + i * c.d_da, rda);
   }
 };
-
-/// Workspace bytes of the lane tiles of `sequences` × `length` steps of Problem.
-template <class Problem>
-std::size_t lane_tile_workspace_bytes(index_t sequences, index_t length) {
-  return staged_lane_workspace_bytes<Problem>(sequences, length);
-}
-
-/// Runs a Problem that has only the lane-tile interface (the lane packs above) over
-/// `sequences` of its sequences.
-template <class Problem, class Op>
-status dispatch_lane_tiles(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
-  if (sequences == 0) return status::success;
-  if (P.length == 0) {
-    const index_t blocks = (sequences + 255) / 256;
-    return launch(empty_sequences_kernel<Problem>, blocks < 65535 ? blocks : 65535, 256, 0, be, P, sequences);
-  }
-  return launch_staged_lane_tiles<staged_lane_shape<Problem>>(P, op, sequences, be);
-}
 
 }  // namespace parscan::cuda_detail
