@@ -6,6 +6,7 @@
 //                       [--short: grid tiles against bulk tiles and CUB, 2^13 … 2^23 steps]
 //                       [--few-long: the forward's few long sequences on bulk tiles]
 //                       [--channel-last: the generic channel-last sum, one sequence a lane against lane packs]
+//                       [--packs: the recurrence's channel-last forward in lane packs of 1 … 8 channels]
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
 
@@ -186,6 +187,18 @@ void recurrence_bulk(const forward_case<T>& c, double tol, result_sink& out) {
                       return cd::launch_bulk_tiles<problem, op_t, shape>(P, op_t{}, c.l.num_sequences(), dev,
                                                                           workspace_backend());
                     });
+}
+
+// Channel-last forward in lane packs of K channels on the staged lane tiles (the library packs
+// 2-byte types two to a lane: channels_per_lane).
+template <class T, int K>
+void lane_packs_forward(const forward_case<T>& c, double tol, result_sink& out) {
+  using lanes = cd::recurrence_forward_lanes<T, K>;
+  using op_t = cd::lanewise_op<parscan::affine_op<T>, K>;
+  const lanes L(c.problem());
+  time_forward_call(c, "staged lane tiles, packs of " + std::to_string(K), tol, out, [&] {
+    return cd::dispatch_lane_tiles(L, op_t{}, c.l.num_sequences() / K, workspace_backend());
+  });
 }
 
 // PerLane steps per lane (and per thread of a lane tile); LoopWarps, ChainedWarps, LaneWarps warps per block of each kernel;
@@ -612,10 +625,29 @@ int main(int argc, char** argv) {
       c.release();
     }
   }
+  if (bench::has_flag(argc, argv, "--packs")) {
+    {
+      forward_case<parscan::bfloat16> c{"fwd bf16 (8,4096,1536)", L::channel_last(8, 4096, 1536)};
+      c.alloc();
+      lane_packs_forward<parscan::bfloat16, 2>(c, 1e-2, out);
+      lane_packs_forward<parscan::bfloat16, 4>(c, 1e-2, out);
+      lane_packs_forward<parscan::bfloat16, 8>(c, 1e-2, out);
+      c.release();
+    }
+    {
+      forward_case<float> c{"fwd (8,4096,1536)", L::channel_last(8, 4096, 1536)};
+      c.alloc();
+      lane_packs_forward<float, 1>(c, 1e-5, out);
+      lane_packs_forward<float, 2>(c, 1e-5, out);
+      lane_packs_forward<float, 4>(c, 1e-5, out);
+      c.release();
+    }
+  }
   if (bench::has_flag(argc, argv, "--channel-last")) {
     for (index_t D : {index_t(1024), index_t(512), index_t(2048)}) lane_loop_generic(D, out);
   }
-  if (bench::has_flag(argc, argv, "--few-long") || bench::has_flag(argc, argv, "--channel-last")) {
+  if (bench::has_flag(argc, argv, "--few-long") || bench::has_flag(argc, argv, "--channel-last") ||
+      bench::has_flag(argc, argv, "--packs")) {
     bench::print_table(out.rows, out.copy);
     bench::write_json(bench::json_arg(argc, argv), "bench_tuning", out.rows, out.copy);
     return out.failures ? 1 : 0;
