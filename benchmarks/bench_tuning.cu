@@ -155,6 +155,19 @@ void lane_loop_against_staged(const forward_case<T>& c, double tol, result_sink&
   });
 }
 
+// The bulk tiles' kernel of `shape` for problem and op_t, given the SM's largest shared-memory
+// share, named by its warps, tile bytes, blocks per SM and registers.
+template <class problem, class op_t, class shape>
+std::string bulk_variant_name(const cd::device_facts& dev) {
+  constexpr auto kernel = cd::bulk_tiles_kernel<problem, op_t, shape>;
+  cd::prefer_shared_memory<kernel>();
+  cudaFuncAttributes attr{};
+  BENCH_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  const int per_sm = cd::blocks_per_multiprocessor<kernel>(shape::warps * 32, dev.device, shape::smem);
+  return "bulk tiles " + std::to_string(shape::warps) + "w " + std::to_string(shape::smem / 1024) + " KB, " +
+         std::to_string(per_sm) + "/SM, " + std::to_string(attr.numRegs) + " regs";
+}
+
 // Few long time-contiguous sequences of the forward: the library's dispatch (bulk tiles, a and b
 // staged whole) against the persistent staged window chain it had before, and bulk tiles of
 // Warps warps, about TileBytes bytes over both inputs, registers for MinBlocks blocks per SM.
@@ -174,19 +187,10 @@ void recurrence_bulk(const forward_case<T>& c, double tol, result_sink& out) {
   using shape = cd::bulk_shape_of<problem, Warps, TileBytes, MinBlocks>;
   using op_t = parscan::affine_op<T>;
   const cd::device_facts dev = cd::current_device();
-  constexpr auto kernel = cd::bulk_tiles_kernel<problem, op_t, shape>;
-  cd::prefer_shared_memory<kernel>();
-  cudaFuncAttributes attr{};
-  BENCH_CHECK(cudaFuncGetAttributes(&attr, kernel));
-  const int per_sm = cd::blocks_per_multiprocessor<kernel>(Warps * 32, dev.device, shape::smem);
   const auto P = c.problem();
-  time_forward_call(c,
-                    "bulk tiles " + std::to_string(Warps) + "w " + std::to_string(shape::smem / 1024) + " KB, " +
-                        std::to_string(per_sm) + "/SM, " + std::to_string(attr.numRegs) + " regs",
-                    tol, out, [&] {
-                      return cd::launch_bulk_tiles<problem, op_t, shape>(P, op_t{}, c.l.num_sequences(), dev,
-                                                                          workspace_backend());
-                    });
+  time_forward_call(c, bulk_variant_name<problem, op_t, shape>(dev), tol, out, [&] {
+    return cd::launch_bulk_tiles<problem, op_t, shape>(P, op_t{}, c.l.num_sequences(), dev, workspace_backend());
+  });
 }
 
 // Channel-last forward in lane packs of K channels on the staged lane tiles (the library packs
@@ -199,6 +203,23 @@ void lane_packs_forward(const forward_case<T>& c, double tol, result_sink& out) 
   time_forward_call(c, "staged lane tiles, packs of " + std::to_string(K), tol, out, [&] {
     return cd::dispatch_lane_tiles(L, op_t{}, c.l.num_sequences() / K, workspace_backend());
   });
+}
+
+// The forward over 16 sequences of 2^22 steps: the library, the path before bulk tiles, and
+// bulk tiles of the shapes around the library's (8 warps, 40 KB, five per SM; for 16-bit
+// inputs 24 KB, six per SM).
+template <class T>
+void few_long(const std::string& name, double tol, result_sink& out) {
+  forward_case<T> c{name, parscan::sequence_layout::time_contiguous(16, index_t(1) << 22)};
+  c.alloc();
+  recurrence_chained(c, tol, out);
+  recurrence_bulk<8, 32 * 1024, 4>(c, tol, out);
+  recurrence_bulk<8, 32 * 1024, 5>(c, tol, out);
+  recurrence_bulk<8, 24 * 1024, 5>(c, tol, out);
+  recurrence_bulk<8, 24 * 1024, 6>(c, tol, out);
+  recurrence_bulk<8, 16 * 1024, 8>(c, tol, out);
+  recurrence_bulk<4, 16 * 1024, 10>(c, tol, out);
+  c.release();
 }
 
 // PerLane steps per lane (and per thread of a lane tile); LoopWarps, ChainedWarps, LaneWarps warps per block of each kernel;
@@ -312,17 +333,9 @@ void generic_bulk(const generic_case<T>& c, double tol, result_sink& sink) {
   using shape = cd::bulk_shape_of<problem, Warps, TileBytes, MinBlocks>;
   using op_t = typename generic_case<T>::op_t;
   const cd::device_facts dev = cd::current_device();
-  constexpr auto kernel = cd::bulk_tiles_kernel<problem, op_t, shape>;
-  cd::prefer_shared_memory<kernel>();
-  cudaFuncAttributes attr{};
-  BENCH_CHECK(cudaFuncGetAttributes(&attr, kernel));
-  const int per_sm = cd::blocks_per_multiprocessor<kernel>(Warps * 32, dev.device, shape::smem);
-  generic_timed(c,
-                "bulk tiles " + std::to_string(Warps) + "w " + std::to_string(shape::smem / 1024) + " KB, " +
-                    std::to_string(per_sm) + "/SM, " + std::to_string(attr.numRegs) + " regs",
-                tol, sink, [&](const auto& P) {
-                  return cd::launch_bulk_tiles<problem, op_t, shape>(P, op_t{}, 1, dev, workspace_backend());
-                });
+  generic_timed(c, bulk_variant_name<problem, op_t, shape>(dev), tol, sink, [&](const auto& P) {
+    return cd::launch_bulk_tiles<problem, op_t, shape>(P, op_t{}, 1, dev, workspace_backend());
+  });
 }
 
 // The generic channel-last float sum (8, 4096, D): the library's dispatch against the staged
@@ -594,30 +607,8 @@ int main(int argc, char** argv) {
     return out.failures ? 1 : 0;
   }
   if (bench::has_flag(argc, argv, "--few-long")) {
-    {
-      forward_case<float> c{"fwd (1,16,2^22)", L::time_contiguous(16, index_t(1) << 22)};
-      c.alloc();
-      recurrence_chained(c, 1e-5, out);
-      recurrence_bulk<8, 32 * 1024, 4>(c, 1e-5, out);
-      recurrence_bulk<8, 32 * 1024, 5>(c, 1e-5, out);
-      recurrence_bulk<8, 24 * 1024, 5>(c, 1e-5, out);
-      recurrence_bulk<8, 24 * 1024, 6>(c, 1e-5, out);
-      recurrence_bulk<8, 16 * 1024, 8>(c, 1e-5, out);
-      recurrence_bulk<4, 16 * 1024, 10>(c, 1e-5, out);
-      c.release();
-    }
-    {
-      forward_case<parscan::bfloat16> c{"fwd bf16 (1,16,2^22)", L::time_contiguous(16, index_t(1) << 22)};
-      c.alloc();
-      recurrence_chained(c, 1e-2, out);
-      recurrence_bulk<8, 32 * 1024, 4>(c, 1e-2, out);
-      recurrence_bulk<8, 32 * 1024, 5>(c, 1e-2, out);
-      recurrence_bulk<8, 24 * 1024, 5>(c, 1e-2, out);
-      recurrence_bulk<8, 24 * 1024, 6>(c, 1e-2, out);
-      recurrence_bulk<8, 16 * 1024, 8>(c, 1e-2, out);
-      recurrence_bulk<4, 16 * 1024, 10>(c, 1e-2, out);
-      c.release();
-    }
+    few_long<float>("fwd (1,16,2^22)", 1e-5, out);
+    few_long<parscan::bfloat16>("fwd bf16 (1,16,2^22)", 1e-2, out);
     {
       forward_case<float> c{"fwd (1,256,65536)", L::time_contiguous(256, 65536)};
       c.alloc();
