@@ -188,9 +188,10 @@ template <class Problem>
 constexpr bool wide_bulk_runs =
     Problem::bulk_tensors > 1 && sizeof(typename Problem::acc_type) * bulk_run<typename Problem::bulk_element> > 32;
 template <class Problem>
-using bulk_shape = std::conditional_t<
-    costly_combine<Problem>, bulk_shape_of<Problem, 8, 40 * 1024, 2, true>,
-    std::conditional_t<wide_bulk_runs<Problem>, bulk_shape_of<Problem, 8, 24 * 1024, 6>, bulk_shape_of<Problem, 8, 44 * 1024, 5>>>;
+using bulk_shape =
+    std::conditional_t<costly_combine<Problem>, bulk_shape_of<Problem, 8, 40 * 1024, 2, true>,
+                       std::conditional_t<wide_bulk_runs<Problem>, bulk_shape_of<Problem, 8, 24 * 1024, 6>,
+                                          bulk_shape_of<Problem, 8, 44 * 1024, 5>>>;
 
 /// The bulk reduce's shape (agent/bulk_reduce_spans.cuh, two tiles in flight per block): 8 warps,
 /// 40 KB tiles, two blocks per SM, as measured in performance.md ("Bulk reduce"). With the scan's
@@ -366,8 +367,9 @@ std::size_t lane_tile_workspace_bytes(index_t sequences, index_t length) {
   return staged_lane_workspace_bytes<Problem>(sequences, length);
 }
 
-/// Runs a Problem that has only the lane-tile interface (lane packs: recurrence/recurrence_lane_packs.cuh, generic/generic_lane_packs.cuh) over
-/// `sequences` of its sequences.
+/// Runs a Problem that has only the lane-tile interface (the lane packs of
+/// recurrence/recurrence_lane_packs.cuh and generic/generic_lane_packs.cuh) over `sequences` of
+/// its sequences.
 template <class Problem, class Op>
 status dispatch_lane_tiles(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
   if (sequences == 0) return status::success;

@@ -3,9 +3,10 @@
 // reads and writes with one vector access.
 //
 // With one sequence a lane (generic_problem's own lane interface) a warp moves 128 bytes of
-// 4-byte elements per instruction, and the staged lane tiles spend as many instructions per
-// element on addressing, barriers and the loop as on the operator: the channel-last float sum
-// (8, 4096, 1024) ran at 58% of copy on an H100 (docs/performance.md). As the gated
+// 4-byte elements per instruction, and the staged lane tiles spend their per-step addressing,
+// ring and loop instructions on one element: the channel-last float sum (8, 4096, 1024) ran at
+// 58% of copy on an H100 (docs/performance.md, "Lane packs for the generic channel-last
+// scans"). As the gated
 // recurrence's lane packs do (recurrence/recurrence_lane_packs.cuh), a pack's accumulator is K
 // accumulators side by side and the operator acts on each on its own (lanewise_op), so the
 // staged lane tiles and their look-back run unchanged over sequences/K "sequences" of wider
@@ -25,9 +26,9 @@ namespace parscan::cuda_detail {
 /// Sequences a lane owns for Problem: two of raw pointer elements of 4 bytes (the output, when
 /// written, of the same size), so a lane's step is one 8-byte access; else 1 (no packs). On an
 /// H100 (bench_tuning --channel-last, float sum (8, 4096, D), D = 512 … 2048) packs of two ran
-/// scans at 64–68% of copy and reduces 1.2–1.3× faster than one sequence a lane (scans at 55–60%); packs
-/// of four (16-byte accesses, whose ring holds 8 steps a thread instead of 16) fell between.
-/// 8-byte elements keep one sequence a lane: their packs were not measured.
+/// scans at 64–68% of copy against 55–60% with one sequence a lane, and reduces 1.2–1.3×
+/// faster; packs of four (16-byte accesses, whose ring holds 8 steps a thread instead of 16)
+/// fell between. 8-byte elements keep one sequence a lane: their packs were not measured.
 template <class Problem, class = void>
 constexpr int generic_lane_pack_width = 1;
 template <class Problem>
@@ -129,7 +130,7 @@ std::size_t generic_workspace_bytes(index_t sequences, index_t length) {
   std::size_t bytes = scan_workspace_bytes<Problem>(sequences, length);
   constexpr int K = generic_lane_pack_width<Problem>;
   if constexpr (K > 1) {
-    const std::size_t packed = staged_lane_workspace_bytes<generic_lane_packs<Problem, K>>(sequences / K, length);
+    const std::size_t packed = lane_tile_workspace_bytes<generic_lane_packs<Problem, K>>(sequences / K, length);
     if (packed > bytes) bytes = packed;
   }
   return bytes;

@@ -5,8 +5,9 @@
 // bytes (the bf16 channel-last forward and backward ran at 12% of copy on an H100). Here a
 // lane owns K adjacent sequences and reads their step t with one K·sizeof(T)-byte access: a
 // warp load covers 32·K adjacent channels. The accumulator is K affine pairs side by side and
-// the operator acts on each of them on its own (thread/lane_packs.cuh), so the staged lane tiles and their look-back
-// (agent/staged_lane_tiles.cuh, tile_state.cuh) run unchanged over sequences/K "sequences".
+// the operator acts on each of them on its own (thread/lane_packs.cuh), so the staged lane
+// tiles and their look-back (agent/staged_lane_tiles.cuh, tile_state.cuh) run unchanged over
+// sequences/K "sequences".
 // The other dtypes use the same Problems with K = 1: one channel per lane, staged the same way.
 //
 // Only for layouts whose K-channel groups are whole and aligned (lane_packs_fit); the caller
