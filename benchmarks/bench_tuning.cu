@@ -205,6 +205,32 @@ void lane_packs_forward(const forward_case<T>& c, double tol, result_sink& out) 
   });
 }
 
+// Bulk tiles of more than the 48 KB a block takes without opting in: the shape bulk_shape_of
+// would give without its limit, launched after raising the kernel's dynamic shared memory.
+template <class Problem, int Warps, int TileBytes, int MinBlocks>
+struct large_bulk_shape {
+  using element = typename Problem::bulk_element;
+  using chain_state = cd::first_ready_state<typename Problem::acc_type>;
+  static constexpr int warps = Warps;
+  static constexpr int min_blocks = MinBlocks;
+  static constexpr int chunks = cd::bulk_chunks_for<element, warps, TileBytes / Problem::bulk_tensors>;
+  static constexpr index_t tile = cd::bulk_tile_steps<element, warps, chunks>;
+  static constexpr int smem = static_cast<int>(Problem::bulk_tensors * cd::bulk_tensor_bytes<Problem, tile>);
+};
+template <int Warps, int TileBytes, int MinBlocks, class T>
+void recurrence_large_bulk(const forward_case<T>& c, double tol, result_sink& out) {
+  using problem = cd::recurrence_forward_problem<T>;
+  using shape = large_bulk_shape<problem, Warps, TileBytes, MinBlocks>;
+  using op_t = parscan::affine_op<T>;
+  constexpr auto kernel = cd::bulk_tiles_kernel<problem, op_t, shape>;
+  BENCH_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shape::smem));
+  const cd::device_facts dev = cd::current_device();
+  const auto P = c.problem();
+  time_forward_call(c, bulk_variant_name<problem, op_t, shape>(dev) + " (opted in)", tol, out, [&] {
+    return cd::launch_bulk_tiles<problem, op_t, shape>(P, op_t{}, c.l.num_sequences(), dev, workspace_backend());
+  });
+}
+
 // The forward over 16 sequences of 2^22 steps: the library, the path before bulk tiles, and
 // bulk tiles of the shapes around the library's (8 warps, 40 KB, five per SM; for 16-bit
 // inputs 24 KB, six per SM).
@@ -219,6 +245,10 @@ void few_long(const std::string& name, double tol, result_sink& out) {
   recurrence_bulk<8, 24 * 1024, 6>(c, tol, out);
   recurrence_bulk<8, 16 * 1024, 8>(c, tol, out);
   recurrence_bulk<4, 16 * 1024, 10>(c, tol, out);
+  recurrence_large_bulk<8, 56 * 1024, 4>(c, tol, out);
+  recurrence_large_bulk<8, 72 * 1024, 3>(c, tol, out);
+  recurrence_large_bulk<8, 104 * 1024, 2>(c, tol, out);
+  recurrence_large_bulk<16, 104 * 1024, 2>(c, tol, out);
   c.release();
 }
 
