@@ -5,9 +5,11 @@
 #if defined(__CUDACC__)
 #define PARSCAN_HD __host__ __device__
 #define PARSCAN_INLINE __forceinline__
+#define PARSCAN_UNROLL _Pragma("unroll")  // a loop of constant trip count, in shared host/device code
 #else
 #define PARSCAN_HD
 #define PARSCAN_INLINE inline
+#define PARSCAN_UNROLL
 #endif
 
 #if defined(__CUDA_ARCH__)

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include <cuda/std/cmath>
 #include <cuda/std/complex>
 
 #include "config.hpp"
@@ -123,5 +124,27 @@ template <class T> struct compute_type { using type = T; };
 template <> struct compute_type<bfloat16> { using type = float; };
 template <> struct compute_type<float16> { using type = float; };
 template <class T> using compute_t = typename compute_type<T>::type;
+
+/// x·y as the operators and recurrences multiply. Complex operands take the textbook formula,
+/// (ac − bd) + (ad + bc)i, each half one fused multiply-add. cuda::std::complex's operator*
+/// adds C99 Annex G's recovery of infinite products: two tests and two branches around every
+/// product (four multiplies and two adds, never fused), which made each complex product its
+/// own basic block in the scan kernels. The results differ only where a product overflows or
+/// an operand is infinite or NaN: there the recovery could return an infinity where this
+/// returns NaN (docs/numerics.md).
+///
+/// The FMAs are written out rather than left to contraction: a compiler free to fuse either
+/// product of a half may fuse differently at each inlined copy, and then two look-backs that
+/// fold the same aggregates in the same order (the chained scans' run-to-run determinism)
+/// disagree in the last bit. Explicit, every copy and both backends round the same way.
+template <class T>
+PARSCAN_HD PARSCAN_INLINE T product(const T& x, const T& y) {
+  return x * y;
+}
+template <class R>
+PARSCAN_HD PARSCAN_INLINE complex<R> product(const complex<R>& x, const complex<R>& y) {
+  return complex<R>(cuda::std::fma(x.real(), y.real(), -(x.imag() * y.imag())),
+                    cuda::std::fma(x.real(), y.imag(), x.imag() * y.real()));
+}
 
 }  // namespace parscan

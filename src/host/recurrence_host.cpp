@@ -28,7 +28,7 @@ void forward_sequences(const gated_forward_args<T>& g, const detail::forward_pla
     C state = g.x0 ? static_cast<C>(g.x0[s]) : C(0);
     for (index_t i = 0; i < n; ++i) {
       const index_t t = step_at(i, n, g.reverse);
-      state = detail::load_gate<C>(a[t * p.a.step_stride], log_form) * state + static_cast<C>(b[t * p.b.step_stride]);
+      state = product(detail::load_gate<C>(a[t * p.a.step_stride], log_form), state) + static_cast<C>(b[t * p.b.step_stride]);
       x[t * p.x.step_stride] = static_cast<T>(state);
     }
     if (g.x_final) g.x_final[s] = static_cast<T>(state);
@@ -55,7 +55,7 @@ void backward_sequences(const gated_backward_args<T>& g, const detail::backward_
       C state = x0;
       for (index_t i = 0; i < n; ++i) {
         const index_t t = step_at(i, n, g.reverse);
-        state = detail::load_gate<C>(a[t * p.a.step_stride], log_form) * state + static_cast<C>(b[t * p.b.step_stride]);
+        state = product(detail::load_gate<C>(a[t * p.a.step_stride], log_form), state) + static_cast<C>(b[t * p.b.step_stride]);
         x_recomputed[i] = state;  // compute precision; the CUDA backend recomputes into a buffer of T
       }
     }
@@ -67,16 +67,16 @@ void backward_sequences(const gated_backward_args<T>& g, const detail::backward_
     for (index_t i = n - 1; i >= 0; --i) {
       const index_t t = step_at(i, n, g.reverse);
       const C gate = detail::load_gate<C>(a[t * p.a.step_stride], log_form);
-      const C grad = static_cast<C>(dx[t * p.dx.step_stride]) + conj_if_complex(gate_after) * carried;
+      const C grad = static_cast<C>(dx[t * p.dx.step_stride]) + product(conj_if_complex(gate_after), carried);
       const C x_before = i > 0 ? x_at(i - 1) : x0;
-      C grad_gate = grad * conj_if_complex(x_before);
-      if (log_form) grad_gate = grad_gate * conj_if_complex(gate);
+      C grad_gate = product(grad, conj_if_complex(x_before));
+      if (log_form) grad_gate = product(grad_gate, conj_if_complex(gate));
       db[t * p.db.step_stride] = static_cast<T>(grad);  // dx[t] was read above: in place is safe
       da[t * p.da.step_stride] = static_cast<T>(grad_gate);
       carried = grad;
       gate_after = gate;
     }
-    if (g.x0) g.dx0[s] = static_cast<T>(n > 0 ? conj_if_complex(gate_after) * carried : carried);
+    if (g.x0) g.dx0[s] = static_cast<T>(n > 0 ? product(conj_if_complex(gate_after), carried) : carried);
   }
 }
 

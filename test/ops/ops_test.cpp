@@ -209,6 +209,39 @@ TEST_CASE("affine_op<complex<double>>", "[ops][affine]") { affine_op_checks<pars
 TEST_CASE("affine_op<bfloat16>", "[ops][affine]") { affine_op_checks<parscan::bfloat16>("bfloat16"); }
 TEST_CASE("affine_op<float16>", "[ops][affine]") { affine_op_checks<parscan::float16>("float16"); }
 
+TEST_CASE("complex product: each half one fused multiply-add, no Annex G recovery", "[ops][affine][numeric]") {
+  // parscan::product (numeric.hpp) is what affine_op and the recurrences multiply complex values
+  // with, on both backends: re = fma(a, c, -(b·d)), im = fma(a, d, b·c), bit for bit.
+  PARSCAN_TEST_RNG(r, "complex product");
+  auto check = [&](auto zero) {
+    using R = decltype(zero);
+    for (int rep = 0; rep < 500; ++rep) {
+      const parscan::complex<R> x(static_cast<R>(r.normal()), static_cast<R>(r.normal()));
+      const parscan::complex<R> y(static_cast<R>(r.normal()), static_cast<R>(r.normal()));
+      const parscan::complex<R> p = parscan::product(x, y);
+      const R re = std::fma(x.real(), y.real(), -(x.imag() * y.imag()));
+      const R im = std::fma(x.real(), y.imag(), x.imag() * y.real());
+      INFO("x = " << x.real() << " + " << x.imag() << "i, y = " << y.real() << " + " << y.imag() << "i");
+      const R got_re = p.real(), got_im = p.imag();
+      CHECK(std::memcmp(&re, &got_re, sizeof(R)) == 0);
+      CHECK(std::memcmp(&im, &got_im, sizeof(R)) == 0);
+      // and the affine composition uses it: later.a·earlier.b + later.b
+      const parscan::affine<parscan::complex<R>> earlier(y, x), later(x, y);
+      const auto c = parscan::affine_op<parscan::complex<R>>{}(earlier, later);
+      CHECK(c.a == p);
+      CHECK(c.b == parscan::product(x, x) + y);
+    }
+    // Annex G would recover (∞ + ∞i)·(1 + 0i) as ∞ + ∞i; the textbook formula gives NaN + NaN i
+    // (docs/numerics.md, "Complex products").
+    const R inf = std::numeric_limits<R>::infinity();
+    const parscan::complex<R> p = parscan::product(parscan::complex<R>(inf, inf), parscan::complex<R>(1, 0));
+    CHECK(std::isnan(p.real()));
+    CHECK(std::isnan(p.imag()));
+  };
+  check(0.0f);
+  check(0.0);
+}
+
 TEST_CASE("affine<16-bit> storage rounds each coefficient to nearest", "[ops][affine][numeric]") {
   // 1 + 2^-8 is a bfloat16 tie (rounds to even, 1); 1 + 3·2^-8 rounds up to 1 + 2^-6.
   const parscan::affine<parscan::bfloat16> b(parscan::affine<float>(1.00390625f, 1.01171875f));

@@ -44,4 +44,18 @@ PARSCAN_HD PARSCAN_INLINE C load_gate(const T& stored, bool log_form) {
   return log_form ? exp_gate(v) : v;
 }
 
+/// The gates of N steps, as load_gate, with one test of the form for all of them: the kernels'
+/// unrolled runs then read linear gates as straight-line code (a test a step split a run into
+/// a basic block a step, around each step's inlined exp).
+template <class C, class T, int N>
+PARSCAN_HD PARSCAN_INLINE void load_gates(const T (&stored)[N], bool log_form, C (&gates)[N]) {
+  if (log_form) {
+    PARSCAN_UNROLL
+    for (int v = 0; v < N; ++v) gates[v] = exp_gate(static_cast<C>(stored[v]));
+  } else {
+    PARSCAN_UNROLL
+    for (int v = 0; v < N; ++v) gates[v] = static_cast<C>(stored[v]);
+  }
+}
+
 }  // namespace parscan::detail

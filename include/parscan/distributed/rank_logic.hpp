@@ -211,7 +211,7 @@ struct affine_step_iterator {
     const compute o = static_cast<compute>(other[i]);
     if (!backward) return value_type(a, o);
     const compute ac = conj_of(a);
-    return value_type(ac, ac * o);
+    return value_type(ac, product(ac, o));
   }
   PARSCAN_HD value_type operator*() const { return (*this)[0]; }
   PARSCAN_HD affine_step_iterator operator+(difference_type d) const {

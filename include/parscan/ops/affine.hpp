@@ -21,18 +21,19 @@ struct affine {
   /// Converts between storage and compute types (bfloat16 ↔ float, float → double, ...).
   template <class U>
   PARSCAN_HD PARSCAN_INLINE affine(const affine<U>& o) : a(static_cast<T>(o.a)), b(static_cast<T>(o.b)) {}
-  PARSCAN_HD PARSCAN_INLINE T operator()(const T& x) const { return a * x + b; }
+  PARSCAN_HD PARSCAN_INLINE T operator()(const T& x) const { return product(a, x) + b; }
 };
 
 /// Composition of affine maps. op(earlier, later) = later ∘ earlier:
 ///   x ↦ later.a·(earlier.a·x + earlier.b) + later.b.
-/// Associative, not commutative. Identity: (1, 0). 16-bit storage computes in float.
+/// Associative, not commutative. Identity: (1, 0). 16-bit storage computes in float; complex
+/// products are parscan::product's.
 template <class T>
 struct affine_op {
   using scalar_type = compute_t<T>;
   using value_type = affine<scalar_type>;
   PARSCAN_HD PARSCAN_INLINE value_type operator()(const value_type& earlier, const value_type& later) const {
-    return value_type(later.a * earlier.a, later.a * earlier.b + later.b);
+    return value_type(product(later.a, earlier.a), product(later.a, earlier.b) + later.b);
   }
   static PARSCAN_HD PARSCAN_INLINE value_type identity() { return value_type(scalar_type(1), scalar_type(0)); }
 };

@@ -114,9 +114,11 @@ struct recurrence_forward_lanes : lane_pack_problem<recurrence_forward_problem<T
     T ra[K], rb[K];
     read_staged_bytes(slot, 1, ra);
     read_staged_bytes(slot + tensor_stride, 1, rb);
+    C gates[K];
+    detail::load_gates(ra, base.log_gate, gates);
     acc_type r;
 #pragma unroll
-    for (int j = 0; j < K; ++j) r.v[j] = affine<C>(detail::load_gate<C>(ra[j], base.log_gate), static_cast<C>(rb[j]));
+    for (int j = 0; j < K; ++j) r.v[j] = affine<C>(gates[j], static_cast<C>(rb[j]));
     return r;
   }
   __device__ PARSCAN_INLINE void store_staged(const lane_cursor& c, int i, const unsigned char*, int,

@@ -80,8 +80,10 @@ struct recurrence_forward_problem {
         const int dir = reverse ? -1 : 1;
         read_staged(slot, dir, ra);
         read_staged(slot + tensor_stride, dir, rb);
+        C gates[run];
+        detail::load_gates(ra, log_gate, gates);
 #pragma unroll
-        for (int v = 0; v < run; ++v) items[v] = acc_type(detail::load_gate<C>(ra[v], log_gate), static_cast<C>(rb[v]));
+        for (int v = 0; v < run; ++v) items[v] = acc_type(gates[v], static_cast<C>(rb[v]));
         return;
       }
     }
@@ -163,9 +165,12 @@ struct recurrence_backward_problem {
   __device__ PARSCAN_INLINE int dir() const { return forward_reverse ? 1 : -1; }
   __device__ PARSCAN_INLINE int count(index_t pos) const { return steps_in_run<run>(length, pos); }
 
+  __device__ PARSCAN_INLINE acc_type element_of_gate(const C& gate, const T& grad) const {
+    const C g = detail::conj_if_complex(gate);
+    return acc_type(g, product(g, static_cast<C>(grad)));
+  }
   __device__ PARSCAN_INLINE acc_type element(const T& gate_raw, const T& grad) const {
-    const C g = detail::conj_if_complex(detail::load_gate<C>(gate_raw, log_gate));
-    return acc_type(g, g * static_cast<C>(grad));
+    return element_of_gate(detail::load_gate<C>(gate_raw, log_gate), grad);
   }
   __device__ PARSCAN_INLINE void load_run(const cursor& c, index_t p, acc_type (&items)[run]) const {
     const int n = count(p), d = dir();
@@ -204,8 +209,10 @@ struct recurrence_backward_problem {
         T ra[run], rdx[run];
         read_staged(slot, dir(), ra);
         read_staged(slot + tensor_stride, dir(), rdx);
+        C gates[run];
+        detail::load_gates(ra, log_gate, gates);
 #pragma unroll
-        for (int v = 0; v < run; ++v) items[v] = element(ra[v], rdx[v]);
+        for (int v = 0; v < run; ++v) items[v] = element_of_gate(gates[v], rdx[v]);
         return;
       }
     }
@@ -217,8 +224,8 @@ struct recurrence_backward_problem {
                                             const T& gate_raw) const {
     const bool first_step = p == length - 1;
     const C x_before = !first_step ? static_cast<C>(x_prev) : (x0 ? static_cast<C>(x0[s]) : C(0));
-    const C grad_gate = grad * detail::conj_if_complex(x_before);
-    return log_gate ? grad_gate * detail::conj_if_complex(detail::load_gate<C>(gate_raw, true)) : grad_gate;
+    const C grad_gate = product(grad, detail::conj_if_complex(x_before));
+    return log_gate ? product(grad_gate, detail::conj_if_complex(detail::load_gate<C>(gate_raw, true))) : grad_gate;
   }
 
   // v.b is y[next]: the exclusive prefix.
