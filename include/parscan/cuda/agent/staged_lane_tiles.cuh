@@ -28,6 +28,7 @@
 //   void stage_lane_step(lane_cursor, int i, unsigned char* slot, int tensor_stride);
 //   acc_type staged_element(const unsigned char* slot, int tensor_stride);
 //   void store_staged(lane_cursor, int i, const unsigned char* slot, int tensor_stride, acc_type);
+// and, optionally, specializes / specialized(f) (with_specialized below),
 // where i counts the thread's steps from `first`, and tensor j of a step sits at
 // slot + j·tensor_stride.
 #pragma once
@@ -40,6 +41,21 @@
 #include "tile_state.cuh"
 
 namespace parscan::cuda_detail {
+
+/// Calls f(P), or, for a Problem that offers them (Problem::specializes, e.g. the gated
+/// recurrence's lane packs), f with the copy of P that P.specialized picks for this call, in
+/// which what the call decides at run time is a compile-time constant. The kernel's per-step
+/// loops run inside it, so that the code a call runs is straight-line and in one place.
+template <class Problem, class = void>
+constexpr bool offers_specialized = false;
+template <class Problem>
+constexpr bool offers_specialized<Problem, std::void_t<decltype(Problem::specializes)>> = Problem::specializes;
+
+template <class Problem, class F>
+__device__ PARSCAN_INLINE void with_specialized(const Problem& P, F&& f) {
+  if constexpr (offers_specialized<Problem>) P.specialized(f);
+  else f(P);
+}
 
 /// The ring: [Stages][Steps][tensors][block threads] words of staged_lane_bytes each, so a warp
 /// reads 32 adjacent words of one tensor and step (no bank conflicts).
@@ -171,13 +187,12 @@ __global__ void __launch_bounds__((Warps + 1) * warp_threads,
   auto fold = [&](index_t n) {
     const place p(tile_of(n), groups, sequences, length);
     Acc total{};
+    with_specialized(P, [&](const auto& Q) {
+      if (p.n > 0) total = Q.staged_element(ring.step(slot_of(n), 0), ring_type::tensor_stride);
 #pragma unroll 8
-    for (int j = 0; j < Steps; ++j) {
-      if (j < p.n) {
-        const Acc e = P.staged_element(ring.step(slot_of(n), j), ring_type::tensor_stride);
-        total = j == 0 ? e : op(total, e);
-      }
-    }
+      for (int j = 1; j < Steps; ++j)
+        if (j < p.n) total = op(total, Q.staged_element(ring.step(slot_of(n), j), ring_type::tensor_stride));
+    });
     relay.value[n & 1][warp][lane] = total;
     relay.has[n & 1][warp][lane] = p.n > 0;
   };
@@ -186,21 +201,23 @@ __global__ void __launch_bounds__((Warps + 1) * warp_threads,
     maybe<Acc> acc{relay.value[n & 1][warp][lane], relay.has[n & 1][warp][lane]};  // exclusive: always a prefix
     const place p(tile_of(n), groups, sequences, length);
     if (p.n == 0) return;
-    const auto cur = P.lane_at(p.s, p.first);
+    with_specialized(P, [&](const auto& Q) {
+      const auto cur = Q.lane_at(p.s, p.first);
 #pragma unroll 8
-    for (int j = 0; j < Steps; ++j) {
-      if (j >= p.n) break;
-      const unsigned char* step = ring.step(slot_of(n), j);
-      const maybe<Acc> e{P.staged_element(step, ring_type::tensor_stride), true};
-      if (P.exclusive) {
-        P.store_staged(cur, j, step, ring_type::tensor_stride, acc.value);
-        acc = combine(acc, e, op);
-      } else {
-        acc = combine(acc, e, op);
-        P.store_staged(cur, j, step, ring_type::tensor_stride, acc.value);
+      for (int j = 0; j < Steps; ++j) {
+        if (j >= p.n) break;
+        const unsigned char* step = ring.step(slot_of(n), j);
+        const maybe<Acc> e{Q.staged_element(step, ring_type::tensor_stride), true};
+        if (Q.exclusive) {
+          Q.store_staged(cur, j, step, ring_type::tensor_stride, acc.value);
+          acc = combine(acc, e, op);
+        } else {
+          acc = combine(acc, e, op);
+          Q.store_staged(cur, j, step, ring_type::tensor_stride, acc.value);
+        }
+        if (p.first + j == length - 1) Q.finish(p.s, acc.value);
       }
-      if (p.first + j == length - 1) P.finish(p.s, acc.value);
-    }
+    });
   };
   // The look-back of tile n: the warps' totals become their prefixes.
   auto look_back = [&](index_t n) {

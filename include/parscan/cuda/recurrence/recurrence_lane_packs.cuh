@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "../../layout.hpp"
 #include "../runtime.cuh"
@@ -42,7 +43,7 @@ struct lane_pack_problem {
   Base base;
   index_t length;
 
-  explicit lane_pack_problem(const Base& b) : base(b), length(b.length) {}
+  PARSCAN_HD explicit lane_pack_problem(const Base& b) : base(b), length(b.length) {}
 
   __device__ PARSCAN_INLINE cursor at(index_t q) const { return base.at(q * K); }
   __device__ PARSCAN_INLINE maybe<acc_type> initial(index_t q) const {
@@ -57,11 +58,41 @@ struct lane_pack_problem {
   }
 };
 
+/// The gate form of a lane-pack Problem: read from the call (run_time_gates), or fixed at
+/// compile time, linear or log. The staged lane tiles' loops run on a copy with the form fixed
+/// (specialized(), agent/staged_lane_tiles.cuh's with_specialized), so that the code a linear
+/// gate runs is straight-line and contiguous: with the form read at run time each unrolled step
+/// carried both channels' inlined exp behind a branch, and the hot code was spread over a
+/// kernel of about 105 KB (docs/performance.md).
+constexpr int run_time_gates = -1, linear_gates = 0, log_gates = 1;
+
+/// What the forward and backward packs share on top of lane_pack_problem: the gate form and
+/// the copies with it fixed. complex<float> keeps the form read at run time: its copies measured
+/// 2–3 points of copy slower in the channel-last backward (H100), where the 16-bit types gained
+/// 8–10 (docs/performance.md).
+template <template <class, int, int> class Lanes, class T, int K, int Form>
+struct lane_pack_gates {
+  static constexpr bool specializes = Form == run_time_gates && !std::is_same_v<T, complex<float>>;
+  /// Calls f with a copy of `self` whose gate form is a compile-time constant.
+  template <class Self, class F>
+  __device__ PARSCAN_INLINE static void specialize(const Self& self, F&& f) {
+    if (self.base.log_gate) f(Lanes<T, K, log_gates>(self.base));
+    else f(Lanes<T, K, linear_gates>(self.base));
+  }
+  template <class Base>
+  __device__ PARSCAN_INLINE static bool log_form(const Base& base) {
+    if constexpr (Form == run_time_gates) return base.log_gate;
+    else return Form == log_gates;
+  }
+};
+
 /// The forward Problem (recurrence_problems.cuh) over packs of K channels: pack q is
 /// sequences K·q … K·q+K-1. Lane tiles only.
-template <class T, int K>
-struct recurrence_forward_lanes : lane_pack_problem<recurrence_forward_problem<T>, K> {
+template <class T, int K, int Form>
+struct recurrence_forward_lanes_of : lane_pack_problem<recurrence_forward_problem<T>, K>,
+                                     lane_pack_gates<recurrence_forward_lanes_of, T, K, Form> {
   using common = lane_pack_problem<recurrence_forward_problem<T>, K>;
+  using gates = lane_pack_gates<recurrence_forward_lanes_of, T, K, Form>;
   using typename common::acc_type;
   using typename common::C;
   using typename common::cursor;
@@ -69,6 +100,11 @@ struct recurrence_forward_lanes : lane_pack_problem<recurrence_forward_problem<T
   static constexpr bool exclusive = false;
 
   using common::common;
+
+  template <class F>
+  __device__ PARSCAN_INLINE void specialized(F&& f) const {
+    gates::specialize(*this, f);
+  }
 
   __device__ PARSCAN_INLINE acc_type load_at(const cursor& c, index_t pos) const {
     const index_t t = base.step(pos);
@@ -114,11 +150,11 @@ struct recurrence_forward_lanes : lane_pack_problem<recurrence_forward_problem<T
     T ra[K], rb[K];
     read_staged_bytes(slot, 1, ra);
     read_staged_bytes(slot + tensor_stride, 1, rb);
-    C gates[K];
-    detail::load_gates(ra, base.log_gate, gates);
+    C g[K];
+    detail::load_gates(ra, gates::log_form(base), g);
     acc_type r;
 #pragma unroll
-    for (int j = 0; j < K; ++j) r.v[j] = affine<C>(gates[j], static_cast<C>(rb[j]));
+    for (int j = 0; j < K; ++j) r.v[j] = affine<C>(g[j], static_cast<C>(rb[j]));
     return r;
   }
   __device__ PARSCAN_INLINE void store_staged(const lane_cursor& c, int i, const unsigned char*, int,
@@ -130,10 +166,16 @@ struct recurrence_forward_lanes : lane_pack_problem<recurrence_forward_problem<T
   }
 };
 
-/// The backward Problem over packs of K channels, as recurrence_forward_lanes does the forward.
+/// The gate form read from the call: what the dispatch builds.
 template <class T, int K>
-struct recurrence_backward_lanes : lane_pack_problem<recurrence_backward_problem<T>, K> {
+using recurrence_forward_lanes = recurrence_forward_lanes_of<T, K, run_time_gates>;
+
+/// The backward Problem over packs of K channels, as recurrence_forward_lanes does the forward.
+template <class T, int K, int Form>
+struct recurrence_backward_lanes_of : lane_pack_problem<recurrence_backward_problem<T>, K>,
+                                      lane_pack_gates<recurrence_backward_lanes_of, T, K, Form> {
   using common = lane_pack_problem<recurrence_backward_problem<T>, K>;
+  using gates = lane_pack_gates<recurrence_backward_lanes_of, T, K, Form>;
   using typename common::acc_type;
   using typename common::C;
   using typename common::cursor;
@@ -142,6 +184,11 @@ struct recurrence_backward_lanes : lane_pack_problem<recurrence_backward_problem
   static constexpr bool exclusive = true;
 
   using common::common;
+
+  template <class F>
+  __device__ PARSCAN_INLINE void specialized(F&& f) const {
+    gates::specialize(*this, f);
+  }
 
   __device__ PARSCAN_INLINE acc_type load_at(const cursor& c, index_t p) const {
     const index_t t = base.step(p);
@@ -207,9 +254,11 @@ struct recurrence_backward_lanes : lane_pack_problem<recurrence_backward_problem
     T ra[K], rdx[K];
     read_staged_bytes(slot, 1, ra);
     read_staged_bytes(slot + tensor_stride, 1, rdx);
+    C g[K];
+    detail::load_gates(ra, gates::log_form(base), g);
     acc_type r;
 #pragma unroll
-    for (int j = 0; j < K; ++j) r.v[j] = base.element(ra[j], rdx[j]);
+    for (int j = 0; j < K; ++j) r.v[j] = base.element_of_gate(g[j], rdx[j]);
     return r;
   }
   // v.v[j].b is y[next] of channel j, as in store_at.
@@ -229,11 +278,14 @@ struct recurrence_backward_lanes : lane_pack_problem<recurrence_backward_problem
     for (int j = 0; j < K; ++j) {
       const C grad = static_cast<C>(rdx[j]) + v.v[j].b;
       rdb[j] = static_cast<T>(grad);
-      rda[j] = static_cast<T>(base.gate_gradient(c.s + j, p, grad, rx[j], ra[j]));
+      rda[j] = static_cast<T>(base.gate_gradient_as(gates::log_form(base), c.s + j, p, grad, rx[j], ra[j]));
     }
     write_channels(c.db + i * c.d_db, rdb);
     write_channels(c.da + i * c.d_da, rda);
   }
 };
+
+template <class T, int K>
+using recurrence_backward_lanes = recurrence_backward_lanes_of<T, K, run_time_gates>;
 
 }  // namespace parscan::cuda_detail

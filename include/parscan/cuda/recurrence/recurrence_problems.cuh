@@ -222,10 +222,15 @@ struct recurrence_backward_problem {
   // da[t] = db[t]·x[prev]* (x0, or 0, before the first step), times a[t]* for a log gate.
   __device__ PARSCAN_INLINE C gate_gradient(index_t s, index_t p, const C& grad, const T& x_prev,
                                             const T& gate_raw) const {
+    return gate_gradient_as(log_gate, s, p, grad, x_prev, gate_raw);
+  }
+  /// The same with the gate form given (a compile-time constant in the lane packs' loops).
+  __device__ PARSCAN_INLINE C gate_gradient_as(bool log_form, index_t s, index_t p, const C& grad, const T& x_prev,
+                                               const T& gate_raw) const {
     const bool first_step = p == length - 1;
     const C x_before = !first_step ? static_cast<C>(x_prev) : (x0 ? static_cast<C>(x0[s]) : C(0));
     const C grad_gate = product(grad, detail::conj_if_complex(x_before));
-    return log_gate ? product(grad_gate, detail::conj_if_complex(detail::load_gate<C>(gate_raw, true))) : grad_gate;
+    return log_form ? product(grad_gate, detail::conj_if_complex(detail::load_gate<C>(gate_raw, true))) : grad_gate;
   }
 
   // v.b is y[next]: the exclusive prefix.
