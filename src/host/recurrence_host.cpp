@@ -28,7 +28,8 @@ void forward_sequences(const gated_forward_args<T>& g, const detail::forward_pla
     C state = g.x0 ? static_cast<C>(g.x0[s]) : C(0);
     for (index_t i = 0; i < n; ++i) {
       const index_t t = step_at(i, n, g.reverse);
-      state = product(detail::load_gate<C>(a[t * p.a.step_stride], log_form), state) + static_cast<C>(b[t * p.b.step_stride]);
+      const C gate = detail::load_gate<C>(a[t * p.a.step_stride], log_form);
+      state = product(gate, state) + static_cast<C>(b[t * p.b.step_stride]);
       x[t * p.x.step_stride] = static_cast<T>(state);
     }
     if (g.x_final) g.x_final[s] = static_cast<T>(state);
@@ -55,7 +56,8 @@ void backward_sequences(const gated_backward_args<T>& g, const detail::backward_
       C state = x0;
       for (index_t i = 0; i < n; ++i) {
         const index_t t = step_at(i, n, g.reverse);
-        state = product(detail::load_gate<C>(a[t * p.a.step_stride], log_form), state) + static_cast<C>(b[t * p.b.step_stride]);
+        const C gate = detail::load_gate<C>(a[t * p.a.step_stride], log_form);
+        state = product(gate, state) + static_cast<C>(b[t * p.b.step_stride]);
         x_recomputed[i] = state;  // compute precision; the CUDA backend recomputes into a buffer of T
       }
     }
