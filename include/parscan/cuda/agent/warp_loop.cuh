@@ -4,6 +4,8 @@
 // own.
 #pragma once
 
+#include <type_traits>
+
 #include "../block/tile_scan.cuh"
 #include "staging_ring.cuh"
 
@@ -74,9 +76,17 @@ __device__ PARSCAN_INLINE void scan_sequence_in_warp_staged(const Problem& P, co
   __syncwarp();  // the next sequence's copies reuse the slots this warp just read
 }
 
+/// Blocks per SM that the staged warp loop's registers must allow for Problem, where the
+/// Problem asks (Problem::loop_min_blocks); otherwise 0, which leaves ptxas its own choice. (A
+/// stated 1 is not the same: `.minnctapersm 1` cost the bf16 forward 4–5 points of copy.)
+template <class Problem, class = void>
+constexpr int loop_min_blocks = 0;
+template <class Problem>
+constexpr int loop_min_blocks<Problem, std::void_t<decltype(Problem::loop_min_blocks)>> = Problem::loop_min_blocks;
+
 /// The warp loop with the next Stages-1 tiles of the warp's sequence in flight (staging_ring).
 template <int Warps, int Chunks, int Stages, class Problem, class Op>
-__global__ void __launch_bounds__(Warps* warp_threads)
+__global__ void __launch_bounds__(Warps* warp_threads, loop_min_blocks<Problem>)
     scan_warp_loop_staged_kernel(Problem P, Op op, index_t sequences) {
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   const staging_ring<Warps, Chunks, Stages, Problem> ring{dynamic_smem};

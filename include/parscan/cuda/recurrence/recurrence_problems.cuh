@@ -186,6 +186,11 @@ struct recurrence_backward_problem {
     return element(c.a[t * la.step_stride], c.dx[t * ldx.step_stride]);
   }
 
+  // The 16-bit backward's staged warp loop took 136 registers, three 4-warp blocks per SM; held
+  // to 128 (four blocks, no spills) it ran at 55.5 / 57.6% of copy instead of 49.8 / 51.3% at
+  // (8, 1536, 4096 / 16384) on an H100. (The bf16 forward, held the same way, lost 1–2 points.)
+  static constexpr int loop_min_blocks = sizeof(T) == 2 ? 4 : 0;
+
   // Lane tiles of 16 steps per thread: with 32 (the forward's best) the channel-last backward,
   // which also reads x[prev] and dx when storing, fell from 29% to 20% of copy (H100).
   static constexpr int lane_steps = 16;
