@@ -12,6 +12,9 @@
 // dx read, da, db written), as bench_recurrence does. Sequence 0 of every packed row is checked
 // against a float64 host loop.
 //
+// Then one sequence of every length from 1 to 8192, D = 64 (the pathological mix), against the
+// batch of 8192 sequences of 4097 steps, both layouts.
+//
 // Then the generic segmented scan (parscan/segmented_scan.hpp): a float sum over 10^5 segments
 // of 2^28 elements in all, cut at uniformly random points, against cub::DeviceScan::
 // InclusiveSumByKey over the same data with a segment id per element (CUB's nearest
@@ -265,6 +268,24 @@ int main(int argc, char** argv) {
         rows.push_back(bf16 ? run<parscan::bfloat16>(c, copy, max_err_16) : run<float>(c, copy, max_err));
       }
     }
+  // Issue 15's pathological mix: one sequence of every length from 1 to 8192 (33.6 M steps),
+  // D = 64, against the equal-length batch of about the same total (8192 × 4097 steps).
+  std::vector<index_t> every(8192);
+  for (index_t i = 0; i < 8192; ++i) every[static_cast<std::size_t>(i)] = i + 1;
+  for (L layout : {L::channel_last, L::time_contiguous})
+    for (bool bwd : {false, true})
+      for (bool bf16 : {false, true}) {
+        const std::string tag = std::string(bwd ? "bwd " : "fwd ") + (bf16 ? "bf16 " : "f32 ") +
+                                (layout == L::channel_last ? "channel-last" : "time-contiguous");
+        const spec cases[] = {
+            {"varlen every length 1..8192 " + tag, every, 0, 0, 64, layout, bwd},
+            {"batch 8192 x 4097 " + tag, {}, 8192, 4097, 64, layout, bwd},
+        };
+        for (const spec& c : cases) {
+          if (c.name.find(filter) == std::string::npos) continue;
+          rows.push_back(bf16 ? run<parscan::bfloat16>(c, copy, max_err_16) : run<float>(c, copy, max_err));
+        }
+      }
   double max_err_segmented = 0;
   segmented_rows(copy, filter, rows, max_err_segmented);
   bench::print_table(rows, copy);

@@ -79,6 +79,19 @@ std::size_t recurrence_scan_bytes(index_t sequences, index_t length, bool packs_
   return bytes;
 }
 
+/// The backend that the scans of a backward call run on: the call's own, or, where the call
+/// holds workspace of `bytes` whose first `used` bytes keep the recomputed x, the rest of it.
+inline cuda_backend backend_after(const cuda_backend& be, const workspace_lease& ws, std::size_t used,
+                                  std::size_t bytes) {
+  cuda_backend rest = be;
+  if (ws.get()) {
+    rest.workspace = static_cast<char*>(ws.get()) + used;
+    rest.workspace_bytes = bytes - used;
+    rest.allocator = nullptr;
+  }
+  return rest;
+}
+
 // Bytes of the recomputed x (laid out like b) when backward is not given x.
 template <class T>
 std::size_t recompute_bytes(const gated_backward_args<T>& g, const detail::backward_plan& p) {
@@ -139,12 +152,7 @@ status gated_recurrence_backward(const cuda_backend& be, const gated_backward_ar
   const std::size_t x_bytes = cuda_detail::recompute_bytes(g, p);
   cuda_detail::workspace_lease ws(be);
   if (status st = ws.acquire(gated_recurrence_workspace_size(g)); st != status::success) return st;
-  cuda_backend rest = be;  // the scans take their tile state from what follows x
-  if (ws.get()) {
-    rest.workspace = static_cast<char*>(ws.get()) + x_bytes;
-    rest.workspace_bytes = gated_recurrence_workspace_size(g) - x_bytes;
-    rest.allocator = nullptr;
-  }
+  const cuda_backend rest = cuda_detail::backend_after(be, ws, x_bytes, gated_recurrence_workspace_size(g));
 
   const T* x = g.x;
   if (!x && g.shape.length > 0) {  // recompute the forward states into the workspace
@@ -179,20 +187,8 @@ status gated_recurrence_backward(const cuda_backend& be, const gated_backward_ar
 
 // ---------------------------------------------------------------------------------------------
 // Packed sequences (cu_seqlens): the Problems above over the whole packed tensor, narrowed to
-// one sequence per thread by varlen_recurrence.cuh. The offsets live in device memory and are
-// not read here (see recurrence.hpp for the caller's contract).
-
-template <class T>
-std::size_t gated_recurrence_workspace_size(const gated_varlen_forward_args<T>&) {
-  return 0;
-}
-
-template <class T>
-std::size_t gated_recurrence_workspace_size(const gated_varlen_backward_args<T>& g) {
-  detail::varlen_backward_plan p;
-  if (detail::plan_varlen_backward(g, false, p) != status::success) return 0;
-  return cuda_detail::recompute_bytes(detail::packed_backward(g), p.whole);  // x, when recomputed
-}
+// each sequence by varlen_recurrence.cuh. The offsets live in device memory and are not read
+// here (see recurrence.hpp for the caller's contract).
 
 namespace cuda_detail {
 template <class T>
@@ -201,14 +197,70 @@ recurrence_forward_problem<T> make_varlen_forward(const gated_varlen_forward_arg
   whole.x0 = g.x0, whole.x_final = g.x_final;  // (N, D): sequence_of() steps through them by n·D
   return make_forward(whole, p);
 }
+
+/// Whether a packed Problem whose lane packs fit takes the staged lane tiles: all but the float
+/// forward, whose lane loop is faster (bench_varlen on an H100, docs/performance.md).
+template <class T, class Problem>
+constexpr bool packed_lane_tiles_take =
+    !(std::is_same_v<T, float> && std::is_same_v<Problem, recurrence_forward_problem<T>>);
+
+/// Runs a packed forward or backward Problem: the staged lane tiles of each sequence where the
+/// lane packs fit and they take it, else varlen_recurrence.cuh's loops.
+template <template <class, int> class Lanes, class T, class Problem>
+status run_varlen_recurrence(const Problem& P, const std::int64_t* cu_seqlens, index_t sequences, index_t channels,
+                             const cuda_backend& be) {
+  constexpr int K = channels_per_lane<T>;
+  if constexpr (packed_lane_tiles_take<T, Problem>)
+    if (uses_lane_packs(P))
+      return dispatch_packed_lane_tiles(Lanes<T, K>(P), lanewise_op<affine_op<T>, K>{}, cu_seqlens, sequences,
+                                        channels, channels / K, be);
+  return dispatch_varlen(P, affine_op<T>{}, cu_seqlens, sequences, channels, be);
+}
+
+/// Workspace bytes of a packed Problem: its staged lane tiles' where the layouts let it take them.
+template <template <class, int> class Lanes, class T, class Problem>
+std::size_t varlen_scan_bytes(const varlen_shape& s, bool packs_fit) {
+  constexpr int K = channels_per_lane<T>;
+  if (!packed_lane_tiles_take<T, Problem> || !packs_fit) return 0;
+  return packed_lane_workspace_bytes<Lanes<T, K>>(s.channels / K, s.total_length, s.sequences);
+}
 }  // namespace cuda_detail
+
+template <class T>
+std::size_t gated_recurrence_workspace_size(const gated_varlen_forward_args<T>& g) {
+  detail::varlen_forward_plan p;
+  if (detail::plan_varlen_forward(g, false, p) != status::success) return 0;
+  using namespace cuda_detail;
+  constexpr int K = channels_per_lane<T>;
+  const detail::forward_plan& w = p.whole;
+  const bool fit = lane_packs_fit<K>(w.a) && lane_packs_fit<K>(w.b) && lane_packs_fit<K>(w.x);
+  return varlen_scan_bytes<recurrence_forward_lanes, T, recurrence_forward_problem<T>>(g.shape, fit);
+}
+
+template <class T>
+std::size_t gated_recurrence_workspace_size(const gated_varlen_backward_args<T>& g) {
+  detail::varlen_backward_plan p;
+  if (detail::plan_varlen_backward(g, false, p) != status::success) return 0;
+  using namespace cuda_detail;
+  constexpr int K = channels_per_lane<T>;
+  const detail::backward_plan& w = p.whole;
+  const bool forward_fit = lane_packs_fit<K>(w.a) && lane_packs_fit<K>(w.b);
+  const bool backward_fit = lane_packs_fit<K>(w.a) && lane_packs_fit<K>(w.x) && lane_packs_fit<K>(w.dx) &&
+                            lane_packs_fit<K>(w.da) && lane_packs_fit<K>(w.db);
+  const std::size_t forward =
+      g.x ? 0 : varlen_scan_bytes<recurrence_forward_lanes, T, recurrence_forward_problem<T>>(g.shape, forward_fit);
+  const std::size_t backward =
+      varlen_scan_bytes<recurrence_backward_lanes, T, recurrence_backward_problem<T>>(g.shape, backward_fit);
+  // x, when recomputed, then the scans' tile state
+  return recompute_bytes(detail::packed_backward(g), w) + (forward > backward ? forward : backward);
+}
 
 template <class T>
 status gated_recurrence_forward(const cuda_backend& be, const gated_varlen_forward_args<T>& g) {
   detail::varlen_forward_plan p;
   if (status st = detail::plan_varlen_forward(g, false, p); st != status::success) return st;
-  return cuda_detail::dispatch_varlen(cuda_detail::make_varlen_forward(g, p.whole), affine_op<T>{}, g.shape.cu_seqlens,
-                                      g.shape.sequences, g.shape.channels, be);
+  return cuda_detail::run_varlen_recurrence<cuda_detail::recurrence_forward_lanes, T>(
+      cuda_detail::make_varlen_forward(g, p.whole), g.shape.cu_seqlens, g.shape.sequences, g.shape.channels, be);
 }
 
 template <class T>
@@ -217,8 +269,10 @@ status gated_recurrence_backward(const cuda_backend& be, const gated_varlen_back
   if (status st = detail::plan_varlen_backward(g, false, p); st != status::success) return st;
   const index_t N = g.shape.sequences, D = g.shape.channels;
   if (N * D == 0) return status::success;
+  const std::size_t x_bytes = cuda_detail::recompute_bytes(detail::packed_backward(g), p.whole);
   cuda_detail::workspace_lease ws(be);
   if (status st = ws.acquire(gated_recurrence_workspace_size(g)); st != status::success) return st;
+  const cuda_backend rest = cuda_detail::backend_after(be, ws, x_bytes, gated_recurrence_workspace_size(g));
 
   const T* x = g.x;
   if (!x && g.shape.total_length > 0) {  // recompute the forward states, laid out like b
@@ -231,22 +285,26 @@ status gated_recurrence_backward(const cuda_backend& be, const gated_varlen_back
     f.a_strides = detail::packed_strides(g.shape, g.a_strides);
     f.b_strides = f.x_strides = detail::packed_strides(g.shape, g.b_strides);
     const detail::forward_plan fp{p.whole.a, p.whole.b, p.whole.b, p.whole.sequences};
-    if (status st = cuda_detail::dispatch_varlen(cuda_detail::make_varlen_forward(f, fp), affine_op<T>{},
-                                                 g.shape.cu_seqlens, N, D, be);
+    if (status st = cuda_detail::run_varlen_recurrence<cuda_detail::recurrence_forward_lanes, T>(
+            cuda_detail::make_varlen_forward(f, fp), g.shape.cu_seqlens, N, D, rest);
         st != status::success)
       return st;
     x = x_tmp;
   }
+  using cuda_detail::is_lane_major;
+  const detail::backward_plan& w = p.whole;
   cuda_detail::recurrence_backward_problem<T> bp{};
   bp.a = g.a, bp.x = x, bp.dx = g.dx, bp.x0 = g.x0, bp.dx_final = g.dx_final;
   bp.da = g.da, bp.db = g.db;
   bp.dx0 = g.x0 ? g.dx0 : nullptr;  // dx0 is an output only when x0 is given
-  bp.la = p.whole.a, bp.lx = p.whole.x, bp.ldx = p.whole.dx, bp.lda = p.whole.da, bp.ldb = p.whole.db;
+  bp.la = w.a, bp.lx = w.x, bp.ldx = w.dx, bp.lda = w.da, bp.ldb = w.db;
   bp.length = g.shape.total_length;
   bp.forward_reverse = g.reverse;
   bp.log_gate = g.gate == gate_form::log;
-  bp.lane_major = false;  // not used by the varlen kernel
-  return cuda_detail::dispatch_varlen(bp, affine_op<T>{}, g.shape.cu_seqlens, N, D, be);
+  bp.lane_major = is_lane_major(w.a) && is_lane_major(w.x) && is_lane_major(w.dx) && is_lane_major(w.da) &&
+                  is_lane_major(w.db);
+  return cuda_detail::run_varlen_recurrence<cuda_detail::recurrence_backward_lanes, T>(bp, g.shape.cu_seqlens, N, D,
+                                                                                       rest);
 }
 
 bool cuda_available();

@@ -392,6 +392,29 @@ void backward_options() {
           }
 }
 
+/// Channel-last with D = 96 (the 16-bit lane packs fit: on CUDA the staged lane tiles of every
+/// sequence on one grid, with 2 or 3 groups of lanes, the last one partly used), many sequences
+/// of mixed lengths (empty ones, 1, tile sizes ± 1, one of 2049), so that a block's tiles and a
+/// role's search cross many sequences, and every option forward and backward.
+template <class T>
+void lane_pack_options() {
+  std::vector<index_t> lengths;
+  for (index_t i = 0; i < 60; ++i) lengths.push_back(i % 9 == 4 ? 0 : (i * 53 + 7) % 263);
+  lengths.insert(lengths.begin() + 17, {1, 63, 64, 65, 127, 128, 129, 2049});
+  for (bool x0 : {false, true})
+    for (bool rev : {false, true})
+      for (bool log : {false, true}) {
+        case_opts o;
+        o.lengths = lengths, o.D = 96, o.layout = lay::cl, o.x0 = x0, o.reverse = rev, o.log = log;
+        o.trailing = log ? 5 : 0;
+        run_forward<T>(o);
+        for (bool x_given : {false, true}) {
+          o.x_given = x_given, o.dxfinal = x0 != x_given;
+          run_backward<T>(o);
+        }
+      }
+}
+
 /// Bad shapes and offsets: the status, and nothing written. Offsets in host memory (host
 /// backend) are checked in full; on CUDA only what is readable without the device.
 template <class T>
@@ -492,4 +515,6 @@ VARLEN_FOR_EACH_DTYPE("forward: length mixes x layouts x options", "[forward]", 
 VARLEN_FOR_EACH_DTYPE("forward: every option in both dense layouts", "[forward]", forward_options)
 VARLEN_FOR_EACH_DTYPE("backward: length mixes x layouts x options", "[backward]", backward_cases)
 VARLEN_FOR_EACH_DTYPE("backward: every option in both dense layouts", "[backward]", backward_options)
+VARLEN_FOR_EACH_DTYPE("channel-last lane packs: many sequences and every option", "[forward][backward]",
+                      lane_pack_options)
 VARLEN_FOR_EACH_DTYPE("bad offsets and arguments return their status and write nothing", "[errors]", bad_arguments)

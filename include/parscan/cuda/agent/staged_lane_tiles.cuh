@@ -72,19 +72,44 @@ struct lane_staging_ring {
   }
 };
 
-/// Where a tile puts the calling thread: its sequence (lane of channel group g), the tile's
-/// time window k, the thread's first step and how many of its Steps steps exist.
-template <int Warps, int Steps>
+/// Where a tile puts the calling thread: the tile's channel group g and time window k, the
+/// thread's sequence s (lane of group g) and first step, how many of its Steps steps exist,
+/// where the group's window 0 sits in the tile state, and the length of the tile's sequences.
 struct lane_tile_place {
-  index_t g, k, s, first;
+  index_t g, k, s, first, chain, length;
   int n;
-  __device__ PARSCAN_INLINE lane_tile_place(index_t tile, index_t groups, index_t sequences, index_t length) {
-    k = tile / groups;
-    g = tile - k * groups;
-    s = g * warp_threads + lane_id();
-    first = (k * Warps + static_cast<int>(threadIdx.x) / warp_threads) * Steps;
-    n = 0;
-    if (s < sequences && first < length) n = length - first < Steps ? static_cast<int>(length - first) : Steps;
+  bool lane;            // s is a sequence (the last group may have fewer than 32)
+  bool exists;          // a tile of the plan (a packed plan has a few unused slots)
+  bool empty_sequence;  // the one slot of a sequence of no steps, which only finishes it
+};
+
+template <int Warps, int Steps>
+__device__ PARSCAN_INLINE lane_tile_place place_lane_tile(index_t g, index_t k, index_t sequences, index_t length,
+                                                          index_t chain) {
+  lane_tile_place p;
+  p.g = g, p.k = k, p.chain = chain, p.length = length;
+  p.s = g * warp_threads + lane_id();
+  p.first = (k * Warps + static_cast<int>(threadIdx.x) / warp_threads) * Steps;
+  p.lane = p.s < sequences;
+  p.exists = true, p.empty_sequence = false;
+  p.n = 0;
+  if (p.lane && p.first < length) p.n = length - p.first < Steps ? static_cast<int>(length - p.first) : Steps;
+  return p;
+}
+
+/// The tiles of a batch: `sequences` sequences of P.length steps, in groups of 32, taken in
+/// time-major order (every group's window 0, then every group's window 1, …), so that a tile's
+/// predecessors in its sequences were taken a wave of tiles earlier. visit(P, tile, f) calls
+/// f(P, place); the kernel keeps one copy of the plan per role, each visiting its tiles in
+/// increasing order (a packed plan keeps a cursor there).
+struct batch_lane_tiles {
+  index_t groups, tiles_per_group, sequences;
+
+  __device__ PARSCAN_INLINE index_t tiles() const { return groups * tiles_per_group; }
+  template <int Warps, int Steps, class Problem, class F>
+  __device__ PARSCAN_INLINE void visit(const Problem& P, index_t tile, F&& f) const {
+    const index_t k = tile / groups, g = tile - k * groups;
+    f(P, place_lane_tile<Warps, Steps>(g, k, sequences, P.length, g * tiles_per_group));
   }
 };
 
@@ -152,92 +177,102 @@ struct alignas(16) lane_relay_smem {
 /// compute warps signalled each other with named barriers, bar.arrive on one side and bar.sync
 /// on the other, ran as fast; racecheck reported the relay's reuse across bar.arrive as a race.
 /// With one __syncthreads per tile it reports none.)
-template <int Warps, int Steps, int Stages, class Problem, class Op>
+template <int Warps, int Steps, int Stages, class Problem, class Op, class Plan>
 __global__ void __launch_bounds__((Warps + 1) * warp_threads,
                                   lane_staging_ring<Warps, Steps, Stages, Problem>::bytes <= 100 * 1024 ? 2 : 1)
-    scan_lane_staged_kernel(Problem P, Op op, tile_state<typename Problem::acc_type, warp_threads> st, index_t groups,
-                            index_t tiles_per_group, index_t sequences) {
+    scan_lane_staged_kernel(Problem P, Op op, tile_state<typename Problem::acc_type, warp_threads> st, Plan plan) {
   static_assert(Stages >= 3, "the ring holds the tiles being stored, looked back and folded");
   using Acc = typename Problem::acc_type;
   using ring_type = lane_staging_ring<Warps, Steps, Stages, Problem>;
-  using place = lane_tile_place<Warps, Steps>;
   extern __shared__ __align__(16) unsigned char ring_bytes[];
   __shared__ lane_relay_smem<Acc, Warps> relay_smem;
   auto& relay = relay_smem.get();
   const ring_type ring{ring_bytes};
-  const index_t tiles = groups * tiles_per_group, length = P.length;
-  const index_t count = (tiles - 1 - blockIdx.x) / gridDim.x + 1;  // the grid has at most `tiles` blocks
+  const index_t tiles = plan.tiles();
+  if (static_cast<index_t>(blockIdx.x) >= tiles) return;  // a packed plan may have fewer tiles than blocks
+  const index_t count = (tiles - 1 - blockIdx.x) / gridDim.x + 1;
   const int lane = lane_id(), warp = static_cast<int>(threadIdx.x) / warp_threads;
   auto tile_of = [&](index_t n) { return blockIdx.x + n * static_cast<index_t>(gridDim.x); };
   auto slot_of = [](index_t n) { return static_cast<int>(n % Stages); };
+  // Each role visits its tiles in increasing order, with a plan of its own.
+  Plan stage_plan = plan, fold_plan = plan, store_plan = plan, look_back_plan = plan;
 
   auto stage = [&](index_t n) {
     if (n < count) {
-      const place p(tile_of(n), groups, sequences, length);
-      if (p.n > 0) {
-        const auto cur = P.lane_at(p.s, p.first);
+      stage_plan.template visit<Warps, Steps>(P, tile_of(n), [&](const auto& Q, const lane_tile_place& p) {
+        if (p.n > 0) {
+          const auto cur = Q.lane_at(p.s, p.first);
 #pragma unroll
-        for (int i = 0; i < Steps; ++i)
-          if (i < p.n) P.stage_lane_step(cur, i, ring.step(slot_of(n), i), ring_type::tensor_stride);
-      }
+          for (int i = 0; i < Steps; ++i)
+            if (i < p.n) Q.stage_lane_step(cur, i, ring.step(slot_of(n), i), ring_type::tensor_stride);
+        }
+      });
     }
     async_commit();  // a group per tile, empty or not, so that every thread counts the same
   };
   // Folds tile n (its copies landed) into this thread's total, for the look-back warp.
   auto fold = [&](index_t n) {
-    const place p(tile_of(n), groups, sequences, length);
-    Acc total{};
-    with_specialized(P, [&](const auto& Q) {
-      if (p.n > 0) total = Q.staged_element(ring.step(slot_of(n), 0), ring_type::tensor_stride);
+    fold_plan.template visit<Warps, Steps>(P, tile_of(n), [&](const auto& R, const lane_tile_place& p) {
+      Acc total{};
+      with_specialized(R, [&](const auto& Q) {
+        if (p.n > 0) total = Q.staged_element(ring.step(slot_of(n), 0), ring_type::tensor_stride);
 #pragma unroll 8
-      for (int j = 1; j < Steps; ++j)
-        if (j < p.n) total = op(total, Q.staged_element(ring.step(slot_of(n), j), ring_type::tensor_stride));
+        for (int j = 1; j < Steps; ++j)
+          if (j < p.n) total = op(total, Q.staged_element(ring.step(slot_of(n), j), ring_type::tensor_stride));
+      });
+      relay.value[n & 1][warp][lane] = total;
+      relay.has[n & 1][warp][lane] = p.n > 0;
     });
-    relay.value[n & 1][warp][lane] = total;
-    relay.has[n & 1][warp][lane] = p.n > 0;
   };
   // Stores tile n from its prefix, folding its steps again.
   auto store = [&](index_t n) {
-    maybe<Acc> acc{relay.value[n & 1][warp][lane], relay.has[n & 1][warp][lane]};  // exclusive: always a prefix
-    const place p(tile_of(n), groups, sequences, length);
-    if (p.n == 0) return;
-    with_specialized(P, [&](const auto& Q) {
-      const auto cur = Q.lane_at(p.s, p.first);
-#pragma unroll 8
-      for (int j = 0; j < Steps; ++j) {
-        if (j >= p.n) break;
-        const unsigned char* step = ring.step(slot_of(n), j);
-        const maybe<Acc> e{Q.staged_element(step, ring_type::tensor_stride), true};
-        if (Q.exclusive) {
-          Q.store_staged(cur, j, step, ring_type::tensor_stride, acc.value);
-          acc = combine(acc, e, op);
-        } else {
-          acc = combine(acc, e, op);
-          Q.store_staged(cur, j, step, ring_type::tensor_stride, acc.value);
-        }
-        if (p.first + j == length - 1) Q.finish(p.s, acc.value);
+    store_plan.template visit<Warps, Steps>(P, tile_of(n), [&](const auto& R, const lane_tile_place& p) {
+      if (p.n == 0) {
+        // A sequence of no steps: its carry out is its carry in.
+        if (p.empty_sequence && warp == 0 && p.lane) R.finish(p.s, R.initial(p.s).value);
+        return;
       }
+      maybe<Acc> acc{relay.value[n & 1][warp][lane], relay.has[n & 1][warp][lane]};  // exclusive: always a prefix
+      with_specialized(R, [&](const auto& Q) {
+        const auto cur = Q.lane_at(p.s, p.first);
+#pragma unroll 8
+        for (int j = 0; j < Steps; ++j) {
+          if (j >= p.n) break;
+          const unsigned char* step = ring.step(slot_of(n), j);
+          const maybe<Acc> e{Q.staged_element(step, ring_type::tensor_stride), true};
+          if (Q.exclusive) {
+            Q.store_staged(cur, j, step, ring_type::tensor_stride, acc.value);
+            acc = combine(acc, e, op);
+          } else {
+            acc = combine(acc, e, op);
+            Q.store_staged(cur, j, step, ring_type::tensor_stride, acc.value);
+          }
+          if (p.first + j == p.length - 1) Q.finish(p.s, acc.value);
+        }
+      });
     });
   };
   // The look-back of tile n: the warps' totals become their prefixes.
   auto look_back = [&](index_t n) {
-    const int b = static_cast<int>(n & 1);
-    maybe<Acc> tile_total{Acc{}, false};
-    for (int w = 0; w < Warps; ++w) {
-      const maybe<Acc> t{relay.value[b][w][lane], relay.has[b][w][lane]};
-      relay.value[b][w][lane] = tile_total.value;  // warp w's exclusive prefix within the tile
-      relay.has[b][w][lane] = tile_total.has;
-      tile_total = combine(tile_total, t, op);
-    }
-    const place p(tile_of(n), groups, sequences, length);
-    const maybe<Acc> carry = p.k < lookback_hyper && p.s < sequences ? P.initial(p.s) : maybe<Acc>{Acc{}, false};
-    const maybe<Acc> before = lookback(st, p.g * tiles_per_group, p.k, tile_total, carry, op);
+    look_back_plan.template visit<Warps, Steps>(P, tile_of(n), [&](const auto& Q, const lane_tile_place& p) {
+      if (!p.exists) return;
+      const int b = static_cast<int>(n & 1);
+      maybe<Acc> tile_total{Acc{}, false};
+      for (int w = 0; w < Warps; ++w) {
+        const maybe<Acc> t{relay.value[b][w][lane], relay.has[b][w][lane]};
+        relay.value[b][w][lane] = tile_total.value;  // warp w's exclusive prefix within the tile
+        relay.has[b][w][lane] = tile_total.has;
+        tile_total = combine(tile_total, t, op);
+      }
+      const maybe<Acc> carry = p.k < lookback_hyper && p.lane ? Q.initial(p.s) : maybe<Acc>{Acc{}, false};
+      const maybe<Acc> before = lookback(st, p.chain, p.k, tile_total, carry, op);
 #pragma unroll 1
-    for (int w = 0; w < Warps; ++w) {
-      const maybe<Acc> r = combine(before, maybe<Acc>{relay.value[b][w][lane], relay.has[b][w][lane]}, op);
-      relay.value[b][w][lane] = r.value;
-      relay.has[b][w][lane] = r.has;
-    }
+      for (int w = 0; w < Warps; ++w) {
+        const maybe<Acc> r = combine(before, maybe<Acc>{relay.value[b][w][lane], relay.has[b][w][lane]}, op);
+        relay.value[b][w][lane] = r.value;
+        relay.has[b][w][lane] = r.has;
+      }
+    });
   };
 
   const bool compute = warp < Warps;

@@ -327,19 +327,18 @@ status launch_lane_tiles(const Problem& P, const Op& op, index_t sequences, cons
                 shape::lane_warps * warp_threads, 0, be, P, op, st, counter, grid.tiles_per_group, sequences);
 }
 
-/// Staged lane tiles (agent/staged_lane_tiles.cuh): a persistent grid, launched cooperatively,
-/// as many blocks as fit on the device at once or as there are tiles.
-template <class shape, class Problem, class Op>
-status launch_staged_lane_tiles(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
-  using Acc = typename Problem::acc_type;
-  using state = tile_state<Acc, warp_threads>;
-  lane_tile_grid grid;
-  if (!lane_tile_grid_of(sequences, P.length, shape::lane_tile, grid) || grid.tiles > max_grid)
-    return status::exceeds_device_limits;
+/// Staged lane tiles (agent/staged_lane_tiles.cuh) of a tile plan with at most `capacity`
+/// tiles: a persistent grid, launched cooperatively, as many blocks as fit on the device at once
+/// or as there can be tiles.
+template <class shape, class Problem, class Op, class Plan>
+status launch_staged_lane_plan(const Problem& P, const Op& op, const Plan& plan, index_t capacity,
+                               const cuda_backend& be) {
+  using state = tile_state<typename Problem::acc_type, warp_threads>;
+  if (capacity > max_grid) return status::exceeds_device_limits;
   const device_facts dev = current_device();
   if (dev.st != status::success) return dev.st;
   constexpr auto kernel =
-      scan_lane_staged_kernel<shape::lane_warps, shape::lane_steps, shape::lane_stages, Problem, Op>;
+      scan_lane_staged_kernel<shape::lane_warps, shape::lane_steps, shape::lane_stages, Problem, Op, Plan>;
   constexpr int threads = (shape::lane_warps + 1) * warp_threads;  // and the look-back warp
   constexpr int smem = lane_staging_ring<shape::lane_warps, shape::lane_steps, shape::lane_stages, Problem>::bytes;
   const int per_sm = blocks_per_multiprocessor<kernel>(threads, dev.device, smem);
@@ -347,10 +346,18 @@ status launch_staged_lane_tiles(const Problem& P, const Op& op, index_t sequence
   workspace_lease ws(be);
   state st;
   unsigned* counter;  // unused: the persistent grid takes its tiles round-robin
-  if (status s = prepare_tiles(ws, grid.tiles, st, counter, be); s != status::success) return s;
+  if (status s = prepare_tiles(ws, capacity, st, counter, be); s != status::success) return s;
   const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
-  return launch_cooperative(kernel, resident < grid.tiles ? resident : grid.tiles, threads, smem, be, P, op, st,
-                            grid.groups, grid.tiles_per_group, sequences);
+  return launch_cooperative(kernel, resident < capacity ? resident : capacity, threads, smem, be, P, op, st, plan);
+}
+
+/// Staged lane tiles over a batch of `sequences` sequences of P.length steps.
+template <class shape, class Problem, class Op>
+status launch_staged_lane_tiles(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
+  lane_tile_grid grid;
+  if (!lane_tile_grid_of(sequences, P.length, shape::lane_tile, grid)) return status::exceeds_device_limits;
+  return launch_staged_lane_plan<shape>(P, op, batch_lane_tiles{grid.groups, grid.tiles_per_group, sequences},
+                                        grid.tiles, be);
 }
 
 /// The lane loop (agent/lane_loop.cuh) over `sequences` sequences of P, a block per group of

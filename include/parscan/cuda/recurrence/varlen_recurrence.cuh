@@ -1,17 +1,22 @@
 // parscan/cuda/recurrence/varlen_recurrence.cuh — the gated recurrence over packed
 // variable-length sequences (cu_seqlens). Each kernel narrows the forward or backward Problem
-// of recurrence_problems.cuh to one sequence (sequence_of), so the step arithmetic (gates, log
-// gates, conjugates, da from x[prev] or x0) is the code the fixed-length kernels run, and each
-// sequence runs on its own, with no workspace and nothing passed between sequences:
+// of recurrence_problems.cuh (or its lane packs, recurrence_lane_packs.cuh) to one sequence
+// (sequence_of), so the step arithmetic (gates, log gates, conjugates, da from x[prev] or x0)
+// is the code the fixed-length kernels run, and nothing passes between sequences:
 //   * time-contiguous (D, total_T): one warp per (sequence, channel), the warp loop's scan of a
 //     whole sequence with its next tiles staged (agent/warp_loop.cuh), through head pads
 //     (recurrence_head_pads.cuh) for real types: a sequence starts wherever cu_seqlens puts
 //     it, mostly off a 16-byte boundary, and its runs could not be staged whole;
-//   * channel-last (total_T, D), D ≥ 32: one block per (sequence, 32 channels), lane tiles
-//     (block/lane_tile_scan.cuh) walked in order with each lane's running value, the lane loop;
+//   * channel-last (total_T, D), D ≥ 32, in lane packs: the staged lane tiles of the batch
+//     (agent/staged_lane_tiles.cuh) over a packed tile plan (packed_lane_tiles below): every
+//     sequence's tiles on one persistent grid, so that long and short sequences share the
+//     device evenly and a tile's sequences are whole 32·K-channel groups of one sequence;
+//   * channel-last otherwise (and the float forward, which is faster so): one block per
+//     (sequence, 32 channels), lane tiles (block/lane_tile_scan.cuh) walked in order with each
+//     lane's running value, the lane loop;
 //   * any other strides: one thread per (sequence, channel), step by step.
-// The shared agents take one length for every sequence of a launch (Problem::length) and size
-// their tile states from it; these loops need neither.
+// The batch's agents otherwise take one length for every sequence of a launch (Problem::length)
+// and size their tile states from it; the loops need neither.
 #pragma once
 
 #include <cstdint>
@@ -19,11 +24,13 @@
 
 #include "../../layout.hpp"
 #include "../agent/lane_loop.cuh"
+#include "../agent/staged_lane_tiles.cuh"
 #include "../agent/warp_loop.cuh"
 #include "../device/dispatch_scan.cuh"
 #include "../runtime.cuh"
 #include "../thread/step_scan.cuh"
 #include "recurrence_head_pads.cuh"
+#include "recurrence_lane_packs.cuh"
 #include "recurrence_problems.cuh"
 
 namespace parscan::cuda_detail {
@@ -58,6 +65,106 @@ __device__ PARSCAN_INLINE recurrence_backward_problem<T> sequence_of(recurrence_
   if (P.dx0) P.dx0 += n * channels;
   P.la.length = P.lx.length = P.ldx.length = P.lda.length = P.ldb.length = P.length = length;
   return P;
+}
+
+/// The same for a lane-pack Problem: its one-channel Problem narrowed, packed again.
+template <class Lanes, class = std::void_t<typename Lanes::base_type>>
+__device__ PARSCAN_INLINE Lanes sequence_of(const Lanes& P, index_t n, index_t start, index_t length, index_t channels) {
+  return Lanes(sequence_of(P.base, n, start, length, channels));
+}
+
+/// The tile plan of packed sequences for the staged lane tiles (agent/staged_lane_tiles.cuh).
+/// A tile is a window of `tile` steps of 32 lanes (32·K channels) of one sequence. Sequence n
+/// owns the tile slots [G·slot(n), G·slot(n+1)) with slot(n) = ⌊cu_seqlens[n] / tile⌋ + n and
+/// G lane groups, in time-major order within the sequence (window k of every group, then
+/// window k + 1). slot(n+1) − slot(n) is ⌈length/tile⌉ windows or one more, so the slots need
+/// no pass over the offsets beforehand, a slot's sequence is found by a search of cu_seqlens,
+/// and at most one slot per (sequence, group) is left unused. A sequence of no steps has one
+/// slot per group, which writes its carry out. The tile state of (sequence, group) is its
+/// own run of slots, so each chain's windows sit one after another as the look-back wants.
+///
+/// A role's copy of the plan remembers its sequence (a cursor): its tiles only increase, so
+/// a visit mostly reads nothing, and moving on searches the next 32 offsets in one warp load.
+struct packed_lane_tiles {
+  const std::int64_t* offsets;  // cu_seqlens, N + 1
+  index_t sequences;            // N
+  index_t channels;             // D: sequence n's states start at n·D
+  index_t lanes;                // lanes of a sequence: D / K
+  index_t groups;               // G = ⌈lanes / 32⌉
+  index_t tile;                 // steps of a window
+  index_t capacity;             // slots the workspace holds (from the total length)
+  // The cursor: sequence n, its steps [start, end) and its slots [lo, hi) (times G).
+  index_t n = -1, start = 0, end = 0, lo = 0, hi = 0;
+
+  __device__ PARSCAN_INLINE index_t slots_before(index_t m, index_t offset) const {
+    return groups * (offset / tile + m);
+  }
+  __device__ PARSCAN_INLINE index_t tiles() const {
+    const index_t all = slots_before(sequences, offsets[sequences]);
+    return all < capacity ? all : capacity;  // offsets past total_length break the contract; stay inside
+  }
+  /// Moves the cursor to the sequence that owns slot t (t never decreases). Whole warps only.
+  __device__ PARSCAN_INLINE void seek(index_t t) {
+    while (t >= hi) {
+      const index_t m = n + 1 + lane_id();
+      const bool real = m < sequences;
+      const index_t m_start = real ? offsets[m] : 0, m_end = real ? offsets[m + 1] : 0;
+      // The last sequence owns every slot left, so a search always ends.
+      const unsigned found = __ballot_sync(~0u, !real || m == sequences - 1 || t < slots_before(m + 1, m_end));
+      if (found == 0) {  // past all 32
+        n += warp_threads;
+        continue;
+      }
+      const int f = __ffs(found) - 1;
+      n = shfl_idx(m, f), start = shfl_idx(m_start, f), end = shfl_idx(m_end, f);
+      lo = slots_before(n, start), hi = slots_before(n + 1, end);
+      if (n >= sequences) return;  // only when the offsets break the contract
+    }
+  }
+  template <int Warps, int Steps, class Problem, class F>
+  __device__ PARSCAN_INLINE void visit(const Problem& P, index_t t, F&& f) {
+    seek(t);
+    const index_t length = end - start, r = t - lo, k = r / groups, g = r - k * groups;
+    const index_t span = (hi - lo) / groups;
+    lane_tile_place p = place_lane_tile<Warps, Steps>(g, k, lanes, length, lo + g * span);
+    p.exists = n < sequences && r >= 0 && k < (length + tile - 1) / tile;
+    p.empty_sequence = n < sequences && length == 0 && k == 0;
+    if (!p.exists) p.n = 0;
+    f(sequence_of(P, n, start, length, channels), p);
+  }
+};
+
+/// Slots of the packed tile plan for `sequences` sequences of `total_length` steps in all:
+/// G·(⌊total_length / tile⌋ + N). False if that overflows.
+inline bool packed_lane_capacity(index_t lanes, index_t total_length, index_t sequences, index_t tile,
+                                 index_t& capacity) {
+  const index_t groups = (lanes + warp_threads - 1) / warp_threads;
+  return !__builtin_mul_overflow(groups, total_length / tile + sequences, &capacity);
+}
+
+/// Workspace bytes of the packed staged lane tiles of Problem (a lane-pack Problem).
+template <class Problem>
+std::size_t packed_lane_workspace_bytes(index_t lanes, index_t total_length, index_t sequences) {
+  index_t capacity;
+  if (lanes <= 0 || sequences <= 0 ||
+      !packed_lane_capacity(lanes, total_length, sequences, staged_lane_shape<Problem>::lane_tile, capacity))
+    return 0;
+  return tile_state<typename Problem::acc_type, warp_threads>::bytes(capacity) + 256;
+}
+
+/// Runs a lane-pack Problem over the whole packed tensor (Problem::length = total_length) as
+/// staged lane tiles of each sequence's `lanes` lanes.
+template <class Problem, class Op>
+status dispatch_packed_lane_tiles(const Problem& P, const Op& op, const std::int64_t* cu_seqlens, index_t sequences,
+                                  index_t channels, index_t lanes, const cuda_backend& be) {
+  using shape = staged_lane_shape<Problem>;
+  if (sequences == 0 || lanes == 0) return status::success;
+  index_t capacity;
+  if (!packed_lane_capacity(lanes, P.length, sequences, shape::lane_tile, capacity))
+    return status::exceeds_device_limits;
+  const packed_lane_tiles plan{cu_seqlens, sequences, channels, lanes, (lanes + warp_threads - 1) / warp_threads,
+                               shape::lane_tile, capacity};
+  return launch_staged_lane_plan<shape>(P, op, plan, capacity, be);
 }
 
 /// Strides neither loop covers: one thread per (sequence, channel), step by step. Problem's
