@@ -57,6 +57,12 @@ __device__ PARSCAN_INLINE void with_specialized(const Problem& P, F&& f) {
   else f(P);
 }
 
+/// A barrier for the first `threads` threads of the block only (barrier `id`, not 0, which is
+/// __syncthreads').
+__device__ PARSCAN_INLINE void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 /// The ring: [Stages][Steps][tensors][block threads] words of staged_lane_bytes each, so a warp
 /// reads 32 adjacent words of one tensor and step (no bank conflicts).
 template <int Warps, int Steps, int Stages, class Problem>
@@ -101,11 +107,12 @@ __device__ PARSCAN_INLINE lane_tile_place place_lane_tile(index_t g, index_t k, 
 /// time-major order (every group's window 0, then every group's window 1, …), so that a tile's
 /// predecessors in its sequences were taken a wave of tiles earlier. visit(P, tile, f) calls
 /// f(P, place); the kernel keeps one copy of the plan per role, each visiting its tiles in
-/// increasing order (a packed plan keeps a cursor there).
+/// increasing order (a packed plan keeps a cursor there), after begin(grid size).
 struct batch_lane_tiles {
   index_t groups, tiles_per_group, sequences;
 
   __device__ PARSCAN_INLINE index_t tiles() const { return groups * tiles_per_group; }
+  __device__ PARSCAN_INLINE void begin(index_t) {}
   template <int Warps, int Steps, class Problem, class F>
   __device__ PARSCAN_INLINE void visit(const Problem& P, index_t tile, F&& f) const {
     const index_t k = tile / groups, g = tile - k * groups;
@@ -194,12 +201,11 @@ __global__ void __launch_bounds__((Warps + 1) * warp_threads,
   const int lane = lane_id(), warp = static_cast<int>(threadIdx.x) / warp_threads;
   auto tile_of = [&](index_t n) { return blockIdx.x + n * static_cast<index_t>(gridDim.x); };
   auto slot_of = [](index_t n) { return static_cast<int>(n % Stages); };
-  // Each role visits its tiles in increasing order, with a plan of its own.
-  Plan stage_plan = plan, fold_plan = plan, store_plan = plan, look_back_plan = plan;
+  plan.begin(gridDim.x);
 
-  auto stage = [&](index_t n) {
+  auto stage = [&](Plan& at, index_t n) {
     if (n < count) {
-      stage_plan.template visit<Warps, Steps>(P, tile_of(n), [&](const auto& Q, const lane_tile_place& p) {
+      at.template visit<Warps, Steps>(P, tile_of(n), [&](const auto& Q, const lane_tile_place& p) {
         if (p.n > 0) {
           const auto cur = Q.lane_at(p.s, p.first);
 #pragma unroll
@@ -210,9 +216,11 @@ __global__ void __launch_bounds__((Warps + 1) * warp_threads,
     }
     async_commit();  // a group per tile, empty or not, so that every thread counts the same
   };
-  // Folds tile n (its copies landed) into this thread's total, for the look-back warp.
-  auto fold = [&](index_t n) {
-    fold_plan.template visit<Warps, Steps>(P, tile_of(n), [&](const auto& R, const lane_tile_place& p) {
+  // Folds tile n (its copies landed) into this thread's total, for the look-back warp. Returns
+  // where the tile's aggregate goes in the tile state (-1: not a tile), for publish().
+  auto fold = [&](Plan& at, index_t n) {
+    index_t aggregate_at = -1;
+    at.template visit<Warps, Steps>(P, tile_of(n), [&](const auto& R, const lane_tile_place& p) {
       Acc total{};
       with_specialized(R, [&](const auto& Q) {
         if (p.n > 0) total = Q.staged_element(ring.step(slot_of(n), 0), ring_type::tensor_stride);
@@ -222,11 +230,13 @@ __global__ void __launch_bounds__((Warps + 1) * warp_threads,
       });
       relay.value[n & 1][warp][lane] = total;
       relay.has[n & 1][warp][lane] = p.n > 0;
+      if (p.exists) aggregate_at = p.chain + p.k;
     });
+    return aggregate_at;
   };
   // Stores tile n from its prefix, folding its steps again.
-  auto store = [&](index_t n) {
-    store_plan.template visit<Warps, Steps>(P, tile_of(n), [&](const auto& R, const lane_tile_place& p) {
+  auto store = [&](Plan& at, index_t n) {
+    at.template visit<Warps, Steps>(P, tile_of(n), [&](const auto& R, const lane_tile_place& p) {
       if (p.n == 0) {
         // A sequence of no steps: its carry out is its carry in.
         if (p.empty_sequence && warp == 0 && p.lane) R.finish(p.s, R.initial(p.s).value);
@@ -252,9 +262,23 @@ __global__ void __launch_bounds__((Warps + 1) * warp_threads,
       });
     });
   };
+  // The aggregate of tile n (folded, to go at `aggregate_at`), published by compute warp 0 as
+  // soon as the compute warps have folded it, a barrier before its look-back. A tile's
+  // predecessors in a packed plan are mostly tiles of the same round on other blocks: published
+  // from their look-backs, each look-back would wait on the neighbours' previous look-backs,
+  // and the grid would move in step with its slowest block.
+  auto publish = [&](index_t n, index_t aggregate_at) {
+    named_barrier_sync(1, Warps * warp_threads);
+    if (warp != 0 || aggregate_at < 0) return;
+    const int b = static_cast<int>(n & 1);
+    maybe<Acc> tile_total{Acc{}, false};
+    for (int w = 0; w < Warps; ++w)
+      tile_total = combine(tile_total, maybe<Acc>{relay.value[b][w][lane], relay.has[b][w][lane]}, op);
+    st.publish_lanes(st.aggregate, aggregate_at, tile_total.value, tile_aggregate);
+  };
   // The look-back of tile n: the warps' totals become their prefixes.
-  auto look_back = [&](index_t n) {
-    look_back_plan.template visit<Warps, Steps>(P, tile_of(n), [&](const auto& Q, const lane_tile_place& p) {
+  auto look_back = [&](Plan& at, index_t n) {
+    at.template visit<Warps, Steps>(P, tile_of(n), [&](const auto& Q, const lane_tile_place& p) {
       if (!p.exists) return;
       const int b = static_cast<int>(n & 1);
       maybe<Acc> tile_total{Acc{}, false};
@@ -265,7 +289,7 @@ __global__ void __launch_bounds__((Warps + 1) * warp_threads,
         tile_total = combine(tile_total, t, op);
       }
       const maybe<Acc> carry = p.k < lookback_hyper && p.lane ? Q.initial(p.s) : maybe<Acc>{Acc{}, false};
-      const maybe<Acc> before = lookback(st, p.chain, p.k, tile_total, carry, op);
+      const maybe<Acc> before = lookback(st, p.chain, p.k, tile_total, carry, op, /*published=*/true);
 #pragma unroll 1
       for (int w = 0; w < Warps; ++w) {
         const maybe<Acc> r = combine(before, maybe<Acc>{relay.value[b][w][lane], relay.has[b][w][lane]}, op);
@@ -275,24 +299,28 @@ __global__ void __launch_bounds__((Warps + 1) * warp_threads,
     });
   };
 
-  const bool compute = warp < Warps;
-  if (compute) {
+  // Each role visits its tiles in increasing order with a plan of its own, declared in the
+  // branch of the warps that run it, so that a thread keeps only its own roles' cursors.
+  if (warp < Warps) {
+    Plan stage_plan = plan, fold_plan = plan, store_plan = plan;
 #pragma unroll
-    for (int j = 0; j < Stages - 1; ++j) stage(j);
+    for (int j = 0; j < Stages - 1; ++j) stage(stage_plan, j);
     async_wait<Stages - 2>();  // tile 0's copies have landed
-    fold(0);
-  }
-  for (index_t n = 0; n <= count; ++n) {
-    __syncthreads();
-    if (!compute) {
-      if (n < count) look_back(n);
-    } else {
-      if (n > 0) store(n - 1);
+    publish(0, fold(fold_plan, 0));
+    for (index_t n = 0; n <= count; ++n) {
+      __syncthreads();
+      if (n > 0) store(store_plan, n - 1);
       if (n + 1 < count) {
-        stage(n + Stages - 1);
+        stage(stage_plan, n + Stages - 1);
         async_wait<Stages - 2>();  // tile n + 1's copies have landed
-        fold(n + 1);
+        publish(n + 1, fold(fold_plan, n + 1));
       }
+    }
+  } else {
+    Plan look_back_plan = plan;
+    for (index_t n = 0; n <= count; ++n) {
+      __syncthreads();
+      if (n < count) look_back(look_back_plan, n);
     }
   }
   async_wait<0>();

@@ -160,15 +160,17 @@ __device__ PARSCAN_INLINE maybe<Acc> lookback(const tile_state<Acc, 1>& st, inde
 }
 
 /// The same look-back for a tile of 32 sequences, one per lane: every lane folds its own
-/// sequence's values, in the same fixed order. Run by a whole warp.
+/// sequence's values, in the same fixed order. Run by a whole warp. `published`: the caller
+/// has already published the tile's aggregate (publish_lanes with tile_aggregate).
 template <class Acc, class Op>
 __device__ PARSCAN_INLINE maybe<Acc> lookback(const tile_state<Acc, 32>& st, index_t first, index_t k,
-                                              const maybe<Acc>& aggregate, const maybe<Acc>& carry, const Op& op) {
+                                              const maybe<Acc>& aggregate, const maybe<Acc>& carry, const Op& op,
+                                              bool published = false) {
   const lookback_frame f(k);
   const int lane = lane_id();
   const index_t tile = first + k;
   const Acc own = aggregate.value;  // lanes past the last sequence publish whatever they hold
-  st.publish_lanes(st.aggregate, tile, own, tile_aggregate);
+  if (!published) st.publish_lanes(st.aggregate, tile, own, tile_aggregate);
   // Up to 31 tiles: lane i waits for tile i (the waits overlap), then every lane folds its own
   // sequence's values in order, loading a batch at a time so the loads overlap too. (One tile
   // after another, wait then load, cost two dependent L2 round trips per tile and held the

@@ -74,41 +74,45 @@ __device__ PARSCAN_INLINE Lanes sequence_of(const Lanes& P, index_t n, index_t s
 }
 
 /// The tile plan of packed sequences for the staged lane tiles (agent/staged_lane_tiles.cuh).
-/// A tile is a window of `tile` steps of 32 lanes (32·K channels) of one sequence. Sequence n
-/// owns the tile slots [G·slot(n), G·slot(n+1)) with slot(n) = ⌊cu_seqlens[n] / tile⌋ + n and
+/// A tile is a window of Tile steps of 32 lanes (32·K channels) of one sequence. Sequence n
+/// owns the tile slots [G·slot(n), G·slot(n+1)) with slot(n) = ⌊cu_seqlens[n] / Tile⌋ + n and
 /// G lane groups, in time-major order within the sequence (window k of every group, then
-/// window k + 1). slot(n+1) − slot(n) is ⌈length/tile⌉ windows or one more, so the slots need
+/// window k + 1). slot(n+1) − slot(n) is ⌈length/Tile⌉ windows or one more, so the slots need
 /// no pass over the offsets beforehand, a slot's sequence is found by a search of cu_seqlens,
 /// and at most one slot per (sequence, group) is left unused. A sequence of no steps has one
 /// slot per group, which writes its carry out. The tile state of (sequence, group) is its
 /// own run of slots, so each chain's windows sit one after another as the look-back wants.
 ///
-/// A role's copy of the plan remembers its sequence (a cursor): its tiles only increase, so
-/// a visit mostly reads nothing, and moving on searches the next 32 offsets in one warp load.
+/// A role's copy of the plan is a cursor: its tiles are t, t + grid, t + 2·grid, …, so it keeps
+/// its sequence and its tile's window and group, and steps them on without dividing; moving to
+/// a later sequence searches cu_seqlens (the next 32 offsets in one warp load). The cursor is
+/// four numbers: every role of the kernel keeps one, in registers.
+template <index_t Tile>
 struct packed_lane_tiles {
   const std::int64_t* offsets;  // cu_seqlens, N + 1
   index_t sequences;            // N
   index_t channels;             // D: sequence n's states start at n·D
   index_t lanes;                // lanes of a sequence: D / K
   index_t groups;               // G = ⌈lanes / 32⌉
-  index_t tile;                 // steps of a window
   index_t capacity;             // slots the workspace holds (from the total length)
-  // The cursor: sequence n, its steps [start, end) and its slots [lo, hi) (times G).
-  index_t n = -1, start = 0, end = 0, lo = 0, hi = 0;
+  index_t step_k = 0, step_g = 0;  // a grid of slots in windows and groups (begin())
+  index_t n = -1, hi = 0, k = 0, g = 0;  // the cursor: sequence n, whose slots end at hi; window, group
 
   __device__ PARSCAN_INLINE index_t slots_before(index_t m, index_t offset) const {
-    return groups * (offset / tile + m);
+    return groups * (offset / Tile + m);
   }
   __device__ PARSCAN_INLINE index_t tiles() const {
     const index_t all = slots_before(sequences, offsets[sequences]);
     return all < capacity ? all : capacity;  // offsets past total_length break the contract; stay inside
   }
+  /// Before the copies: how far a visit steps (blocks take every grid-th tile).
+  __device__ PARSCAN_INLINE void begin(index_t grid) { step_k = grid / groups, step_g = grid - step_k * groups; }
   /// Moves the cursor to the sequence that owns slot t (t never decreases). Whole warps only.
   __device__ PARSCAN_INLINE void seek(index_t t) {
     while (t >= hi) {
       const index_t m = n + 1 + lane_id();
       const bool real = m < sequences;
-      const index_t m_start = real ? offsets[m] : 0, m_end = real ? offsets[m + 1] : 0;
+      const index_t m_end = real ? offsets[m + 1] : 0;
       // The last sequence owns every slot left, so a search always ends.
       const unsigned found = __ballot_sync(~0u, !real || m == sequences - 1 || t < slots_before(m + 1, m_end));
       if (found == 0) {  // past all 32
@@ -116,19 +120,26 @@ struct packed_lane_tiles {
         continue;
       }
       const int f = __ffs(found) - 1;
-      n = shfl_idx(m, f), start = shfl_idx(m_start, f), end = shfl_idx(m_end, f);
-      lo = slots_before(n, start), hi = slots_before(n + 1, end);
+      n = shfl_idx(m, f), hi = slots_before(n + 1, shfl_idx(m_end, f));
       if (n >= sequences) return;  // only when the offsets break the contract
     }
+    const index_t r = t - slots_before(n, n < sequences ? offsets[n] : 0);
+    k = r / groups, g = r - k * groups;
   }
   template <int Warps, int Steps, class Problem, class F>
   __device__ PARSCAN_INLINE void visit(const Problem& P, index_t t, F&& f) {
-    seek(t);
-    const index_t length = end - start, r = t - lo, k = r / groups, g = r - k * groups;
-    const index_t span = (hi - lo) / groups;
-    lane_tile_place p = place_lane_tile<Warps, Steps>(g, k, lanes, length, lo + g * span);
-    p.exists = n < sequences && r >= 0 && k < (length + tile - 1) / tile;
-    p.empty_sequence = n < sequences && length == 0 && k == 0;
+    if (t < hi) {  // the same sequence, a grid of slots on
+      g += step_g, k += step_k;
+      if (g >= groups) g -= groups, ++k;
+    } else {
+      seek(t);
+    }
+    const bool real = n < sequences;
+    const index_t start = real ? offsets[n] : 0, end = real ? offsets[n + 1] : 0, length = end - start;
+    const index_t span = end / Tile - start / Tile + 1;  // slots per group
+    lane_tile_place p = place_lane_tile<Warps, Steps>(g, k, lanes, length, slots_before(n, start) + g * span);
+    p.exists = real && k >= 0 && g >= 0 && k < (length + Tile - 1) / Tile;  // (negative: broken offsets)
+    p.empty_sequence = real && length == 0 && k == 0;
     if (!p.exists) p.n = 0;
     f(sequence_of(P, n, start, length, channels), p);
   }
@@ -162,8 +173,8 @@ status dispatch_packed_lane_tiles(const Problem& P, const Op& op, const std::int
   index_t capacity;
   if (!packed_lane_capacity(lanes, P.length, sequences, shape::lane_tile, capacity))
     return status::exceeds_device_limits;
-  const packed_lane_tiles plan{cu_seqlens, sequences, channels, lanes, (lanes + warp_threads - 1) / warp_threads,
-                               shape::lane_tile, capacity};
+  const packed_lane_tiles<shape::lane_tile> plan{cu_seqlens, sequences, channels, lanes,
+                                                 (lanes + warp_threads - 1) / warp_threads, capacity};
   return launch_staged_lane_plan<shape>(P, op, plan, capacity, be);
 }
 
