@@ -16,7 +16,10 @@
 //     goes. For the gated recurrence the second fold is the sequential recurrence itself;
 //   * one extra warp per block runs the look-back, a tile behind the compute warps, so a
 //     tile's look-back overlaps the previous tile's store and the next tile's fold (the
-//     kernel's comment says how).
+//     kernel's comment says how); the compute warps publish each tile's aggregate as soon as
+//     they have folded it;
+//   * which tiles a block takes, and where a tile puts its threads, comes from a tile plan:
+//     the batch's (batch_lane_tiles below) or packed sequences' (recurrence/varlen_recurrence.cuh).
 // The grid never deadlocks: a tile waits only on tiles of smaller index, and every block takes
 // its tiles in increasing order, so the smallest unfinished tile always has a block on it.
 //
@@ -178,7 +181,9 @@ struct alignas(16) lane_relay_smem {
 ///   * each compute thread stores tile n - 1 from its prefix (buffer n - 1 mod 2), folding its
 ///     steps again; starts copying its steps of tile n + Stages - 1 into the slot that tile
 ///     n - 1 has just left; then waits for its copies of tile n + 1 and folds them into its
-///     total (buffer n + 1 mod 2, where it has just read its own prefix of tile n - 1).
+///     total (buffer n + 1 mod 2, where it has just read its own prefix of tile n - 1);
+///   * after a barrier of the compute warps alone, compute warp 0 publishes tile n + 1's
+///     aggregate, so that successors on other blocks find it a round before its look-back.
 /// The ring holds tiles n - 1 … n + Stages - 2: the one being stored, the one in the look-back,
 /// the one being folded, and Stages - 3 more in flight. (A version whose look-back warp and
 /// compute warps signalled each other with named barriers, bar.arrive on one side and bar.sync
