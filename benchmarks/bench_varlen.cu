@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -238,54 +239,46 @@ int main(int argc, char** argv) {
   for (index_t l : lengths) total += l;
   const index_t T_equal = (total + 63) / 64;  // the batch of (about) the same total
   using L = parscan::recurrence_layout;
-  for (L layout : {L::channel_last, L::time_contiguous})
-    for (bool bwd : {false, true})
-      for (bool bf16 : {false, true}) {
-        const std::string tag = std::string(bwd ? "bwd " : "fwd ") + (bf16 ? "bf16 " : "f32 ") +
-                                (layout == L::channel_last ? "channel-last" : "time-contiguous");
-        const spec cases[] = {
-            {"varlen random " + tag, lengths, 0, 0, 1536, layout, bwd},
-            {"varlen equal " + tag, std::vector<index_t>(64, T_equal), 0, 0, 1536, layout, bwd},
-            {"batch equal " + tag, {}, 64, T_equal, 1536, layout, bwd},
-        };
-        for (const spec& c : cases) {
-          if (c.name.find(filter) == std::string::npos) continue;
-          rows.push_back(bf16 ? run<parscan::bfloat16>(c, copy, max_err_16) : run<float>(c, copy, max_err));
+  // The rows that the filter keeps, for each layout, direction and dtype: cases(tag, layout,
+  // backward) names them, tag being "fwd f32 channel-last" and so on.
+  auto sweep = [&](std::initializer_list<L> layouts, auto cases) {
+    for (L layout : layouts)
+      for (bool bwd : {false, true})
+        for (bool bf16 : {false, true}) {
+          const std::string tag = std::string(bwd ? "bwd " : "fwd ") + (bf16 ? "bf16 " : "f32 ") +
+                                  (layout == L::channel_last ? "channel-last" : "time-contiguous");
+          for (const spec& c : cases(tag, layout, bwd)) {
+            if (c.name.find(filter) == std::string::npos) continue;
+            rows.push_back(bf16 ? run<parscan::bfloat16>(c, copy, max_err_16) : run<float>(c, copy, max_err));
+          }
         }
-      }
+  };
+  sweep({L::channel_last, L::time_contiguous}, [&](const std::string& tag, L layout, bool bwd) {
+    return std::vector<spec>{
+        {"varlen random " + tag, lengths, 0, 0, 1536, layout, bwd},
+        {"varlen equal " + tag, std::vector<index_t>(64, T_equal), 0, 0, 1536, layout, bwd},
+        {"batch equal " + tag, {}, 64, T_equal, 1536, layout, bwd},
+    };
+  });
   // The training shape of bench_recurrence, (8, 4096, 1536) channel-last, packed as 8 equal
-  // sequences, against the fixed-length call: how the packed lane loop compares with the
-  // fixed-length channel-last kernel at few sequences.
-  for (bool bwd : {false, true})
-    for (bool bf16 : {false, true}) {
-      const std::string tag = std::string(bwd ? "bwd " : "fwd ") + (bf16 ? "bf16 " : "f32 ") + "channel-last";
-      const spec cases[] = {
-          {"varlen 8 equal " + tag, std::vector<index_t>(8, 4096), 0, 0, 1536, L::channel_last, bwd},
-          {"batch 8 equal " + tag, {}, 8, 4096, 1536, L::channel_last, bwd},
-      };
-      for (const spec& c : cases) {
-        if (c.name.find(filter) == std::string::npos) continue;
-        rows.push_back(bf16 ? run<parscan::bfloat16>(c, copy, max_err_16) : run<float>(c, copy, max_err));
-      }
-    }
+  // sequences, against the fixed-length call: the packed kernels against the fixed-length
+  // channel-last ones at few sequences.
+  sweep({L::channel_last}, [&](const std::string& tag, L layout, bool bwd) {
+    return std::vector<spec>{
+        {"varlen 8 equal " + tag, std::vector<index_t>(8, 4096), 0, 0, 1536, layout, bwd},
+        {"batch 8 equal " + tag, {}, 8, 4096, 1536, layout, bwd},
+    };
+  });
   // Issue 15's pathological mix: one sequence of every length from 1 to 8192 (33.6 M steps),
   // D = 64, against the equal-length batch of about the same total (8192 × 4097 steps).
   std::vector<index_t> every(8192);
   for (index_t i = 0; i < 8192; ++i) every[static_cast<std::size_t>(i)] = i + 1;
-  for (L layout : {L::channel_last, L::time_contiguous})
-    for (bool bwd : {false, true})
-      for (bool bf16 : {false, true}) {
-        const std::string tag = std::string(bwd ? "bwd " : "fwd ") + (bf16 ? "bf16 " : "f32 ") +
-                                (layout == L::channel_last ? "channel-last" : "time-contiguous");
-        const spec cases[] = {
-            {"varlen every length 1..8192 " + tag, every, 0, 0, 64, layout, bwd},
-            {"batch 8192 x 4097 " + tag, {}, 8192, 4097, 64, layout, bwd},
-        };
-        for (const spec& c : cases) {
-          if (c.name.find(filter) == std::string::npos) continue;
-          rows.push_back(bf16 ? run<parscan::bfloat16>(c, copy, max_err_16) : run<float>(c, copy, max_err));
-        }
-      }
+  sweep({L::channel_last, L::time_contiguous}, [&](const std::string& tag, L layout, bool bwd) {
+    return std::vector<spec>{
+        {"varlen every length 1..8192 " + tag, every, 0, 0, 64, layout, bwd},
+        {"batch 8192 x 4097 " + tag, {}, 8192, 4097, 64, layout, bwd},
+    };
+  });
   double max_err_segmented = 0;
   segmented_rows(copy, filter, rows, max_err_segmented);
   bench::print_table(rows, copy);

@@ -92,6 +92,23 @@ inline cuda_backend backend_after(const cuda_backend& be, const workspace_lease&
   return rest;
 }
 
+// Whether packs of K channels fit the layouts of a forward call, of a backward call, and of the
+// forward that recomputes x (written laid out like b) for a backward call: the workspace sizes
+// look at the layouts only, an upper bound whatever the pointers turn out to be.
+template <int K>
+bool packs_fit(const detail::forward_plan& p) {
+  return lane_packs_fit<K>(p.a) && lane_packs_fit<K>(p.b) && lane_packs_fit<K>(p.x);
+}
+template <int K>
+bool packs_fit(const detail::backward_plan& p) {
+  return lane_packs_fit<K>(p.a) && lane_packs_fit<K>(p.x) && lane_packs_fit<K>(p.dx) && lane_packs_fit<K>(p.da) &&
+         lane_packs_fit<K>(p.db);
+}
+template <int K>
+bool recompute_packs_fit(const detail::backward_plan& p) {
+  return lane_packs_fit<K>(p.a) && lane_packs_fit<K>(p.b);
+}
+
 // Bytes of the recomputed x (laid out like b) when backward is not given x.
 template <class T>
 std::size_t recompute_bytes(const gated_backward_args<T>& g, const detail::backward_plan& p) {
@@ -108,8 +125,7 @@ std::size_t gated_recurrence_workspace_size(const gated_forward_args<T>& g) {
   detail::forward_plan p;
   if (detail::plan_forward(g, p) != status::success) return 0;
   using namespace cuda_detail;
-  constexpr int K = channels_per_lane<T>;
-  const bool fit = lane_packs_fit<K>(p.a) && lane_packs_fit<K>(p.b) && lane_packs_fit<K>(p.x);
+  const bool fit = packs_fit<channels_per_lane<T>>(p);
   using forward_problem = recurrence_forward_problem<T>;
   return recurrence_scan_bytes<recurrence_forward_lanes, T, forward_problem>(p.sequences, g.shape.length, fit);
 }
@@ -122,9 +138,7 @@ std::size_t gated_recurrence_workspace_size(const gated_backward_args<T>& g) {
   // The recomputed x is laid out like b.
   using namespace cuda_detail;
   constexpr int K = channels_per_lane<T>;
-  const bool forward_fit = lane_packs_fit<K>(p.a) && lane_packs_fit<K>(p.b);
-  const bool backward_fit = lane_packs_fit<K>(p.a) && lane_packs_fit<K>(p.x) && lane_packs_fit<K>(p.dx) &&
-                            lane_packs_fit<K>(p.da) && lane_packs_fit<K>(p.db);
+  const bool forward_fit = recompute_packs_fit<K>(p), backward_fit = packs_fit<K>(p);
   const index_t S = p.sequences, L = g.shape.length;
   using forward_problem = recurrence_forward_problem<T>;
   using backward_problem = recurrence_backward_problem<T>;
@@ -204,16 +218,21 @@ template <class T, class Problem>
 constexpr bool packed_lane_tiles_take =
     !(std::is_same_v<T, float> && std::is_same_v<Problem, recurrence_forward_problem<T>>);
 
-/// Runs a packed forward or backward Problem: the staged lane tiles of each sequence where the
-/// lane packs fit and they take it, else varlen_recurrence.cuh's loops.
+/// Runs a packed forward or backward Problem: where the lane packs fit, in packs, as staged lane
+/// tiles of each sequence or (the float forward) the lane loop; else varlen_recurrence.cuh's
+/// loops on the one-channel Problem.
 template <template <class, int> class Lanes, class T, class Problem>
 status run_varlen_recurrence(const Problem& P, const std::int64_t* cu_seqlens, index_t sequences, index_t channels,
                              const cuda_backend& be) {
   constexpr int K = channels_per_lane<T>;
-  if constexpr (packed_lane_tiles_take<T, Problem>)
-    if (uses_lane_packs(P))
-      return dispatch_packed_lane_tiles(Lanes<T, K>(P), lanewise_op<affine_op<T>, K>{}, cu_seqlens, sequences,
-                                        channels, channels / K, be);
+  if (uses_lane_packs(P)) {
+    const Lanes<T, K> packs(P);
+    const lanewise_op<affine_op<T>, K> op{};
+    if constexpr (packed_lane_tiles_take<T, Problem>)
+      return dispatch_packed_lane_tiles(packs, op, cu_seqlens, sequences, channels, channels / K, be);
+    else
+      return launch_varlen_lane_loop(packs, op, cu_seqlens, sequences, channels, channels / K, be);
+  }
   return dispatch_varlen(P, affine_op<T>{}, cu_seqlens, sequences, channels, be);
 }
 
@@ -231,9 +250,7 @@ std::size_t gated_recurrence_workspace_size(const gated_varlen_forward_args<T>& 
   detail::varlen_forward_plan p;
   if (detail::plan_varlen_forward(g, false, p) != status::success) return 0;
   using namespace cuda_detail;
-  constexpr int K = channels_per_lane<T>;
-  const detail::forward_plan& w = p.whole;
-  const bool fit = lane_packs_fit<K>(w.a) && lane_packs_fit<K>(w.b) && lane_packs_fit<K>(w.x);
+  const bool fit = packs_fit<channels_per_lane<T>>(p.whole);
   return varlen_scan_bytes<recurrence_forward_lanes, T, recurrence_forward_problem<T>>(g.shape, fit);
 }
 
@@ -244,9 +261,7 @@ std::size_t gated_recurrence_workspace_size(const gated_varlen_backward_args<T>&
   using namespace cuda_detail;
   constexpr int K = channels_per_lane<T>;
   const detail::backward_plan& w = p.whole;
-  const bool forward_fit = lane_packs_fit<K>(w.a) && lane_packs_fit<K>(w.b);
-  const bool backward_fit = lane_packs_fit<K>(w.a) && lane_packs_fit<K>(w.x) && lane_packs_fit<K>(w.dx) &&
-                            lane_packs_fit<K>(w.da) && lane_packs_fit<K>(w.db);
+  const bool forward_fit = recompute_packs_fit<K>(w), backward_fit = packs_fit<K>(w);
   const std::size_t forward =
       g.x ? 0 : varlen_scan_bytes<recurrence_forward_lanes, T, recurrence_forward_problem<T>>(g.shape, forward_fit);
   const std::size_t backward =

@@ -38,6 +38,12 @@ namespace parscan::cuda_detail {
 /// Threads per block of the step-by-step kernel (layouts neither loop covers).
 constexpr int varlen_block_threads = 256;
 
+/// The grid of a packed launch: at most 2^20 blocks, whose grid-stride loops take the rest.
+inline index_t varlen_grid(index_t blocks) {
+  constexpr index_t most = index_t(1) << 20;
+  return blocks < most ? blocks : most;
+}
+
 /// Sequence n of a packed Problem: its steps [start, start + length), its states at n·D.
 /// Channel d of the result is channel d of sequence n, at step 0 of the sequence.
 template <class T>
@@ -69,7 +75,8 @@ __device__ PARSCAN_INLINE recurrence_backward_problem<T> sequence_of(recurrence_
 
 /// The same for a lane-pack Problem: its one-channel Problem narrowed, packed again.
 template <class Lanes, class = std::void_t<typename Lanes::base_type>>
-__device__ PARSCAN_INLINE Lanes sequence_of(const Lanes& P, index_t n, index_t start, index_t length, index_t channels) {
+__device__ PARSCAN_INLINE Lanes sequence_of(const Lanes& P, index_t n, index_t start, index_t length,
+                                           index_t channels) {
   return Lanes(sequence_of(P.base, n, start, length, channels));
 }
 
@@ -223,19 +230,40 @@ __global__ void __launch_bounds__(Warps* warp_threads)
   }
 }
 
-/// Channel-last: block b takes (sequence, group of 32 channels) pairs b, b + grid, ... through
-/// the lane loop (agent/lane_loop.cuh).
+/// Blocks per multiprocessor that the packed lane loop asks registers for: three for a
+/// lane-pack Problem, as the batch's lane loop gets at 72 registers (the packed one took 87
+/// and ran two: the float forward at 83% of copy against the batch's 93%), none otherwise.
+template <class Problem, class = void>
+constexpr int varlen_lane_loop_blocks = 1;
+template <class Problem>
+constexpr int varlen_lane_loop_blocks<Problem, std::void_t<typename Problem::base_type>> = 3;
+
+/// Channel-last: block b takes (sequence, group of 32 lanes) pairs b, b + grid, ... through
+/// the lane loop (agent/lane_loop.cuh). A lane is a channel, or a pack of K for a lane-pack
+/// Problem (`lanes` = D / K).
 template <int Warps, int Steps, class Problem, class Op>
-__global__ void __launch_bounds__(Warps* warp_threads)
-    varlen_lane_loop_kernel(Problem P, Op op, const std::int64_t* cu_seqlens, index_t sequences, index_t channels) {
+__global__ void __launch_bounds__(Warps* warp_threads, varlen_lane_loop_blocks<Problem>)
+    varlen_lane_loop_kernel(Problem P, Op op, const std::int64_t* cu_seqlens, index_t sequences, index_t channels,
+                            index_t lanes) {
   __shared__ lane_tile_smem<typename Problem::acc_type, Warps> sm;
-  const index_t groups = (channels + warp_threads - 1) / warp_threads;
+  const index_t groups = (lanes + warp_threads - 1) / warp_threads;
   for (index_t job = blockIdx.x; job < sequences * groups; job += gridDim.x) {
     const index_t n = job / groups, g = job - n * groups;
     const index_t start = cu_seqlens[n];
-    scan_lane_group_in_block<Warps, Steps>(sequence_of(P, n, start, cu_seqlens[n + 1] - start, channels), op, channels,
-                                           g, sm);
+    scan_lane_group_in_block<Warps, Steps>(sequence_of(P, n, start, cu_seqlens[n + 1] - start, channels), op, lanes, g,
+                                           sm);
   }
+}
+
+/// The lane loop over packed sequences of `lanes` lanes each (the launch of dispatch_varlen's
+/// channel-last case, for a Problem of either kind).
+template <class Problem, class Op>
+status launch_varlen_lane_loop(const Problem& P, const Op& op, const std::int64_t* cu_seqlens, index_t sequences,
+                               index_t channels, index_t lanes, const cuda_backend& be) {
+  const index_t jobs = sequences * ((lanes + warp_threads - 1) / warp_threads);
+  if (jobs == 0) return status::success;
+  return launch(varlen_lane_loop_kernel<lane_loop_warps, lane_loop_steps, Problem, Op>, varlen_grid(jobs),
+                lane_loop_warps * warp_threads, 0, be, P, op, cu_seqlens, sequences, channels, lanes);
 }
 
 /// How dispatch_varlen covers a Problem: all of its tensors time-contiguous, all lane-major
@@ -262,8 +290,6 @@ status dispatch_varlen(const Problem& P, Op op, const std::int64_t* cu_seqlens, 
                        const cuda_backend& be) {
   const index_t jobs = sequences * channels;
   if (jobs == 0) return status::success;
-  constexpr index_t max_blocks = index_t(1) << 20;  // the loops take the rest
-  auto capped = [&](index_t blocks) { return blocks < max_blocks ? blocks : max_blocks; };
   using shape = tile_shape<Problem>;
   switch (varlen_cover_of(P)) {
     case varlen_cover::warp_loop: {
@@ -274,18 +300,16 @@ status dispatch_varlen(const Problem& P, Op op, const std::int64_t* cu_seqlens, 
       if (dev.st != status::success) return dev.st;
       if (blocks_per_multiprocessor<kernel>(shape::loop_warps * warp_threads, dev.device, smem) <= 0)
         return status::exceeds_device_limits;
-      return launch(kernel, capped((jobs + shape::loop_warps - 1) / shape::loop_warps), shape::loop_warps * warp_threads,
-                    smem, be, P, op, cu_seqlens, sequences, channels);
+      return launch(kernel, varlen_grid((jobs + shape::loop_warps - 1) / shape::loop_warps),
+                    shape::loop_warps * warp_threads, smem, be, P, op, cu_seqlens, sequences, channels);
     }
     case varlen_cover::lane_loop:
-      return launch(varlen_lane_loop_kernel<lane_loop_warps, lane_loop_steps, Problem, Op>,
-                    capped(sequences * ((channels + warp_threads - 1) / warp_threads)), lane_loop_warps * warp_threads, 0,
-                    be, P, op, cu_seqlens, sequences, channels);
+      return launch_varlen_lane_loop(P, op, cu_seqlens, sequences, channels, channels, be);
     case varlen_cover::threads: break;
   }
-  varlen_recurrence_kernel<<<static_cast<unsigned>(capped((jobs + varlen_block_threads - 1) / varlen_block_threads)),
-                             varlen_block_threads, 0, be.stream>>>(P, op, cu_seqlens, sequences, channels);
-  return check_launch();
+  const index_t blocks = (jobs + varlen_block_threads - 1) / varlen_block_threads;
+  return launch(varlen_recurrence_kernel<Problem, Op>, varlen_grid(blocks), varlen_block_threads, 0, be, P, op,
+                cu_seqlens, sequences, channels);
 }
 
 }  // namespace parscan::cuda_detail
