@@ -102,8 +102,12 @@ struct packed_lane_tiles {
   index_t lanes;                // lanes of a sequence: D / K
   index_t groups;               // G = ⌈lanes / 32⌉
   index_t capacity;             // slots the workspace holds (from the total length)
-  index_t step_k = 0, step_g = 0;  // a grid of slots in windows and groups (begin())
-  index_t n = -1, hi = 0, k = 0, g = 0;  // the cursor: sequence n, whose slots end at hi; window, group
+  // The cursor: sequence n, whose slots end at hi, and the tile's window k and group g. The
+  // window and group are 32-bit to save registers (the packed kernels spill at 96): a window
+  // of 64 steps or more, so a sequence would need 2^37 steps to overflow it.
+  index_t n = -1, hi = 0;
+  int k = 0, g = 0;
+  int step_k = 0, step_g = 0;  // a grid of slots in windows and groups (begin())
 
   __device__ PARSCAN_INLINE index_t slots_before(index_t m, index_t offset) const {
     return groups * (offset / Tile + m);
@@ -113,7 +117,9 @@ struct packed_lane_tiles {
     return all < capacity ? all : capacity;  // offsets past total_length break the contract; stay inside
   }
   /// Before the copies: how far a visit steps (blocks take every grid-th tile).
-  __device__ PARSCAN_INLINE void begin(index_t grid) { step_k = grid / groups, step_g = grid - step_k * groups; }
+  __device__ PARSCAN_INLINE void begin(index_t grid) {
+    step_k = static_cast<int>(grid / groups), step_g = static_cast<int>(grid - step_k * groups);
+  }
   /// Moves the cursor to the sequence that owns slot t (t never decreases). Whole warps only.
   __device__ PARSCAN_INLINE void seek(index_t t) {
     while (t >= hi) {
@@ -131,7 +137,7 @@ struct packed_lane_tiles {
       if (n >= sequences) return;  // only when the offsets break the contract
     }
     const index_t r = t - slots_before(n, n < sequences ? offsets[n] : 0);
-    k = r / groups, g = r - k * groups;
+    k = static_cast<int>(r / groups), g = static_cast<int>(r - k * groups);
   }
   template <int Warps, int Steps, class Problem, class F>
   __device__ PARSCAN_INLINE void visit(const Problem& P, index_t t, F&& f) {
