@@ -9,7 +9,7 @@
 // 8192³ in true fp32, with TF32 and with bf16 tensor cores, then strided batches of the widest
 // chain levels' shapes; each batch of chains follows a cuBLAS strided-batched GEMM over as many
 // d×d products as its first level has.
-//   usage: bench_matrix [--json out.json] [--quick] [--recurrence N | --chains | --levels]
+//   usage: bench_matrix [--json out.json] [--quick] [--recurrence N | --chains | --levels | --prefixes]
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -294,6 +294,16 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--recurrence") only_n = std::atoi(argv[i + 1]);
   // --chains: only the chain rows (and their cuBLAS references).
   const bool chains_only = bench::has_flag(argc, argv, "--chains");
+  // --prefixes: only the prefix rows (the chunk engine), with cuBLAS's batched rate at d = 64.
+  if (bench::has_flag(argc, argv, "--prefixes")) {
+#if PARSCAN_BENCH_CUBLAS
+    cublas_batched_case(4096, 64, chain_math::exact, copy);
+#endif
+    chain_case(1, 8192, 64, chain_output::prefixes, chain_math::exact, copy, 1);
+    chain_case(8, 8192, 64, chain_output::prefixes, chain_math::exact, copy, 1);
+    chain_case(1, 8192, 32, chain_output::prefixes, chain_math::exact, copy, 1);
+    only_n = -1;
+  }
   // --levels: only short chains (n = 2…64, d = 128 and 256), whose times rise by one tree level
   // per doubling of n: the cost of a narrow level, for docs/performance.md.
   if (bench::has_flag(argc, argv, "--levels")) {
@@ -332,6 +342,7 @@ int main(int argc, char** argv) {
     chain_case(B, 1000, d, chain_output::total, chain_math::exact, copy, 1);
   }
   if (only_n == 0) chain_case(1, 8192, 64, chain_output::prefixes, chain_math::exact, copy, 1);
+  if (only_n == 0) chain_case(8, 8192, 64, chain_output::prefixes, chain_math::exact, copy, 1);
   if (only_n == 0 && !quick) chain_case(1, 8192, 64, chain_output::prefixes, chain_math::tf32, copy, 1);
   if (chains_only) only_n = -1;  // no recurrence rows
 

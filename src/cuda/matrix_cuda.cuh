@@ -287,10 +287,32 @@ constexpr bool chain_on_cublas(index_t d, bool prefixes) {
 /// a caller's workspace to the 256 bytes cublasSetWorkspace needs.
 inline constexpr std::size_t chain_cublas_reserve = chain_cublas_workspace_bytes + 256;
 
+/// The prefixes of chains of d ≤ chunk_engine_max_d take the chunk engine (chain_chunks): three
+/// such matrices fit one block's shared memory, so a block walks a chunk of a chain without a
+/// launch per position.
+inline constexpr index_t chunk_engine_max_d = 64;
+
+/// The chunk engine's chunks per chain: about 256 (chain, chunk) tasks in all (two blocks on
+/// each SM of an H100), of at least 4 positions each. A function of B and n only, so the
+/// workspace size is.
+inline index_t chunk_engine_chunks(index_t B, index_t n) {
+  constexpr index_t target_tasks = 256, min_len = 4;
+  const index_t most = std::max<index_t>(1, (n + min_len - 1) / min_len);
+  return std::min(most, std::max<index_t>(1, (target_tasks + B - 1) / B));
+}
+inline index_t chunk_engine_len(index_t B, index_t n) {
+  const index_t chunks = chunk_engine_chunks(B, n);
+  return std::max<index_t>(1, (n + chunks - 1) / chunks);
+}
+
 template <class C>
 std::size_t chain_workspace(index_t B, index_t n, index_t d, bool prefixes) {
   const std::size_t dd = static_cast<std::size_t>(d) * static_cast<std::size_t>(d), b = static_cast<std::size_t>(B);
   if (n <= 1 || B == 0) return 0;
+  if (prefixes && d <= chunk_engine_max_d) {  // chunk totals and their prefixes, ping-pong
+    const index_t len = chunk_engine_len(B, n), chunks = (n + len - 1) / len;
+    return 2 * ws_bytes(sat_mul(sat_mul(b, static_cast<std::size_t>(chunks - 1)), dd), sizeof(C));
+  }
   if (!prefixes && d <= tree_max_d) {
     const tree_shape s = tree_shape_of(B, n, d);
     if (s.levels == 0) return 0;
@@ -332,6 +354,41 @@ status chain_total_tree(chain_tree<T, C> t, void* ws, cudaStream_t stream) {
   static_assert(tree_max_d <= 32, "micro-tiles of 2×2 cover 32 rows");
   if (t.d <= 16) return launch_tree<1>(t, stream);
   return launch_tree<2>(t, stream);
+}
+
+/// Whether a (B, n, d, d) tensor's matrices allow 4-element vector access: d % 4 == 0 and the
+/// base and strides aligned to a packed_vec<X, 4>.
+template <class X>
+bool vector_matrices(const X* base, index_t batch_stride, index_t step_stride, index_t d) {
+  constexpr std::size_t align = alignof(packed_vec<X, 4>);
+  auto aligned = [&](std::size_t bytes) { return bytes % align == 0; };
+  return d % 4 == 0 && aligned(reinterpret_cast<std::uintptr_t>(base)) &&
+         aligned(static_cast<std::size_t>(batch_stride) * sizeof(X)) && aligned(static_cast<std::size_t>(step_stride) * sizeof(X));
+}
+
+/// The prefixes of every chain by the chunk engine (chain_chunks, d ≤ 16·RT) in one
+/// cooperative launch; `ws` holds chain_workspace bytes.
+template <int RT, class T, class C>
+status chain_prefixes_chunked(chain_chunks<T, C> c, void* ws, cudaStream_t stream) {
+  constexpr std::size_t smem = chain_prefix_smem<RT, C>;
+  const index_t K = c.chunks - 1, dd = static_cast<index_t>(c.d) * c.d;
+  c.buf[0] = static_cast<C*>(ws);
+  c.buf[1] = reinterpret_cast<C*>(static_cast<char*>(ws) + ws_bytes(static_cast<std::size_t>(c.B * K * dd), sizeof(C)));
+  c.vec_M = vector_matrices(c.M, c.Mb, c.Ms, c.d);
+  c.vec_out = vector_matrices(c.out, c.Ob, c.Os, c.d);
+  const device_facts dev = current_device();
+  if (dev.st != status::success) return dev.st;
+  constexpr auto kernel = chain_prefix_kernel<RT, T, C>;
+  const int per_sm = blocks_per_multiprocessor<kernel>(block_matrix_threads, dev.device, static_cast<int>(smem));
+  if (per_sm == 0) return status::exceeds_device_limits;
+  // All blocks resident at once (the phases meet at grid-wide barriers); more tasks loop.
+  const index_t blocks = std::min<index_t>(c.B * c.chunks, static_cast<index_t>(per_sm) * dev.multiprocessors);
+  void* params[] = {&c};
+  if (status st = report(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(blocks)),
+                                                     dim3(block_matrix_threads), params, smem, stream));
+      st != status::success)
+    return st;
+  return check_launch();
 }
 
 /// Launches a batched GEMM kernel (gemm_kernel or mma_gemm_kernel) with Tile×Tile output
@@ -601,7 +658,15 @@ status matrix_chain(const cuda_backend& be, const matrix_chain_args<T>& g) {
     return status::success;
   }
 
-  // Prefixes: chunks of L positions. (1) local prefixes within each chunk, sequentially over
+  if (d <= chunk_engine_max_d) {
+    chain_chunks<T, C> c;
+    c.M = g.M, c.Mb = Mb, c.Ms = Ms, c.out = g.out, c.Ob = Ob, c.Os = Os, c.B = B, c.n = n, c.d = static_cast<int>(d);
+    c.ltr = ltr;
+    c.len = chunk_engine_len(B, n), c.chunks = (n + c.len - 1) / c.len;
+    return d <= 32 ? chain_prefixes_chunked<2>(c, w, stream) : chain_prefixes_chunked<4>(c, w, stream);
+  }
+
+  // d > chunk_engine_max_d: chunks of L positions. (1) local prefixes within each chunk, sequentially over
   // the positions, in parallel over (chain, chunk), into workspace; (2) the carries (the
   // product of all earlier chunks), sequentially over chunks; (3) out = local·carry in chain
   // order (chunk 0: the local prefixes themselves).

@@ -588,6 +588,31 @@ void chain_tree_shapes() {
     }
 }
 
+/// Prefixes over many chunks (CUDA, d ≤ 64: chain_chunks, about 256 (chain, chunk) tasks of
+/// at least 4 positions): uneven last chunks, chunk counts whose carry levels are not a power of
+/// two (n = 1000: 250 chunks of 4; B = 3, n = 517: 74 of 7), d on both sides of the 32 / 64
+/// micro-tiles and not a multiple of 4, one chunk per chain (B = 300), strided views,
+/// misaligned pointers, both orders.
+template <class T>
+void chain_chunk_shapes() {
+  struct shape { index_t B, n, d; };
+  const arrangement arrs[][2] = {{arrangement::dense, arrangement::dense},
+                                 {arrangement::padded, arrangement::batch_inner},
+                                 {arrangement::batch_inner, arrangement::padded}};
+  int i = 0;
+  for (shape s : {shape{1, 1000, 7}, shape{3, 517, 17}, shape{2, 300, 64}, shape{1, 1100, 33}, shape{300, 6, 3},
+                  shape{5, 61, 32}, shape{1, 9, 50}})
+    for (chain_order ord : {chain_order::left_to_right, chain_order::right_to_left}) {
+      ++i;
+      chain_opts o;
+      o.B = s.B, o.n = s.n, o.d = s.d, o.order = ord, o.output = chain_output::prefixes;
+      o.aM = arrs[i % 3][0], o.aout = arrs[i % 3][1];
+      o.misalign = i % 4 == 1 ? 1 : 0;
+      o.fam = family::near_orthogonal;
+      run_chain<T>(o);
+    }
+}
+
 /// Totals wide enough that the CUDA backend runs every level of a float chain on cuBLAS
 /// (d ≥ 128): odd and even n (a level's odd factor moves up, so from then on a batch's chains
 /// are no longer one stride apart and cuBLAS is called per chain), batches, strided views,
@@ -962,6 +987,7 @@ MTX_FOR_EACH_DTYPE("recurrence: engine edges (N and T and B around chunks and st
 MTX_FOR_EACH_DTYPE("chain: d x n sweep, both orders, total and prefixes", "[chain]", chain_sweep)
 MTX_FOR_EACH_DTYPE("chain: TF32 and bf16 tensor-core opt-in", "[chain]", chain_math_modes)
 MTX_FOR_EACH_DTYPE("chain: totals of small matrices over many blocks and tree levels", "[chain]", chain_tree_shapes)
+MTX_FOR_EACH_DTYPE("chain: prefixes over many chunks, uneven chunks and carry levels", "[chain]", chain_chunk_shapes)
 MTX_FOR_EACH_DTYPE("chain: wide totals on cuBLAS for float (batches and strided views)", "[chain]",
                    chain_wide_totals)
 MTX_FOR_EACH_DTYPE("zero-sized problems succeed; T = 0 passes the state, n = 0 is the identity", "[errors]", zero_sized)

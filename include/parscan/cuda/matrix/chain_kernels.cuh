@@ -3,12 +3,18 @@
 //   - chain_tree_kernel: the whole total product of chains of d ≤ 32 in one launch;
 //   - gemm_kernel: a batched SIMT GEMM in compute precision (exact), for d > 32 and prefixes;
 //   - mma_gemm_kernel: the same batched GEMM on tensor cores (chain_math::tf32 / bf16);
-//   - mat_copy_kernel: copies, conversions and the identity.
+//   - mat_copy_kernel: copies, conversions and the identity;
+//   - chain_prefix_kernel: the prefixes of chains of d ≤ 64, each block walking a chunk of a
+//     chain in shared memory.
 // Indices are 64-bit; every grid loops over its work.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
+#include <cooperative_groups.h>
+
+#include "../block/block_matrix_product.cuh"
 #include "matrix_kernels.cuh"
 
 namespace parscan::cuda_detail {
@@ -412,6 +418,170 @@ __global__ void __launch_bounds__(tree_threads) chain_tree_kernel(const chain_tr
     }
     __syncthreads();  // shared memory and `last` are reused by the next task
   }
+}
+
+// ---------------------------------------------------------------------------------------
+// The prefixes of chains of d ≤ 64: chunks walked by blocks, and carries between them.
+
+/// Each chain splits into `chunks` chunks of `len` positions (the last may be shorter), and
+/// one cooperative launch (chain_prefix_kernel) runs three phases, a grid-wide barrier apart:
+///   (1) each chunk but the last is multiplied out into `buf[0]` (its total);
+///   (2) the totals become inclusive prefixes over the chunks, Hillis–Steele: level s sets
+///       y[c] = x[c - s] ⊗ x[c] for c ≥ s, ping-ponging between buf[0] and buf[1];
+///   (3) every chunk is walked again from its carry, the product of all earlier chunks, and
+///       each prefix is written from registers as it is formed.
+/// A block keeps the running product, the next factor and the product being formed in shared
+/// memory, and the factor after that in registers, in flight while it multiplies. One launch,
+/// not one per phase and level: the 8 levels of 256 chunks took 12 µs a launch (ncu, H100).
+template <class T, class C>
+struct chain_chunks {
+  const T* M = nullptr;
+  index_t Mb = 0, Ms = 0;  // M's batch and step strides
+  T* out = nullptr;
+  index_t Ob = 0, Os = 0;  // out's batch and step strides
+  C* buf[2] = {};          // (B, chunks - 1, d, d) dense each
+  index_t B = 0, n = 0, len = 1, chunks = 1;
+  int d = 1;
+  bool ltr = true;
+  bool vec_M = false, vec_out = false;  // 4-element vector access (d % 4 == 0, aligned)
+};
+
+/// Shared memory of chain_prefix_kernel: three padded matrices.
+template <int RT, class C>
+inline constexpr std::size_t chain_prefix_smem = 3 * block_matrix_shape<RT>::elems * sizeof(C);
+
+/// Four values of C from L2: written during this launch by other blocks, so not from L1.
+template <class C>
+__device__ __forceinline__ packed_vec<C, 4> load_l2(const packed_vec<C, 4>* p) {
+  packed_vec<C, 4> r;
+  if constexpr (std::is_same<C, float>::value) {  // the compute types: float and double
+    const float4 f = __ldcg(reinterpret_cast<const float4*>(p));
+    r.v[0] = f.x, r.v[1] = f.y, r.v[2] = f.z, r.v[3] = f.w;
+  } else {
+    const double2 a = __ldcg(reinterpret_cast<const double2*>(p)), b = __ldcg(reinterpret_cast<const double2*>(p) + 1);
+    r.v[0] = a.x, r.v[1] = a.y, r.v[2] = b.x, r.v[3] = b.y;
+  }
+  return r;
+}
+
+/// Loads for block_matrix_stage: of a read-only input, and of the workspace (from L2).
+struct plain_loads {
+  template <class X>
+  __device__ __forceinline__ X operator()(const X* q) const { return *q; }
+};
+struct l2_loads {
+  template <class C>
+  __device__ __forceinline__ packed_vec<C, 4> operator()(const packed_vec<C, 4>* q) const { return load_l2<C>(q); }
+  template <class C>
+  __device__ __forceinline__ C operator()(const C* q) const { return __ldcg(q); }
+};
+
+/// X ⊗ Y for X earlier in the chain: X·Y (left to right) or Y·X (right to left).
+template <int RT, class C>
+__device__ __forceinline__ void chain_step(const C* earlier, const C* later, bool ltr, C (&acc)[RT][RT]) {
+  block_matrix_product<RT>(ltr ? earlier : later, ltr ? later : earlier, acc);
+}
+
+/// Phases (1) (Prefixes = false: writing p.buf[0]) and (3) (true: from the carries `carry`):
+/// tasks (chain, chunk) over the grid. `p` by value: a reference to the kernel's parameter
+/// would copy it to the stack.
+template <int RT, bool Prefixes, class T, class C>
+__device__ __forceinline__ void chain_walk_chunks(const chain_chunks<T, C> p, const C* carry, C* cur, C* next,
+                                                  C* factor) {
+  const int d = p.d, dd = d * d;
+  const index_t K = p.chunks - 1, per = Prefixes ? p.chunks : K;  // (1) skips each chain's last chunk
+  auto as_c = [](auto x) { return to_c<C>(x); };
+  auto same = [](C x) { return x; };
+  for (index_t task = blockIdx.x; task < p.B * per; task += gridDim.x) {
+    const index_t b = task / per, c = task % per, first = c * p.len, len = min(p.len, p.n - first);
+    const T* Mc = p.M + b * p.Mb + first * p.Ms;
+    T* Oc = p.out + b * p.Ob + first * p.Os;
+    block_matrix_stage<RT, C> stage;
+    index_t j = 0;  // the next factor to multiply in
+    if (Prefixes && c > 0) {
+      stage.fetch(carry + (b * K + c - 1) * dd, d, d % 4 == 0, l2_loads{}, same);
+    } else {
+      stage.fetch(Mc, d, p.vec_M, plain_loads{}, as_c);
+      if (Prefixes)  // the chain's first prefix is its first factor
+        for (int e = static_cast<int>(threadIdx.x); e < dd; e += block_matrix_threads) Oc[e] = Mc[e];
+      j = 1;
+    }
+    __syncthreads();  // the previous task is done with shared memory
+    stage.put(cur);
+    if (j < len) stage.fetch(Mc + j * p.Ms, d, p.vec_M, plain_loads{}, as_c);
+    for (; j < len; ++j) {
+      __syncthreads();  // cur is complete; the last product is done reading factor
+      stage.put(factor);
+      if (j + 1 < len) stage.fetch(Mc + (j + 1) * p.Ms, d, p.vec_M, plain_loads{}, as_c);  // in flight during the product
+      __syncthreads();
+      C acc[RT][RT];
+      chain_step<RT>(cur, factor, p.ltr, acc);
+      block_matrix_store<RT>(acc, next);
+      if constexpr (Prefixes) block_matrix_write<RT>(acc, Oc + j * p.Os, d, p.vec_out, [](C v) { return from_c<T>(v); });
+      C* const done = cur;
+      cur = next, next = done;
+    }
+    if constexpr (!Prefixes) {
+      __syncthreads();  // cur is complete
+      C* const t = p.buf[0] + (b * K + c) * dd;
+      for (int e = static_cast<int>(threadIdx.x); e < dd; e += block_matrix_threads)
+        t[e] = cur[e / d * block_matrix_shape<RT>::ld + e % d];
+    }
+  }
+}
+
+/// Phase (2), one level: y[c] = x[c - s] ⊗ x[c] for c ≥ s, y[c] = x[c] below, over the K chunk
+/// totals of each chain. Tasks (chain, c) over the grid.
+template <int RT, class C>
+__device__ __forceinline__ void chain_carry_level(const C* x, C* y, index_t tasks, index_t K, index_t s, int d, bool ltr,
+                                  C* earlier, C* later) {
+  const int dd = d * d;
+  auto same = [](C v) { return v; };
+  for (index_t task = blockIdx.x; task < tasks; task += gridDim.x) {
+    const C* src = x + task * dd;
+    C* dst = y + task * dd;
+    if (task % K < s) {  // already an inclusive prefix
+      for (int e = static_cast<int>(threadIdx.x); e < dd; e += block_matrix_threads) dst[e] = __ldcg(src + e);
+      continue;
+    }
+    block_matrix_stage<RT, C> a, b;
+    a.fetch(src - s * dd, d, d % 4 == 0, l2_loads{}, same);
+    b.fetch(src, d, d % 4 == 0, l2_loads{}, same);
+    __syncthreads();  // the previous task is done with shared memory
+    a.put(earlier);
+    b.put(later);
+    __syncthreads();
+    C acc[RT][RT];
+    chain_step<RT>(earlier, later, ltr, acc);
+    block_matrix_write<RT>(acc, dst, d, d % 4 == 0, same);
+  }
+}
+
+/// The prefixes of every chain (chain_chunks), launched cooperatively on at most as many blocks
+/// as fit the device at once; dynamic shared memory chain_prefix_smem<RT, C>. Two blocks per SM
+/// in float (128 registers: 157 without the bound, one block per SM); double takes more.
+template <int RT, class T, class C>
+__global__ void __launch_bounds__(block_matrix_threads, sizeof(C) == 4 ? 2 : 1) chain_prefix_kernel(const chain_chunks<T, C> p) {
+  extern __shared__ __align__(16) unsigned char prefix_smem[];
+  constexpr int elems = block_matrix_shape<RT>::elems;
+  C* const m0 = reinterpret_cast<C*>(prefix_smem);
+  C* const m1 = m0 + elems;
+  C* const m2 = m1 + elems;
+  const index_t K = p.chunks - 1;
+  const C* carry = nullptr;
+  if (K > 0) {
+    chain_walk_chunks<RT, false>(p, carry, m0, m1, m2);
+    C *x = p.buf[0], *y = p.buf[1];  // not p.buf[at]: a variable index would copy p to the stack
+    for (index_t s = 1; s < K; s *= 2) {
+      cooperative_groups::this_grid().sync();
+      chain_carry_level<RT, C>(x, y, p.B * K, K, s, p.d, p.ltr, m0, m1);
+      C* const t = x;
+      x = y, y = t;
+    }
+    cooperative_groups::this_grid().sync();
+    carry = x;
+  }
+  chain_walk_chunks<RT, true>(p, carry, m0, m1, m2);
 }
 
 }  // namespace parscan::cuda_detail
