@@ -309,8 +309,9 @@ template <class C>
 std::size_t chain_workspace(index_t B, index_t n, index_t d, bool prefixes) {
   const std::size_t dd = static_cast<std::size_t>(d) * static_cast<std::size_t>(d), b = static_cast<std::size_t>(B);
   if (n <= 1 || B == 0) return 0;
-  if (prefixes && d <= chunk_engine_max_d) {  // chunk totals and their prefixes, ping-pong
+  if (d <= chunk_engine_max_d) {  // chunk totals (and, for prefixes, their prefixes: ping-pong)
     const index_t len = chunk_engine_len(B, n), chunks = (n + len - 1) / len;
+    if (!prefixes) return chunks > 1 ? ws_bytes(sat_mul(sat_mul(b, static_cast<std::size_t>(chunks)), dd), sizeof(C)) : 0;
     return 2 * ws_bytes(sat_mul(sat_mul(b, static_cast<std::size_t>(chunks - 1)), dd), sizeof(C));
   }
   if (!prefixes && d <= tree_max_d) {
@@ -366,19 +367,20 @@ bool vector_matrices(const X* base, index_t batch_stride, index_t step_stride, i
          aligned(static_cast<std::size_t>(batch_stride) * sizeof(X)) && aligned(static_cast<std::size_t>(step_stride) * sizeof(X));
 }
 
-/// The prefixes of every chain by the chunk engine (chain_chunks, d ≤ 16·RT) in one
-/// cooperative launch; `ws` holds chain_workspace bytes.
-template <int RT, class T, class C>
-status chain_prefixes_chunked(chain_chunks<T, C> c, void* ws, cudaStream_t stream) {
-  constexpr std::size_t smem = chain_prefix_smem<RT, C>;
-  const index_t K = c.chunks - 1, dd = static_cast<index_t>(c.d) * c.d;
+/// The totals (Prefixes = false) or prefixes of every chain by the chunk engine (chain_chunks,
+/// d ≤ 16·RT) in one cooperative launch; `ws` holds chain_workspace bytes.
+template <int RT, bool Prefixes, class T, class C>
+status chain_chunked(chain_chunks<T, C> c, void* ws, cudaStream_t stream) {
+  constexpr std::size_t smem = chain_chunk_smem<RT, C>;
+  const index_t dd = static_cast<index_t>(c.d) * c.d;
+  c.slots = Prefixes ? c.chunks - 1 : c.chunks;
   c.buf[0] = static_cast<C*>(ws);
-  c.buf[1] = reinterpret_cast<C*>(static_cast<char*>(ws) + ws_bytes(static_cast<std::size_t>(c.B * K * dd), sizeof(C)));
+  c.buf[1] = reinterpret_cast<C*>(static_cast<char*>(ws) + ws_bytes(static_cast<std::size_t>(c.B * c.slots * dd), sizeof(C)));
   c.vec_M = vector_matrices(c.M, c.Mb, c.Ms, c.d);
   c.vec_out = vector_matrices(c.out, c.Ob, c.Os, c.d);
   const device_facts dev = current_device();
   if (dev.st != status::success) return dev.st;
-  constexpr auto kernel = chain_prefix_kernel<RT, T, C>;
+  constexpr auto kernel = chain_chunk_kernel<RT, Prefixes, T, C>;
   const int per_sm = blocks_per_multiprocessor<kernel>(block_matrix_threads, dev.device, static_cast<int>(smem));
   if (per_sm == 0) return status::exceeds_device_limits;
   // All blocks resident at once (the phases meet at grid-wide barriers); more tasks loop.
@@ -577,6 +579,16 @@ status matrix_chain(const cuda_backend& be, const matrix_chain_args<T>& g) {
   if (status st = ws.acquire(bytes); st != status::success) return st;
   char* w = static_cast<char*>(ws.get());
 
+  if (d <= chunk_engine_max_d) {
+    // Whatever g.math: at d ≤ 64 the chain is bound by latency, not arithmetic, so exact
+    // products in shared memory are as fast as tensor cores would be (the opt-in is a permission).
+    chain_chunks<T, C> c;
+    c.M = g.M, c.Mb = Mb, c.Ms = Ms, c.out = g.out, c.Ob = Ob, c.Os = Os, c.B = B, c.n = n, c.d = static_cast<int>(d);
+    c.ltr = ltr;
+    c.len = chunk_engine_len(B, n), c.chunks = (n + c.len - 1) / c.len;
+    if (prefixes) return d <= 32 ? chain_chunked<2, true>(c, w, stream) : chain_chunked<4, true>(c, w, stream);
+    return d <= 32 ? chain_chunked<2, false>(c, w, stream) : chain_chunked<4, false>(c, w, stream);
+  }
   if (!prefixes && d <= tree_max_d) {
     // Whatever g.math: at d ≤ 32 the chain is bound by latency, not arithmetic, so the exact
     // single-launch tree is as fast as tensor cores would be (the opt-in is a permission).
@@ -656,14 +668,6 @@ status matrix_chain(const cuda_backend& be, const matrix_chain_args<T>& g) {
       ++level;
     }
     return status::success;
-  }
-
-  if (d <= chunk_engine_max_d) {
-    chain_chunks<T, C> c;
-    c.M = g.M, c.Mb = Mb, c.Ms = Ms, c.out = g.out, c.Ob = Ob, c.Os = Os, c.B = B, c.n = n, c.d = static_cast<int>(d);
-    c.ltr = ltr;
-    c.len = chunk_engine_len(B, n), c.chunks = (n + c.len - 1) / c.len;
-    return d <= 32 ? chain_prefixes_chunked<2>(c, w, stream) : chain_prefixes_chunked<4>(c, w, stream);
   }
 
   // d > chunk_engine_max_d: chunks of L positions. (1) local prefixes within each chunk, sequentially over

@@ -566,18 +566,19 @@ void chain_math_modes() {
       }
 }
 
-/// Totals of small matrices (d ≤ 64; CUDA computes d ≤ 32 in one launch as a tree over
-/// blocks, and d = 33…64 by the GEMM tree): chains spanning many blocks and several tree levels, odd d and n, batches
-/// large enough that a leaf takes more than its minimum group, strided views.
+/// Totals of small matrices (d ≤ 64; CUDA: chain_chunks, about 256 (chain, chunk) tasks of at
+/// least 4 factors, then a binary tree over each chain's chunk totals): chains spanning many
+/// chunks and tree levels, odd d and n, chunk counts that leave an odd one out at some level.
 template <class T>
 void chain_tree_shapes() {
   struct shape { index_t B, n, d; };
   int i = 0;
-  // On CUDA: d = 32 and 16 fill the tree's 2×2 and 1×1 micro-tiles; n = 1000, 200 and 70 give
-  // 125, 13 and 9 leaves, so partial last nodes of the 8-ary levels; B·n = 40000 gives leaves
-  // of 40 factors; n = 3 is one leaf and no level.
+  // On CUDA: d = 32 and 64 fill the 2×2 and 4×4 micro-tiles; n = 1000 gives 250 chunks of 4 (8
+  // levels), B = 3, n = 517 gives 74 of 7, B = 40 seven of 143 per chain; n = 3 and B = 260
+  // are one chunk, the chain's total written straight from the walk.
   for (shape s : {shape{1, 1000, 64}, shape{3, 517, 17}, shape{2, 33, 48}, shape{40, 1000, 2}, shape{5, 129, 33},
-                  shape{1, 4097, 9}, shape{2, 1000, 32}, shape{3, 200, 16}, shape{1, 70, 32}, shape{1, 3, 32}})
+                  shape{1, 4097, 9}, shape{2, 1000, 32}, shape{3, 200, 16}, shape{1, 70, 32}, shape{1, 3, 32},
+                  shape{260, 9, 5}})
     for (chain_order ord : {chain_order::left_to_right, chain_order::right_to_left}) {
       ++i;
       chain_opts o;
@@ -986,7 +987,7 @@ MTX_FOR_EACH_DTYPE("recurrence: chunked forward and backward equal one call", "[
 MTX_FOR_EACH_DTYPE("recurrence: engine edges (N and T and B around chunks and stages and tasks per warp)", "[forward][backward]", engine_edges)
 MTX_FOR_EACH_DTYPE("chain: d x n sweep, both orders, total and prefixes", "[chain]", chain_sweep)
 MTX_FOR_EACH_DTYPE("chain: TF32 and bf16 tensor-core opt-in", "[chain]", chain_math_modes)
-MTX_FOR_EACH_DTYPE("chain: totals of small matrices over many blocks and tree levels", "[chain]", chain_tree_shapes)
+MTX_FOR_EACH_DTYPE("chain: totals of small matrices over many chunks and tree levels", "[chain]", chain_tree_shapes)
 MTX_FOR_EACH_DTYPE("chain: prefixes over many chunks, uneven chunks and carry levels", "[chain]", chain_chunk_shapes)
 MTX_FOR_EACH_DTYPE("chain: wide totals on cuBLAS for float (batches and strided views)", "[chain]",
                    chain_wide_totals)

@@ -4,8 +4,8 @@
 //   - gemm_kernel: a batched SIMT GEMM in compute precision (exact), for d > 32 and prefixes;
 //   - mma_gemm_kernel: the same batched GEMM on tensor cores (chain_math::tf32 / bf16);
 //   - mat_copy_kernel: copies, conversions and the identity;
-//   - chain_prefix_kernel: the prefixes of chains of d ≤ 64, each block walking a chunk of a
-//     chain in shared memory.
+//   - chain_chunk_kernel: totals and prefixes of chains of d ≤ 64, each block walking a chunk
+//     of a chain in shared memory.
 // Indices are 64-bit; every grid loops over its work.
 #pragma once
 
@@ -421,11 +421,15 @@ __global__ void __launch_bounds__(tree_threads) chain_tree_kernel(const chain_tr
 }
 
 // ---------------------------------------------------------------------------------------
-// The prefixes of chains of d ≤ 64: chunks walked by blocks, and carries between them.
+// Chains of d ≤ 64: chunks walked by blocks in shared memory, combined across the grid.
 
 /// Each chain splits into `chunks` chunks of `len` positions (the last may be shorter), and
-/// one cooperative launch (chain_prefix_kernel) runs three phases, a grid-wide barrier apart:
-///   (1) each chunk but the last is multiplied out into `buf[0]` (its total);
+/// one cooperative launch (chain_chunk_kernel) runs phases a grid-wide barrier apart. Totals:
+///   (1) every chunk is multiplied out into buf[0] (or straight into `out` if it is the chain);
+///   (2) a binary tree over the chunk totals, in place: level s sets x[i] = x[i] ⊗ x[i + s]
+///       for i a multiple of 2s; the last level writes `out`.
+/// Prefixes:
+///   (1) each chunk but the last is multiplied out into buf[0];
 ///   (2) the totals become inclusive prefixes over the chunks, Hillis–Steele: level s sets
 ///       y[c] = x[c - s] ⊗ x[c] for c ≥ s, ping-ponging between buf[0] and buf[1];
 ///   (3) every chunk is walked again from its carry, the product of all earlier chunks, and
@@ -439,16 +443,17 @@ struct chain_chunks {
   index_t Mb = 0, Ms = 0;  // M's batch and step strides
   T* out = nullptr;
   index_t Ob = 0, Os = 0;  // out's batch and step strides
-  C* buf[2] = {};          // (B, chunks - 1, d, d) dense each
+  C* buf[2] = {};          // (B, slots, d, d) dense each
   index_t B = 0, n = 0, len = 1, chunks = 1;
+  index_t slots = 0;  // chunk totals kept per chain: chunks (totals), chunks - 1 (prefixes)
   int d = 1;
   bool ltr = true;
   bool vec_M = false, vec_out = false;  // 4-element vector access (d % 4 == 0, aligned)
 };
 
-/// Shared memory of chain_prefix_kernel: three padded matrices.
+/// Shared memory of chain_chunk_kernel: three padded matrices.
 template <int RT, class C>
-inline constexpr std::size_t chain_prefix_smem = 3 * block_matrix_shape<RT>::elems * sizeof(C);
+inline constexpr std::size_t chain_chunk_smem = 3 * block_matrix_shape<RT>::elems * sizeof(C);
 
 /// Four values of C from L2: written during this launch by other blocks, so not from L1.
 template <class C>
@@ -482,14 +487,14 @@ __device__ __forceinline__ void chain_step(const C* earlier, const C* later, boo
   block_matrix_product<RT>(ltr ? earlier : later, ltr ? later : earlier, acc);
 }
 
-/// Phases (1) (Prefixes = false: writing p.buf[0]) and (3) (true: from the carries `carry`):
-/// tasks (chain, chunk) over the grid. `p` by value: a reference to the kernel's parameter
-/// would copy it to the stack.
+/// Chunks of every chain, `per` of them from each chain's first, over the grid. Prefixes: from
+/// the carries `carry` (buf layout), writing every prefix. Else each chunk's total goes to
+/// buf[0], or to `out` where the chunk is the whole chain. `p` by value: a reference to the
+/// kernel's parameter would copy it to the stack.
 template <int RT, bool Prefixes, class T, class C>
-__device__ __forceinline__ void chain_walk_chunks(const chain_chunks<T, C> p, const C* carry, C* cur, C* next,
-                                                  C* factor) {
+__device__ __forceinline__ void chain_walk_chunks(const chain_chunks<T, C> p, index_t per, const C* carry, C* cur,
+                                                  C* next, C* factor) {
   const int d = p.d, dd = d * d;
-  const index_t K = p.chunks - 1, per = Prefixes ? p.chunks : K;  // (1) skips each chain's last chunk
   auto as_c = [](auto x) { return to_c<C>(x); };
   auto same = [](C x) { return x; };
   for (index_t task = blockIdx.x; task < p.B * per; task += gridDim.x) {
@@ -499,7 +504,7 @@ __device__ __forceinline__ void chain_walk_chunks(const chain_chunks<T, C> p, co
     block_matrix_stage<RT, C> stage;
     index_t j = 0;  // the next factor to multiply in
     if (Prefixes && c > 0) {
-      stage.fetch(carry + (b * K + c - 1) * dd, d, d % 4 == 0, l2_loads{}, same);
+      stage.fetch(carry + (b * p.slots + c - 1) * dd, d, d % 4 == 0, l2_loads{}, same);
     } else {
       stage.fetch(Mc, d, p.vec_M, plain_loads{}, as_c);
       if (Prefixes)  // the chain's first prefix is its first factor
@@ -523,65 +528,104 @@ __device__ __forceinline__ void chain_walk_chunks(const chain_chunks<T, C> p, co
     }
     if constexpr (!Prefixes) {
       __syncthreads();  // cur is complete
-      C* const t = p.buf[0] + (b * K + c) * dd;
-      for (int e = static_cast<int>(threadIdx.x); e < dd; e += block_matrix_threads)
-        t[e] = cur[e / d * block_matrix_shape<RT>::ld + e % d];
+      constexpr int ld = block_matrix_shape<RT>::ld;
+      if (p.chunks == 1) {
+        T* const o = p.out + b * p.Ob;
+        for (int e = static_cast<int>(threadIdx.x); e < dd; e += block_matrix_threads) o[e] = from_c<T>(cur[e / d * ld + e % d]);
+      } else {
+        C* const t = p.buf[0] + (b * p.slots + c) * dd;
+        for (int e = static_cast<int>(threadIdx.x); e < dd; e += block_matrix_threads) t[e] = cur[e / d * ld + e % d];
+      }
     }
   }
 }
 
-/// Phase (2), one level: y[c] = x[c - s] ⊗ x[c] for c ≥ s, y[c] = x[c] below, over the K chunk
-/// totals of each chain. Tasks (chain, c) over the grid.
-template <int RT, class C>
-__device__ __forceinline__ void chain_carry_level(const C* x, C* y, index_t tasks, index_t K, index_t s, int d, bool ltr,
-                                  C* earlier, C* later) {
-  const int dd = d * d;
+/// y = x[first] ⊗ x[second] (chunk totals of the workspace) through shared memory, written from
+/// registers by `write(acc)`.
+template <int RT, class C, class Write>
+__device__ __forceinline__ void chain_pair(const C* first, const C* second, int d, bool ltr, C* earlier, C* later,
+                                           Write write) {
   auto same = [](C v) { return v; };
-  for (index_t task = blockIdx.x; task < tasks; task += gridDim.x) {
+  block_matrix_stage<RT, C> a, b;
+  a.fetch(first, d, d % 4 == 0, l2_loads{}, same);
+  b.fetch(second, d, d % 4 == 0, l2_loads{}, same);
+  __syncthreads();  // the previous task is done with shared memory
+  a.put(earlier);
+  b.put(later);
+  __syncthreads();
+  C acc[RT][RT];
+  chain_step<RT>(earlier, later, ltr, acc);
+  write(acc);
+}
+
+/// Prefixes, phase (2), one level: y[c] = x[c - s] ⊗ x[c] for c ≥ s, y[c] = x[c] below.
+template <int RT, class T, class C>
+__device__ __forceinline__ void chain_carry_level(const chain_chunks<T, C> p, const C* x, C* y, index_t s, C* earlier,
+                                                  C* later) {
+  const int d = p.d, dd = d * d;
+  for (index_t task = blockIdx.x; task < p.B * p.slots; task += gridDim.x) {
     const C* src = x + task * dd;
     C* dst = y + task * dd;
-    if (task % K < s) {  // already an inclusive prefix
+    if (task % p.slots < s) {  // already an inclusive prefix
       for (int e = static_cast<int>(threadIdx.x); e < dd; e += block_matrix_threads) dst[e] = __ldcg(src + e);
       continue;
     }
-    block_matrix_stage<RT, C> a, b;
-    a.fetch(src - s * dd, d, d % 4 == 0, l2_loads{}, same);
-    b.fetch(src, d, d % 4 == 0, l2_loads{}, same);
-    __syncthreads();  // the previous task is done with shared memory
-    a.put(earlier);
-    b.put(later);
-    __syncthreads();
-    C acc[RT][RT];
-    chain_step<RT>(earlier, later, ltr, acc);
-    block_matrix_write<RT>(acc, dst, d, d % 4 == 0, same);
+    chain_pair<RT>(src - s * dd, src, d, p.ltr, earlier, later,
+                   [=](const C(&acc)[RT][RT]) { block_matrix_write<RT>(acc, dst, d, d % 4 == 0, [](C v) { return v; }); });
   }
 }
 
-/// The prefixes of every chain (chain_chunks), launched cooperatively on at most as many blocks
-/// as fit the device at once; dynamic shared memory chain_prefix_smem<RT, C>. Two blocks per SM
-/// in float (128 registers: 157 without the bound, one block per SM); double takes more.
+/// Totals, phase (2), one level: x[i] = x[i] ⊗ x[i + s] for i a multiple of 2s (and i + s <
+/// chunks), in place; the last level (2s ≥ chunks) writes the chain's total to `out`.
 template <int RT, class T, class C>
-__global__ void __launch_bounds__(block_matrix_threads, sizeof(C) == 4 ? 2 : 1) chain_prefix_kernel(const chain_chunks<T, C> p) {
-  extern __shared__ __align__(16) unsigned char prefix_smem[];
+__device__ __forceinline__ void chain_total_level(const chain_chunks<T, C> p, index_t s, C* earlier, C* later) {
+  const int d = p.d, dd = d * d;
+  const index_t pairs = (p.chunks - s + 2 * s - 1) / (2 * s);  // the i with i + s < chunks
+  const bool last = 2 * s >= p.chunks;
+  for (index_t task = blockIdx.x; task < p.B * pairs; task += gridDim.x) {
+    const index_t b = task / pairs;
+    C* const x = p.buf[0] + (b * p.slots + task % pairs * 2 * s) * dd;
+    T* const o = p.out + b * p.Ob;
+    chain_pair<RT>(x, x + s * dd, d, p.ltr, earlier, later, [=](const C(&acc)[RT][RT]) {
+      if (last) block_matrix_write<RT>(acc, o, d, p.vec_out, [](C v) { return from_c<T>(v); });
+      else block_matrix_write<RT>(acc, x, d, d % 4 == 0, [](C v) { return v; });
+    });
+  }
+}
+
+/// The totals (Prefixes = false) or prefixes of every chain (chain_chunks), launched
+/// cooperatively on at most as many blocks as fit the device at once; dynamic shared memory
+/// chain_chunk_smem<RT, C>. Two blocks per SM in float (128 registers: 157 without the
+/// bound, one block per SM); double takes more.
+template <int RT, bool Prefixes, class T, class C>
+__global__ void __launch_bounds__(block_matrix_threads, sizeof(C) == 4 ? 2 : 1) chain_chunk_kernel(const chain_chunks<T, C> p) {
+  extern __shared__ __align__(16) unsigned char chunk_smem[];
   constexpr int elems = block_matrix_shape<RT>::elems;
-  C* const m0 = reinterpret_cast<C*>(prefix_smem);
+  C* const m0 = reinterpret_cast<C*>(chunk_smem);
   C* const m1 = m0 + elems;
   C* const m2 = m1 + elems;
-  const index_t K = p.chunks - 1;
-  const C* carry = nullptr;
-  if (K > 0) {
-    chain_walk_chunks<RT, false>(p, carry, m0, m1, m2);
-    C *x = p.buf[0], *y = p.buf[1];  // not p.buf[at]: a variable index would copy p to the stack
-    for (index_t s = 1; s < K; s *= 2) {
+  if constexpr (Prefixes) {
+    const C* carry = nullptr;
+    if (p.slots > 0) {
+      chain_walk_chunks<RT, false>(p, p.slots, carry, m0, m1, m2);
+      C *x = p.buf[0], *y = p.buf[1];  // not p.buf[at]: a variable index would copy p to the stack
+      for (index_t s = 1; s < p.slots; s *= 2) {
+        cooperative_groups::this_grid().sync();
+        chain_carry_level<RT>(p, x, y, s, m0, m1);
+        C* const t = x;
+        x = y, y = t;
+      }
       cooperative_groups::this_grid().sync();
-      chain_carry_level<RT, C>(x, y, p.B * K, K, s, p.d, p.ltr, m0, m1);
-      C* const t = x;
-      x = y, y = t;
+      carry = x;
     }
-    cooperative_groups::this_grid().sync();
-    carry = x;
+    chain_walk_chunks<RT, true>(p, p.chunks, carry, m0, m1, m2);
+  } else {
+    chain_walk_chunks<RT, false>(p, p.chunks, static_cast<const C*>(nullptr), m0, m1, m2);
+    for (index_t s = 1; s < p.chunks; s *= 2) {
+      cooperative_groups::this_grid().sync();
+      chain_total_level<RT>(p, s, m0, m1);
+    }
   }
-  chain_walk_chunks<RT, true>(p, carry, m0, m1, m2);
 }
 
 }  // namespace parscan::cuda_detail
