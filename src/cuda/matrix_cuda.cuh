@@ -240,40 +240,12 @@ std::size_t recompute_bytes(const matrix_backward_args<T>& g) {
 // ---------------------------------------------------------------------------------------
 // Chains.
 
-/// Chain positions per chunk of the prefix scan: about √n, so the sequential launches of the
-/// local prefixes (chunk) and of the carries (n / chunk) balance.
+/// Chain positions per chunk of the prefix scan of d > chunk_engine_max_d: about √n, so the
+/// sequential launches of the local prefixes (chunk) and of the carries (n / chunk) balance.
 inline index_t chain_chunk(index_t n) {
   index_t c = 1;
   while (c * c < n) ++c;
   return std::max<index_t>(c, 1);
-}
-
-/// The total of chains with d ≤ tree_max_d takes the single-launch tree (chain_tree_kernel):
-/// a few such matrices fit one block's shared memory, and launch latency, not arithmetic,
-/// bounds the level-by-level GEMM tree there. Not above 32: at d = 64 the tree measured
-/// 155 µs at 10dc35d against the GEMM tree's 104–113 µs (H100, n = 1000; docs/performance.md).
-inline constexpr index_t tree_max_d = 32;
-
-/// The tree's shape (a function of B, n and d only, so the workspace size is). Leaves of at
-/// least 16 / 8 factors for d ≤ 16 / 32 (the products are cheap next to a level's
-/// write-fence-read), more when B·n would give over ~1024 leaves; 8 children per node.
-inline tree_shape tree_shape_of(index_t B, index_t n, index_t d) {
-  tree_shape s;
-  constexpr index_t target_leaves = 1024;
-  const index_t min_group = d <= 16 ? 16 : 8;
-  const index_t per_leaf = (B * n + target_leaves - 1) / target_leaves;
-  s.group = std::min<index_t>(std::max<index_t>({min_group, per_leaf, 1}), std::max<index_t>(n, 1));
-  s.fan = 8;
-  s.width[0] = (n + s.group - 1) / s.group;
-  int l = 0;
-  while (s.width[l] > 1) {  // at most 63 levels: fan ≥ 2
-    s.width[l + 1] = (s.width[l] + s.fan - 1) / s.fan;
-    ++l;
-  }
-  s.levels = l;
-  for (int k = 0; k < l; ++k) s.slot0[k] = s.slots, s.slots += s.width[k];
-  for (int k = 1; k <= l; ++k) s.node0[k] = s.nodes, s.nodes += s.width[k];
-  return s;
 }
 
 /// Whether a chain's products go to cuBLAS: float totals with d ≥ chain_cublas_min_d (the
@@ -287,9 +259,12 @@ constexpr bool chain_on_cublas(index_t d, bool prefixes) {
 /// a caller's workspace to the 256 bytes cublasSetWorkspace needs.
 inline constexpr std::size_t chain_cublas_reserve = chain_cublas_workspace_bytes + 256;
 
-/// The prefixes of chains of d ≤ chunk_engine_max_d take the chunk engine (chain_chunks): three
-/// such matrices fit one block's shared memory, so a block walks a chunk of a chain without a
-/// launch per position.
+/// Chains of d ≤ chunk_engine_max_d, totals and prefixes, take the chunk engine (chain_chunks):
+/// three such matrices fit one block's shared memory, so a block walks a chunk of a chain
+/// without a launch per position, and one launch does the rest. It replaced (an H100, beside
+/// dbc0f31's binary) the single-launch tree of d ≤ 32 (1000 × 32²: 47–50 → 28–30 µs), the GEMM tree of
+/// d = 33…64 (1000 × 64²: 104–108 → 65–69 µs) and a launch per position for prefixes
+/// (8192 × 64²: 1876–1911 → 330–333 µs).
 inline constexpr index_t chunk_engine_max_d = 64;
 
 /// The chunk engine's chunks per chain: about 256 (chain, chunk) tasks in all (two blocks on
@@ -314,12 +289,6 @@ std::size_t chain_workspace(index_t B, index_t n, index_t d, bool prefixes) {
     if (!prefixes) return chunks > 1 ? ws_bytes(sat_mul(sat_mul(b, static_cast<std::size_t>(chunks)), dd), sizeof(C)) : 0;
     return 2 * ws_bytes(sat_mul(sat_mul(b, static_cast<std::size_t>(chunks - 1)), dd), sizeof(C));
   }
-  if (!prefixes && d <= tree_max_d) {
-    const tree_shape s = tree_shape_of(B, n, d);
-    if (s.levels == 0) return 0;
-    return sat_add(ws_bytes(sat_mul(sat_mul(b, static_cast<std::size_t>(s.slots)), dd), sizeof(C)),
-                   ws_bytes(sat_mul(b, static_cast<std::size_t>(s.nodes)), sizeof(unsigned)));
-  }
   if (!prefixes) {
     const std::size_t half = static_cast<std::size_t>((n + 1) / 2), quarter = static_cast<std::size_t>((n + 3) / 4);
     return sat_add(ws_bytes(sat_mul(sat_mul(b, half), dd), sizeof(C)),
@@ -328,33 +297,6 @@ std::size_t chain_workspace(index_t B, index_t n, index_t d, bool prefixes) {
   const index_t L = chain_chunk(n), chunks = (n + L - 1) / L;
   return sat_add(ws_bytes(sat_mul(sat_mul(b, static_cast<std::size_t>(n)), dd), sizeof(C)),
                  ws_bytes(sat_mul(sat_mul(b, static_cast<std::size_t>(chunks)), dd), sizeof(C)));
-}
-
-/// The total of every chain (n ≥ 2, d ≤ tree_max_d) in one launch (after a memset of the
-/// counters); `ws` holds chain_workspace bytes.
-template <int RT, class T, class C>
-status launch_tree(const chain_tree<T, C>& t, cudaStream_t stream) {
-  // Three d×(d+1) matrices: at most 25 KB (d = 32, double), so no opt-in above 48 KB.
-  static_assert(3 * tree_max_d * (tree_max_d + 1) * sizeof(double) <= 48 * 1024, "the tree fits default shared memory");
-  chain_tree_kernel<RT, T, C><<<grid_for(t.B * t.s.width[0]), tree_threads, chain_tree_smem<C>(t.d), stream>>>(t);
-  return check_launch();
-}
-
-template <class T, class C>
-status chain_total_tree(chain_tree<T, C> t, void* ws, cudaStream_t stream) {
-  t.s = tree_shape_of(t.B, t.n, t.d);
-  if (t.s.levels > 0) {
-    const std::size_t dd = static_cast<std::size_t>(t.d) * static_cast<std::size_t>(t.d);
-    char* w = static_cast<char*>(ws);
-    t.part = reinterpret_cast<C*>(w);
-    t.arrived = reinterpret_cast<unsigned*>(w + ws_bytes(static_cast<std::size_t>(t.B * t.s.slots) * dd, sizeof(C)));
-    if (status st = report(cudaMemsetAsync(t.arrived, 0, static_cast<std::size_t>(t.B * t.s.nodes) * sizeof(unsigned), stream));
-        st != status::success)
-      return st;
-  }
-  static_assert(tree_max_d <= 32, "micro-tiles of 2×2 cover 32 rows");
-  if (t.d <= 16) return launch_tree<1>(t, stream);
-  return launch_tree<2>(t, stream);
 }
 
 /// Whether a (B, n, d, d) tensor's matrices allow 4-element vector access: d % 4 == 0 and the
@@ -589,14 +531,6 @@ status matrix_chain(const cuda_backend& be, const matrix_chain_args<T>& g) {
     if (prefixes) return d <= 32 ? chain_chunked<2, true>(c, w, stream) : chain_chunked<4, true>(c, w, stream);
     return d <= 32 ? chain_chunked<2, false>(c, w, stream) : chain_chunked<4, false>(c, w, stream);
   }
-  if (!prefixes && d <= tree_max_d) {
-    // Whatever g.math: at d ≤ 32 the chain is bound by latency, not arithmetic, so the exact
-    // single-launch tree is as fast as tensor cores would be (the opt-in is a permission).
-    chain_tree<T, C> t;
-    t.M = g.M, t.Mb = Mb, t.Ms = Ms, t.out = g.out, t.Ob = Ob, t.B = B, t.n = n, t.d = static_cast<int>(d), t.ltr = ltr;
-    return chain_total_tree(t, w, stream);
-  }
-
   // Two factors in chain order: P = X·Y (left to right) or Y·X (right to left) for X earlier.
   // chain_math::tf32 / bf16 take the tensor-core GEMM (float compute only; T = double is exact).
   const bool tensor = std::is_same<C, float>::value && g.math != chain_math::exact;

@@ -1,6 +1,5 @@
 // parscan/cuda/matrix/chain_kernels.cuh — the kernels behind the CUDA matrix-chain products
 // (src/cuda/matrix_cuda.cuh drives them; docs/design.md explains the plan):
-//   - chain_tree_kernel: the whole total product of chains of d ≤ 32 in one launch;
 //   - gemm_kernel: a batched SIMT GEMM in compute precision (exact), for d > 32 and prefixes;
 //   - mma_gemm_kernel: the same batched GEMM on tensor cores (chain_math::tf32 / bf16);
 //   - mat_copy_kernel: copies, conversions and the identity;
@@ -266,177 +265,35 @@ __global__ void __launch_bounds__(mma_threads, 3) mma_gemm_kernel(mat_list<const
 }
 
 // ---------------------------------------------------------------------------------------
-// The total product of chains of small matrices (d ≤ 32) in one launch.
-
-inline constexpr int tree_threads = 256, tree_max_levels = 64;
-
-/// A fixed tree over each chain: leaves are groups of `group` consecutive factors, and each
-/// node above has up to `fan` consecutive children. Each block takes a leaf, multiplies its
-/// factors in order in shared memory and writes the partial; the last of a node's children to
-/// arrive (an atomic counter per node) multiplies the node's partials in order and goes on up;
-/// the root writes `out`. Who multiplies depends on timing, the association never does, so
-/// the result is deterministic. Nobody waits on anybody, so any grid size is safe.
-struct tree_shape {
-  index_t group = 1, slots = 0, nodes = 0;  // factors per leaf; partials and counters per chain
-  int fan = 2, levels = 0;                  // levels above the leaves (0: one leaf is the chain)
-  index_t width[tree_max_levels + 1] = {};  // nodes per level; level 0: the leaves
-  index_t slot0[tree_max_levels + 1] = {};  // first partial slot of each level below the root
-  index_t node0[tree_max_levels + 1] = {};  // first counter of each level above the leaves
-};
-
-template <class T, class C>
-struct chain_tree {
-  const T* M = nullptr;
-  index_t Mb = 0, Ms = 0;  // M's batch and step strides
-  T* out = nullptr;
-  index_t Ob = 0;               // out's batch stride
-  C* part = nullptr;            // partials: (B, slots, d, d) dense
-  unsigned* arrived = nullptr;  // counters: (B, nodes), zero at launch
-  index_t B = 0, n = 0;
-  int d = 1;
-  bool ltr = true;
-  tree_shape s;
-};
-
-/// Shared memory of chain_tree_kernel: three d×(d+1) matrices (rows padded against conflicts).
-template <class C>
-inline std::size_t chain_tree_smem(int d) {
-  return 3 * static_cast<std::size_t>(d) * static_cast<std::size_t>(d + 1) * sizeof(C);
-}
-
-/// Z = X·Y for d×d matrices in shared memory (row stride ld), d ≤ 16·RT: thread (tx, ty) of
-/// 16×16 owns rows ty + 16r and columns tx + 16c. Rows and columns past d are clamped on read
-/// (computed but not stored), so every loop is uniform.
-template <int RT, class C>
-__device__ __forceinline__ void tree_mul(const C* X, const C* Y, C* Z, int d, int ld) {
-  const int tx = static_cast<int>(threadIdx.x) % 16, ty = static_cast<int>(threadIdx.x) / 16;
-  int ri[RT], cj[RT];
-#pragma unroll
-  for (int r = 0; r < RT; ++r) ri[r] = min(ty + 16 * r, d - 1) * ld, cj[r] = min(tx + 16 * r, d - 1);
-  C acc[RT][RT];
-#pragma unroll
-  for (int r = 0; r < RT; ++r)
-#pragma unroll
-    for (int c = 0; c < RT; ++c) acc[r][c] = C(0);
-#pragma unroll 4
-  for (int k = 0; k < d; ++k) {
-    C av[RT], bv[RT];
-#pragma unroll
-    for (int r = 0; r < RT; ++r) av[r] = X[ri[r] + k], bv[r] = Y[k * ld + cj[r]];
-#pragma unroll
-    for (int r = 0; r < RT; ++r)
-#pragma unroll
-      for (int c = 0; c < RT; ++c) acc[r][c] += av[r] * bv[c];
-  }
-#pragma unroll
-  for (int r = 0; r < RT; ++r)
-#pragma unroll
-    for (int c = 0; c < RT; ++c) {
-      const int i = ty + 16 * r, j = tx + 16 * c;
-      if (i < d && j < d) Z[i * ld + j] = acc[r][c];
-    }
-}
-
-/// The ordered product of `count` ≥ 1 matrices src(0..count-1) (earliest first) into cur,
-/// using nxt and tmp (the pointers are swapped). The next factor is prefetched into registers
-/// while the current product runs. Ends with a barrier.
-template <int RT, class C, class Src>
-__device__ void tree_group(Src src, index_t count, C*& cur, C*& nxt, C*& tmp, int d, bool ltr) {
-  constexpr int slots = RT * RT;  // (16·RT)² / 256 elements per thread
-  const int tid = static_cast<int>(threadIdx.x), dd = d * d, ld = d + 1;
-  C stage[slots];
-  auto fetch = [&](index_t j) {
-#pragma unroll
-    for (int s = 0; s < slots; ++s) {
-      const int e = tid + s * tree_threads;
-      if (e < dd) stage[s] = src(j, e);
-    }
-  };
-  auto put = [&](C* X) {
-#pragma unroll
-    for (int s = 0; s < slots; ++s) {
-      const int e = tid + s * tree_threads;
-      if (e < dd) X[e / d * ld + e % d] = stage[s];
-    }
-  };
-  fetch(0);
-  put(cur);
-  if (count > 1) fetch(1);
-  for (index_t j = 1; j < count; ++j) {
-    __syncthreads();  // cur is complete; the last product has finished reading nxt
-    put(nxt);         // factor j
-    if (j + 1 < count) fetch(j + 1);  // in flight during the product
-    __syncthreads();
-    if (ltr) tree_mul<RT>(cur, nxt, tmp, d, ld);  // the earlier factor on the left
-    else tree_mul<RT>(nxt, cur, tmp, d, ld);
-    C* f = cur;
-    cur = tmp, tmp = f;
-  }
-  __syncthreads();
-}
-
-/// The chain's total product for every chain: see chain_tree. Tasks (chain, leaf) over the
-/// grid (grid-stride); dynamic shared memory chain_tree_smem<C>(d).
-template <int RT, class T, class C>
-__global__ void __launch_bounds__(tree_threads) chain_tree_kernel(const chain_tree<T, C> p) {
-  extern __shared__ __align__(16) unsigned char tree_smem[];
-  __shared__ int last;
-  C* const base = reinterpret_cast<C*>(tree_smem);
-  const int d = p.d, dd = d * d, ld = d + 1, tid = static_cast<int>(threadIdx.x);
-  const index_t msz = static_cast<index_t>(d) * ld, leaves = p.s.width[0];
-  for (index_t task = blockIdx.x; task < p.B * leaves; task += gridDim.x) {
-    C *cur = base, *nxt = base + msz, *tmp = base + 2 * msz;
-    const index_t b = task / leaves;
-    index_t node = task % leaves;
-    const index_t first = node * p.s.group, cnt = min(p.s.group, p.n - first);
-    const T* Mc = p.M + b * p.Mb + first * p.Ms;
-    const index_t Ms = p.Ms;
-    tree_group<RT, C>([=](index_t j, int e) { return to_c<C>(Mc[j * Ms + e]); }, cnt, cur, nxt, tmp, d, p.ltr);
-    C* const part = p.part + b * p.s.slots * dd;
-    for (int level = 0;; ++level) {
-      if (level == p.s.levels) {  // the root
-        T* O = p.out + b * p.Ob;
-        for (int e = tid; e < dd; e += tree_threads) O[e] = from_c<T>(cur[e / d * ld + e % d]);
-        break;
-      }
-      C* mine = part + (p.s.slot0[level] + node) * dd;
-      for (int e = tid; e < dd; e += tree_threads) mine[e] = cur[e / d * ld + e % d];
-      __threadfence();  // the partial is visible before the arrival is counted
-      __syncthreads();
-      const index_t parent = node / p.s.fan, kids = min(static_cast<index_t>(p.s.fan), p.s.width[level] - parent * p.s.fan);
-      if (tid == 0) {
-        const unsigned before = atomicAdd(p.arrived + b * p.s.nodes + p.s.node0[level + 1] + parent, 1u);
-        last = before + 1 == static_cast<unsigned>(kids);
-        __threadfence();
-      }
-      __syncthreads();
-      if (!last) break;  // a sibling still runs: it will carry the node
-      const C* kid = part + (p.s.slot0[level] + parent * p.s.fan) * dd;
-      // L2 reads (__ldcg): the siblings' partials were written by other SMs during this launch.
-      tree_group<RT, C>([=](index_t j, int e) { return __ldcg(kid + j * dd + e); }, kids, cur, nxt, tmp, d, p.ltr);
-      node = parent;
-    }
-    __syncthreads();  // shared memory and `last` are reused by the next task
-  }
-}
-
-// ---------------------------------------------------------------------------------------
 // Chains of d ≤ 64: chunks walked by blocks in shared memory, combined across the grid.
+
+/// Fan-in of the totals' tree over chunk totals: 4 for d ≤ 32, where a level's barrier and cold
+/// loads cost more than its products (1000 × 32², H100: 28 µs, 33–34 with fan-in 2), and 2 for
+/// d ≤ 64 (1000 × 64²: 73–76 µs, 77–78 with fan-in 4). A build-time override, for measuring.
+#ifndef PARSCAN_CHAIN_TREE_FAN
+template <int RT>
+inline constexpr int chain_tree_fan = RT == 2 ? 4 : 2;
+#else
+template <int RT>
+inline constexpr int chain_tree_fan = PARSCAN_CHAIN_TREE_FAN;
+#endif
 
 /// Each chain splits into `chunks` chunks of `len` positions (the last may be shorter), and
 /// one cooperative launch (chain_chunk_kernel) runs phases a grid-wide barrier apart. Totals:
 ///   (1) every chunk is multiplied out into buf[0] (or straight into `out` if it is the chain);
-///   (2) a binary tree over the chunk totals, in place: level s sets x[i] = x[i] ⊗ x[i + s]
-///       for i a multiple of 2s; the last level writes `out`.
+///   (2) a tree of fan-in F = chain_tree_fan<RT> over the chunk totals, in place: level s walks
+///       x[i], x[i + s], …, x[i + (F-1)s] into x[i] for i a multiple of F·s; the last level
+///       writes `out`.
 /// Prefixes:
 ///   (1) each chunk but the last is multiplied out into buf[0];
 ///   (2) the totals become inclusive prefixes over the chunks, Hillis–Steele: level s sets
 ///       y[c] = x[c - s] ⊗ x[c] for c ≥ s, ping-ponging between buf[0] and buf[1];
 ///   (3) every chunk is walked again from its carry, the product of all earlier chunks, and
 ///       each prefix is written from registers as it is formed.
-/// A block keeps the running product, the next factor and the product being formed in shared
-/// memory, and the factor after that in registers, in flight while it multiplies. One launch,
-/// not one per phase and level: the 8 levels of 256 chunks took 12 µs a launch (ncu, H100).
+/// A walk (chain_walk) keeps the running product, the next factor and the product being formed
+/// in shared memory, and the factor after that in registers, in flight while it multiplies.
+/// One launch, not one per phase and level: the 8 levels of 256 chunks took 12 µs a launch
+/// (ncu, H100).
 template <class T, class C>
 struct chain_chunks {
   const T* M = nullptr;
@@ -481,87 +338,101 @@ struct l2_loads {
   __device__ __forceinline__ C operator()(const C* q) const { return __ldcg(q); }
 };
 
-/// X ⊗ Y for X earlier in the chain: X·Y (left to right) or Y·X (right to left).
-template <int RT, class C>
-__device__ __forceinline__ void chain_step(const C* earlier, const C* later, bool ltr, C (&acc)[RT][RT]) {
-  block_matrix_product<RT>(ltr ? earlier : later, ltr ? later : earlier, acc);
+/// `count` ≥ 1 d × d matrices, matrix j at base + j·step, read through Loads.
+template <class X, class Loads>
+struct chain_run {
+  const X* base;
+  index_t step, count;
+  bool vec;  // 4-element vector loads
+};
+
+/// The product of a run in chain order, after `carry` if non-null, into shared memory (the
+/// returned one of cur / next); `each(j, acc)` sees the product through factor j (j ≥ 1, or
+/// j ≥ 0 after a carry) in registers. The first two matrices load together (a tree level's
+/// runs start cold from L2). Starts and ends with a block barrier.
+template <int RT, class C, class X, class Loads, class Each>
+__device__ __forceinline__ C* chain_walk(chain_run<X, Loads> run, const C* carry, int d, bool ltr, C* cur, C* next,
+                                         C* factor, Each each) {
+  auto as_c = [](X x) { return to_c<C>(x); };
+  auto same = [](C x) { return x; };
+  block_matrix_stage<RT, C> start, stage;
+  index_t j = 0;  // the next factor to multiply in
+  if (carry) {
+    start.fetch(carry, d, d % 4 == 0, l2_loads{}, same);
+  } else {
+    start.fetch(run.base, d, run.vec, Loads{}, as_c);
+    j = 1;
+  }
+  if (j < run.count) stage.fetch(run.base + j * run.step, d, run.vec, Loads{}, as_c);
+  __syncthreads();  // the previous task is done with shared memory
+  start.put(cur);
+  if (j == run.count) __syncthreads();  // no product: cur is complete
+  for (; j < run.count; ++j) {
+    stage.put(factor);
+    if (j + 1 < run.count) stage.fetch(run.base + (j + 1) * run.step, d, run.vec, Loads{}, as_c);  // in flight
+    __syncthreads();  // cur and factor are complete
+    C acc[RT][RT];
+    block_matrix_product<RT>(ltr ? cur : factor, ltr ? factor : cur, acc);  // the earlier factor on the left
+    block_matrix_store<RT>(acc, next);
+    each(j, acc);
+    C* const done = cur;
+    cur = next, next = done;
+    __syncthreads();  // the product is done reading factor and the old cur; cur is complete
+  }
+  return cur;
 }
 
-/// Chunks of every chain, `per` of them from each chain's first, over the grid. Prefixes: from
-/// the carries `carry` (buf layout), writing every prefix. Else each chunk's total goes to
-/// buf[0], or to `out` where the chunk is the whole chain. `p` by value: a reference to the
-/// kernel's parameter would copy it to the stack.
-template <int RT, bool Prefixes, class T, class C>
-__device__ __forceinline__ void chain_walk_chunks(const chain_chunks<T, C> p, index_t per, const C* carry, C* cur,
-                                                  C* next, C* factor) {
-  const int d = p.d, dd = d * d;
-  auto as_c = [](auto x) { return to_c<C>(x); };
-  auto same = [](C x) { return x; };
+/// Copies the d × d part of a shared matrix to the row-major O, converted to Y: each thread its
+/// micro-tile, as vectors where `vec` (no division by d per element).
+template <int RT, class Y, class C>
+__device__ __forceinline__ void chain_copy_out(const C* S, Y* O, int d, bool vec) {
+  using shape = block_matrix_shape<RT>;
+  const block_matrix_thread t;
+  C acc[RT][RT];
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int c = 0; c < RT; ++c) acc[r][c] = S[(t.ty + 16 * r) * shape::ld + RT * t.tx + c];
+  block_matrix_write<RT>(acc, O, d, vec, [](C v) { return from_c<Y>(v); });
+}
+
+/// Totals phase (1) and prefixes phase (1): chunks 0 … per-1 of every chain multiplied out
+/// into buf[0], or into `out` where the chunk is the whole chain. `p` by value: a reference to
+/// the kernel's parameter would copy it to the stack.
+template <int RT, class T, class C>
+__device__ __forceinline__ void chain_chunk_totals(const chain_chunks<T, C> p, index_t per, C* m0, C* m1, C* m2) {
+  const int dd = p.d * p.d;
   for (index_t task = blockIdx.x; task < p.B * per; task += gridDim.x) {
-    const index_t b = task / per, c = task % per, first = c * p.len, len = min(p.len, p.n - first);
-    const T* Mc = p.M + b * p.Mb + first * p.Ms;
-    T* Oc = p.out + b * p.Ob + first * p.Os;
-    block_matrix_stage<RT, C> stage;
-    index_t j = 0;  // the next factor to multiply in
-    if (Prefixes && c > 0) {
-      stage.fetch(carry + (b * p.slots + c - 1) * dd, d, d % 4 == 0, l2_loads{}, same);
-    } else {
-      stage.fetch(Mc, d, p.vec_M, plain_loads{}, as_c);
-      if (Prefixes)  // the chain's first prefix is its first factor
-        for (int e = static_cast<int>(threadIdx.x); e < dd; e += block_matrix_threads) Oc[e] = Mc[e];
-      j = 1;
-    }
-    __syncthreads();  // the previous task is done with shared memory
-    stage.put(cur);
-    if (j < len) stage.fetch(Mc + j * p.Ms, d, p.vec_M, plain_loads{}, as_c);
-    for (; j < len; ++j) {
-      __syncthreads();  // cur is complete; the last product is done reading factor
-      stage.put(factor);
-      if (j + 1 < len) stage.fetch(Mc + (j + 1) * p.Ms, d, p.vec_M, plain_loads{}, as_c);  // in flight during the product
-      __syncthreads();
-      C acc[RT][RT];
-      chain_step<RT>(cur, factor, p.ltr, acc);
-      block_matrix_store<RT>(acc, next);
-      if constexpr (Prefixes) block_matrix_write<RT>(acc, Oc + j * p.Os, d, p.vec_out, [](C v) { return from_c<T>(v); });
-      C* const done = cur;
-      cur = next, next = done;
-    }
-    if constexpr (!Prefixes) {
-      __syncthreads();  // cur is complete
-      constexpr int ld = block_matrix_shape<RT>::ld;
-      if (p.chunks == 1) {
-        T* const o = p.out + b * p.Ob;
-        for (int e = static_cast<int>(threadIdx.x); e < dd; e += block_matrix_threads) o[e] = from_c<T>(cur[e / d * ld + e % d]);
-      } else {
-        C* const t = p.buf[0] + (b * p.slots + c) * dd;
-        for (int e = static_cast<int>(threadIdx.x); e < dd; e += block_matrix_threads) t[e] = cur[e / d * ld + e % d];
-      }
-    }
+    const index_t b = task / per, c = task % per, first = c * p.len;
+    const chain_run<T, plain_loads> run{p.M + b * p.Mb + first * p.Ms, p.Ms, min(p.len, p.n - first), p.vec_M};
+    const C* total = chain_walk<RT, C>(run, static_cast<const C*>(nullptr), p.d, p.ltr, m0, m1, m2, [](index_t, auto&) {});
+    if (p.chunks == 1) chain_copy_out<RT>(total, p.out + b * p.Ob, p.d, p.vec_out);
+    else chain_copy_out<RT>(total, p.buf[0] + (b * p.slots + c) * dd, p.d, p.d % 4 == 0);
   }
 }
 
-/// y = x[first] ⊗ x[second] (chunk totals of the workspace) through shared memory, written from
-/// registers by `write(acc)`.
-template <int RT, class C, class Write>
-__device__ __forceinline__ void chain_pair(const C* first, const C* second, int d, bool ltr, C* earlier, C* later,
-                                           Write write) {
-  auto same = [](C v) { return v; };
-  block_matrix_stage<RT, C> a, b;
-  a.fetch(first, d, d % 4 == 0, l2_loads{}, same);
-  b.fetch(second, d, d % 4 == 0, l2_loads{}, same);
-  __syncthreads();  // the previous task is done with shared memory
-  a.put(earlier);
-  b.put(later);
-  __syncthreads();
-  C acc[RT][RT];
-  chain_step<RT>(earlier, later, ltr, acc);
-  write(acc);
+/// Totals phase (2), one level: runs of F chunk totals s apart from each multiple of F·s, in
+/// place; the last level (F·s ≥ chunks) writes the chain's total to `out`.
+template <int RT, class T, class C>
+__device__ __forceinline__ void chain_total_level(const chain_chunks<T, C> p, index_t s, C* m0, C* m1, C* m2) {
+  constexpr index_t F = chain_tree_fan<RT>;
+  const int dd = p.d * p.d;
+  const index_t runs = (p.chunks + F * s - 1) / (F * s);
+  for (index_t task = blockIdx.x; task < p.B * runs; task += gridDim.x) {
+    const index_t b = task / runs, i = task % runs * F * s;
+    C* const x = p.buf[0] + (b * p.slots + i) * dd;
+    const chain_run<C, l2_loads> run{x, s * dd, min(F, (p.chunks - i + s - 1) / s), p.d % 4 == 0};
+    if (run.count == 1) continue;  // the odd one out stays where it is
+    const C* total = chain_walk<RT, C>(run, static_cast<const C*>(nullptr), p.d, p.ltr, m0, m1, m2, [](index_t, auto&) {});
+    if (F * s >= p.chunks) chain_copy_out<RT>(total, p.out + b * p.Ob, p.d, p.vec_out);
+    else chain_copy_out<RT>(total, x, p.d, p.d % 4 == 0);
+  }
 }
 
-/// Prefixes, phase (2), one level: y[c] = x[c - s] ⊗ x[c] for c ≥ s, y[c] = x[c] below.
+/// Prefixes phase (2), one level: y[c] = x[c - s] ⊗ x[c] for c ≥ s, y[c] = x[c] below.
 template <int RT, class T, class C>
-__device__ __forceinline__ void chain_carry_level(const chain_chunks<T, C> p, const C* x, C* y, index_t s, C* earlier,
-                                                  C* later) {
+__device__ __forceinline__ void chain_carry_level(const chain_chunks<T, C> p, const C* x, C* y, index_t s, C* m0, C* m1,
+                                                  C* m2) {
   const int d = p.d, dd = d * d;
   for (index_t task = blockIdx.x; task < p.B * p.slots; task += gridDim.x) {
     const C* src = x + task * dd;
@@ -570,25 +441,29 @@ __device__ __forceinline__ void chain_carry_level(const chain_chunks<T, C> p, co
       for (int e = static_cast<int>(threadIdx.x); e < dd; e += block_matrix_threads) dst[e] = __ldcg(src + e);
       continue;
     }
-    chain_pair<RT>(src - s * dd, src, d, p.ltr, earlier, later,
-                   [=](const C(&acc)[RT][RT]) { block_matrix_write<RT>(acc, dst, d, d % 4 == 0, [](C v) { return v; }); });
+    const chain_run<C, l2_loads> run{src - s * dd, s * dd, 2, d % 4 == 0};
+    chain_walk<RT, C>(run, static_cast<const C*>(nullptr), d, p.ltr, m0, m1, m2, [=](index_t, const C(&acc)[RT][RT]) {
+      block_matrix_write<RT>(acc, dst, d, d % 4 == 0, [](C v) { return v; });
+    });
   }
 }
 
-/// Totals, phase (2), one level: x[i] = x[i] ⊗ x[i + s] for i a multiple of 2s (and i + s <
-/// chunks), in place; the last level (2s ≥ chunks) writes the chain's total to `out`.
+/// Prefixes phase (3): every chunk from its carry (none for chunk 0), each prefix written.
 template <int RT, class T, class C>
-__device__ __forceinline__ void chain_total_level(const chain_chunks<T, C> p, index_t s, C* earlier, C* later) {
+__device__ __forceinline__ void chain_chunk_prefixes(const chain_chunks<T, C> p, const C* carry, C* m0, C* m1, C* m2) {
   const int d = p.d, dd = d * d;
-  const index_t pairs = (p.chunks - s + 2 * s - 1) / (2 * s);  // the i with i + s < chunks
-  const bool last = 2 * s >= p.chunks;
-  for (index_t task = blockIdx.x; task < p.B * pairs; task += gridDim.x) {
-    const index_t b = task / pairs;
-    C* const x = p.buf[0] + (b * p.slots + task % pairs * 2 * s) * dd;
-    T* const o = p.out + b * p.Ob;
-    chain_pair<RT>(x, x + s * dd, d, p.ltr, earlier, later, [=](const C(&acc)[RT][RT]) {
-      if (last) block_matrix_write<RT>(acc, o, d, p.vec_out, [](C v) { return from_c<T>(v); });
-      else block_matrix_write<RT>(acc, x, d, d % 4 == 0, [](C v) { return v; });
+  for (index_t task = blockIdx.x; task < p.B * p.chunks; task += gridDim.x) {
+    const index_t b = task / p.chunks, c = task % p.chunks, first = c * p.len;
+    const T* Mc = p.M + b * p.Mb + first * p.Ms;
+    T* const Oc = p.out + b * p.Ob + first * p.Os;
+    const C* from = c > 0 ? carry + (b * p.slots + c - 1) * dd : nullptr;
+    if (!from)  // the chain's first prefix is its first factor
+      for (int e = static_cast<int>(threadIdx.x); e < dd; e += block_matrix_threads) Oc[e] = Mc[e];
+    const chain_run<T, plain_loads> run{Mc, p.Ms, min(p.len, p.n - first), p.vec_M};
+    const index_t Os = p.Os;
+    const bool vec_out = p.vec_out;
+    chain_walk<RT, C>(run, from, d, p.ltr, m0, m1, m2, [=](index_t j, const C(&acc)[RT][RT]) {
+      block_matrix_write<RT>(acc, Oc + j * Os, d, vec_out, [](C v) { return from_c<T>(v); });
     });
   }
 }
@@ -607,23 +482,23 @@ __global__ void __launch_bounds__(block_matrix_threads, sizeof(C) == 4 ? 2 : 1) 
   if constexpr (Prefixes) {
     const C* carry = nullptr;
     if (p.slots > 0) {
-      chain_walk_chunks<RT, false>(p, p.slots, carry, m0, m1, m2);
+      chain_chunk_totals<RT>(p, p.slots, m0, m1, m2);
       C *x = p.buf[0], *y = p.buf[1];  // not p.buf[at]: a variable index would copy p to the stack
       for (index_t s = 1; s < p.slots; s *= 2) {
         cooperative_groups::this_grid().sync();
-        chain_carry_level<RT>(p, x, y, s, m0, m1);
+        chain_carry_level<RT>(p, x, y, s, m0, m1, m2);
         C* const t = x;
         x = y, y = t;
       }
       cooperative_groups::this_grid().sync();
       carry = x;
     }
-    chain_walk_chunks<RT, true>(p, p.chunks, carry, m0, m1, m2);
+    chain_chunk_prefixes<RT>(p, carry, m0, m1, m2);
   } else {
-    chain_walk_chunks<RT, false>(p, p.chunks, static_cast<const C*>(nullptr), m0, m1, m2);
-    for (index_t s = 1; s < p.chunks; s *= 2) {
+    chain_chunk_totals<RT>(p, p.chunks, m0, m1, m2);
+    for (index_t s = 1; s < p.chunks; s *= chain_tree_fan<RT>) {
       cooperative_groups::this_grid().sync();
-      chain_total_level<RT>(p, s, m0, m1);
+      chain_total_level<RT>(p, s, m0, m1, m2);
     }
   }
 }
