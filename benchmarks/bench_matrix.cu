@@ -304,9 +304,14 @@ int main(int argc, char** argv) {
     chain_case(1, 8192, 32, chain_output::prefixes, chain_math::exact, copy, 1);
     only_n = -1;
   }
-  // --levels: only short chains (n = 2…64, d = 128 and 256), whose times rise by one tree level
-  // per doubling of n: the cost of a narrow level, for docs/performance.md.
+  // --levels: only short chains, whose times rise by one tree level per doubling of n: the cost
+  // of a narrow level, for docs/performance.md. d = 128 and 256 (cuBLAS levels): n = 2…64; d = 32
+  // and 64 (the chunk engine: up to 128 chunks of 4 or more factors, then a tree of fan-in 4 or
+  // 2): n = 4…1024.
   if (bench::has_flag(argc, argv, "--levels")) {
+    for (index_t d : {32, 64})
+      for (index_t n : {4, 8, 16, 32, 64, 128, 256, 512, 1024})
+        chain_case(1, n, d, chain_output::total, chain_math::exact, copy, 1);
     for (index_t d : {128, 256})
       for (chain_math m : {chain_math::exact, chain_math::tf32})
         for (index_t n : {2, 4, 8, 16, 32, 64}) chain_case(1, n, d, chain_output::total, m, copy, 1);

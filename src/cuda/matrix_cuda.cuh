@@ -267,16 +267,17 @@ inline constexpr std::size_t chain_cublas_reserve = chain_cublas_workspace_bytes
 /// (8192 × 64²: 1876–1911 → 330–333 µs).
 inline constexpr index_t chunk_engine_max_d = 64;
 
-/// The chunk engine's chunks per chain: about 256 (chain, chunk) tasks in all (two blocks on
-/// each SM of an H100), of at least 4 positions each. A function of B and n only, so the
-/// workspace size is.
-inline index_t chunk_engine_chunks(index_t B, index_t n) {
-  constexpr index_t target_tasks = 256, min_len = 4;
+/// The chunk engine's positions per chunk, a function of B and n only (so the workspace size
+/// is): chunks of at least 4 positions, about 256 (chain, chunk) tasks in all (two blocks per SM
+/// of an H100) for prefixes, whose phases are throughput-bound, and for totals of many factors
+/// (B·n ≥ 32768: 64 chains of 1000 × 32² took 256 µs, 316 µs with 128 tasks), but 128 (one
+/// block per SM) for totals of fewer, which are bound by the latency of the tree levels
+/// (1000 × 64²: 64.5 µs with 256 chunks of 4, 54–57 µs with 125 of 8).
+inline index_t chunk_engine_len(index_t B, index_t n, bool prefixes) {
+  constexpr index_t min_len = 4;
+  const index_t target_tasks = prefixes || B * n >= 32768 ? 256 : 128;
   const index_t most = std::max<index_t>(1, (n + min_len - 1) / min_len);
-  return std::min(most, std::max<index_t>(1, (target_tasks + B - 1) / B));
-}
-inline index_t chunk_engine_len(index_t B, index_t n) {
-  const index_t chunks = chunk_engine_chunks(B, n);
+  const index_t chunks = std::min(most, std::max<index_t>(1, (target_tasks + B - 1) / B));
   return std::max<index_t>(1, (n + chunks - 1) / chunks);
 }
 
@@ -285,7 +286,7 @@ std::size_t chain_workspace(index_t B, index_t n, index_t d, bool prefixes) {
   const std::size_t dd = static_cast<std::size_t>(d) * static_cast<std::size_t>(d), b = static_cast<std::size_t>(B);
   if (n <= 1 || B == 0) return 0;
   if (d <= chunk_engine_max_d) {  // chunk totals (and, for prefixes, their prefixes: ping-pong)
-    const index_t len = chunk_engine_len(B, n), chunks = (n + len - 1) / len;
+    const index_t len = chunk_engine_len(B, n, prefixes), chunks = (n + len - 1) / len;
     if (!prefixes) return chunks > 1 ? ws_bytes(sat_mul(sat_mul(b, static_cast<std::size_t>(chunks)), dd), sizeof(C)) : 0;
     return 2 * ws_bytes(sat_mul(sat_mul(b, static_cast<std::size_t>(chunks - 1)), dd), sizeof(C));
   }
@@ -527,7 +528,7 @@ status matrix_chain(const cuda_backend& be, const matrix_chain_args<T>& g) {
     chain_chunks<T, C> c;
     c.M = g.M, c.Mb = Mb, c.Ms = Ms, c.out = g.out, c.Ob = Ob, c.Os = Os, c.B = B, c.n = n, c.d = static_cast<int>(d);
     c.ltr = ltr;
-    c.len = chunk_engine_len(B, n), c.chunks = (n + c.len - 1) / c.len;
+    c.len = chunk_engine_len(B, n, prefixes), c.chunks = (n + c.len - 1) / c.len;
     if (prefixes) return d <= 32 ? chain_chunked<2, true>(c, w, stream) : chain_chunked<4, true>(c, w, stream);
     return d <= 32 ? chain_chunked<2, false>(c, w, stream) : chain_chunked<4, false>(c, w, stream);
   }
