@@ -315,19 +315,26 @@ bool vector_matrices(const X* base, index_t batch_stride, index_t step_stride, i
 template <int RT, bool Prefixes, class T, class C>
 status chain_chunked(chain_chunks<T, C> c, void* ws, cudaStream_t stream) {
   constexpr std::size_t smem = chain_chunk_smem<RT, C>;
+  const device_facts dev = current_device();
+  if (dev.st != status::success) return dev.st;
+  constexpr auto kernel = chain_chunk_kernel<RT, Prefixes, T, C>;
+  const int per_sm = blocks_per_multiprocessor<kernel>(block_matrix_threads, dev.device, static_cast<int>(smem));
+  if (per_sm == 0) return status::exceeds_device_limits;
+  // All blocks resident at once (the phases meet at grid-wide barriers); more tasks loop, but
+  // the totals' tree takes a block per (chain, chunk): fewer, longer chunks where they do not
+  // fit (the workspace is sized for more).
+  const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
+  if (!Prefixes && c.chunks > 1 && c.B * c.chunks > resident) {
+    const index_t chunks = std::max<index_t>(1, resident / c.B);
+    c.len = (c.n + chunks - 1) / chunks, c.chunks = (c.n + c.len - 1) / c.len;
+  }
   const index_t dd = static_cast<index_t>(c.d) * c.d;
   c.slots = Prefixes ? c.chunks - 1 : c.chunks;
   c.buf[0] = static_cast<C*>(ws);
   c.buf[1] = reinterpret_cast<C*>(static_cast<char*>(ws) + ws_bytes(static_cast<std::size_t>(c.B * c.slots * dd), sizeof(C)));
   c.vec_M = vector_matrices(c.M, c.Mb, c.Ms, c.d);
   c.vec_out = vector_matrices(c.out, c.Ob, c.Os, c.d);
-  const device_facts dev = current_device();
-  if (dev.st != status::success) return dev.st;
-  constexpr auto kernel = chain_chunk_kernel<RT, Prefixes, T, C>;
-  const int per_sm = blocks_per_multiprocessor<kernel>(block_matrix_threads, dev.device, static_cast<int>(smem));
-  if (per_sm == 0) return status::exceeds_device_limits;
-  // All blocks resident at once (the phases meet at grid-wide barriers); more tasks loop.
-  const index_t blocks = std::min<index_t>(c.B * c.chunks, static_cast<index_t>(per_sm) * dev.multiprocessors);
+  const index_t blocks = std::min<index_t>(c.B * c.chunks, resident);
   void* params[] = {&c};
   if (status st = report(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(blocks)),
                                                      dim3(block_matrix_threads), params, smem, stream));

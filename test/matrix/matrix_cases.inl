@@ -577,10 +577,12 @@ void chain_tree_shapes() {
   // On CUDA: d = 32 and 64 fill the 2×2 and 4×4 micro-tiles; n = 1000, d = 64 gives 125 chunks
   // of 8 (7 binary levels), B = 3, n = 517 gives 40 of 13 per chain (levels of runs of 4, 4, 2
   // and then 3), n = 4097 125 of 33, B = 40 seven of 143 per chain (B·n ≥ 32768: 256 tasks);
-  // n = 3 and B = 260 are one chunk, the chain's total written straight from the walk.
+  // n = 3 and B = 260 are one chunk, the chain's total written straight from the walk. B = 33,
+  // n = 1000, d = 33: 264 tasks, one block each in float, but more than double's 132 resident
+  // blocks (one per SM): there fewer, longer chunks (4 per chain).
   for (shape s : {shape{1, 1000, 64}, shape{3, 517, 17}, shape{2, 33, 48}, shape{40, 1000, 2}, shape{5, 129, 33},
                   shape{1, 4097, 9}, shape{2, 1000, 32}, shape{3, 200, 16}, shape{1, 70, 32}, shape{1, 3, 32},
-                  shape{260, 9, 5}})
+                  shape{260, 9, 5}, shape{33, 1000, 33}})
     for (chain_order ord : {chain_order::left_to_right, chain_order::right_to_left}) {
       ++i;
       chain_opts o;

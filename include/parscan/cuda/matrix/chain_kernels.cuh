@@ -280,10 +280,11 @@ inline constexpr int chain_tree_fan = PARSCAN_CHAIN_TREE_FAN;
 
 /// Each chain splits into `chunks` chunks of `len` positions (the last may be shorter), and
 /// one cooperative launch (chain_chunk_kernel) runs phases a grid-wide barrier apart. Totals:
-///   (1) every chunk is multiplied out into buf[0] (or straight into `out` if it is the chain);
-///   (2) a tree of fan-in F = chain_tree_fan<RT> over the chunk totals, in place: level s walks
-///       x[i], x[i + s], …, x[i + (F-1)s] into x[i] for i a multiple of F·s; the last level
-///       writes `out`.
+///   (1) every chunk is multiplied out (straight into `out` if it is the chain);
+///   (2) a tree of fan-in F = chain_tree_fan<RT> over the chunk totals: at level s the block
+///       of chunk i, a multiple of F·s, walks on from its total in shared memory through the
+///       totals of chunks i + s, …, i + (F-1)s (published by their blocks before the level's
+///       barrier); chunk 0's block writes `out`. One block per (chain, chunk).
 /// Prefixes:
 ///   (1) each chunk but the last is multiplied out into buf[0];
 ///   (2) the totals become inclusive prefixes over the chunks, Hillis–Steele: level s sets
@@ -346,27 +347,31 @@ struct chain_run {
   bool vec;  // 4-element vector loads
 };
 
-/// The product of a run in chain order, after `carry` if non-null, into shared memory (the
-/// returned one of cur / next); `each(j, acc)` sees the product through factor j (j ≥ 1, or
-/// j ≥ 0 after a carry) in registers. The first two matrices load together (a tree level's
-/// runs start cold from L2). Starts and ends with a block barrier.
-template <int RT, class C, class X, class Loads, class Each>
+/// The product of a run in chain order into shared memory (the returned one of cur / next),
+/// after `carry` if non-null or, with Resume, after the product cur already holds (complete
+/// behind a barrier); `each(j, acc)` sees the product through factor j in registers. The first
+/// two matrices load together (a tree level's runs start cold from L2). Ends with a barrier.
+template <int RT, bool Resume = false, class C, class X, class Loads, class Each>
 __device__ __forceinline__ C* chain_walk(chain_run<X, Loads> run, const C* carry, int d, bool ltr, C* cur, C* next,
                                          C* factor, Each each) {
   auto as_c = [](X x) { return to_c<C>(x); };
   auto same = [](C x) { return x; };
   block_matrix_stage<RT, C> start, stage;
   index_t j = 0;  // the next factor to multiply in
-  if (carry) {
-    start.fetch(carry, d, d % 4 == 0, l2_loads{}, same);
-  } else {
-    start.fetch(run.base, d, run.vec, Loads{}, as_c);
-    j = 1;
+  if constexpr (!Resume) {
+    if (carry) {
+      start.fetch(carry, d, d % 4 == 0, l2_loads{}, same);
+    } else {
+      start.fetch(run.base, d, run.vec, Loads{}, as_c);
+      j = 1;
+    }
   }
   if (j < run.count) stage.fetch(run.base + j * run.step, d, run.vec, Loads{}, as_c);
-  __syncthreads();  // the previous task is done with shared memory
-  start.put(cur);
-  if (j == run.count) __syncthreads();  // no product: cur is complete
+  if constexpr (!Resume) {
+    __syncthreads();  // the previous task is done with shared memory
+    start.put(cur);
+    if (j == run.count) __syncthreads();  // no product: cur is complete
+  }
   for (; j < run.count; ++j) {
     stage.put(factor);
     if (j + 1 < run.count) stage.fetch(run.base + (j + 1) * run.step, d, run.vec, Loads{}, as_c);  // in flight
@@ -396,37 +401,48 @@ __device__ __forceinline__ void chain_copy_out(const C* S, Y* O, int d, bool vec
   block_matrix_write<RT>(acc, O, d, vec, [](C v) { return from_c<Y>(v); });
 }
 
-/// Totals phase (1) and prefixes phase (1): chunks 0 … per-1 of every chain multiplied out
-/// into buf[0], or into `out` where the chunk is the whole chain. `p` by value: a reference to
-/// the kernel's parameter would copy it to the stack.
+/// Prefixes phase (1), and totals of chains of one chunk: chunks 0 … per-1 of every chain
+/// multiplied out into buf[0], or into `out` where the chunk is the whole chain, over any grid.
+/// `p` by value: a reference to the kernel's parameter would copy it to the stack.
 template <int RT, class T, class C>
 __device__ __forceinline__ void chain_chunk_totals(const chain_chunks<T, C> p, index_t per, C* m0, C* m1, C* m2) {
   const int dd = p.d * p.d;
   for (index_t task = blockIdx.x; task < p.B * per; task += gridDim.x) {
     const index_t b = task / per, c = task % per, first = c * p.len;
     const chain_run<T, plain_loads> run{p.M + b * p.Mb + first * p.Ms, p.Ms, min(p.len, p.n - first), p.vec_M};
-    const C* total = chain_walk<RT, C>(run, static_cast<const C*>(nullptr), p.d, p.ltr, m0, m1, m2, [](index_t, auto&) {});
+    const C* total = chain_walk<RT>(run, static_cast<const C*>(nullptr), p.d, p.ltr, m0, m1, m2, [](index_t, auto&) {});
     if (p.chunks == 1) chain_copy_out<RT>(total, p.out + b * p.Ob, p.d, p.vec_out);
     else chain_copy_out<RT>(total, p.buf[0] + (b * p.slots + c) * dd, p.d, p.d % 4 == 0);
   }
 }
 
-/// Totals phase (2), one level: runs of F chunk totals s apart from each multiple of F·s, in
-/// place; the last level (F·s ≥ chunks) writes the chain's total to `out`.
+/// Totals phase (2): with one (chain, chunk) per block (the host launches B·chunks blocks),
+/// each block keeps its chunk's total in shared memory; at level s the block of every multiple
+/// of F·s walks on through the totals of the F - 1 chunks s apart after it, whose blocks
+/// published them and retired, so a level loads only those. Chunk 0's block writes `out`.
 template <int RT, class T, class C>
-__device__ __forceinline__ void chain_total_level(const chain_chunks<T, C> p, index_t s, C* m0, C* m1, C* m2) {
+__device__ __forceinline__ void chain_total_tree(const chain_chunks<T, C> p, C* m0, C* m1, C* m2) {
   constexpr index_t F = chain_tree_fan<RT>;
-  const int dd = p.d * p.d;
-  const index_t runs = (p.chunks + F * s - 1) / (F * s);
-  for (index_t task = blockIdx.x; task < p.B * runs; task += gridDim.x) {
-    const index_t b = task / runs, i = task % runs * F * s;
-    C* const x = p.buf[0] + (b * p.slots + i) * dd;
-    const chain_run<C, l2_loads> run{x, s * dd, min(F, (p.chunks - i + s - 1) / s), p.d % 4 == 0};
-    if (run.count == 1) continue;  // the odd one out stays where it is
-    const C* total = chain_walk<RT, C>(run, static_cast<const C*>(nullptr), p.d, p.ltr, m0, m1, m2, [](index_t, auto&) {});
-    if (F * s >= p.chunks) chain_copy_out<RT>(total, p.out + b * p.Ob, p.d, p.vec_out);
-    else chain_copy_out<RT>(total, x, p.d, p.d % 4 == 0);
+  const int d = p.d, dd = d * d;
+  const index_t b = blockIdx.x / p.chunks, c = blockIdx.x % p.chunks, first = c * p.len;
+  auto none = [](index_t, auto&) {};
+  const chain_run<T, plain_loads> run{p.M + b * p.Mb + first * p.Ms, p.Ms, min(p.len, p.n - first), p.vec_M};
+  C* cur = chain_walk<RT>(run, static_cast<const C*>(nullptr), d, p.ltr, m0, m1, m2, none);
+  C* const x = p.buf[0] + b * p.slots * dd;
+  bool leads = true;  // this block still carries a run of the tree
+  for (index_t s = 1; s < p.chunks; s *= F) {
+    if (leads && c % (F * s) != 0) {
+      chain_copy_out<RT>(cur, x + c * dd, d, d % 4 == 0);
+      leads = false;
+    }
+    cooperative_groups::this_grid().sync();
+    const index_t after = min(F - 1, (p.chunks - 1 - c) / s);
+    if (leads && after > 0) {
+      const chain_run<C, l2_loads> totals{x + (c + s) * dd, s * dd, after, d % 4 == 0};
+      cur = chain_walk<RT, true>(totals, static_cast<const C*>(nullptr), d, p.ltr, cur, cur == m0 ? m1 : m0, m2, none);
+    }
   }
+  if (c == 0) chain_copy_out<RT>(cur, p.out + b * p.Ob, d, p.vec_out);
 }
 
 /// Prefixes phase (2), one level: y[c] = x[c - s] ⊗ x[c] for c ≥ s, y[c] = x[c] below.
@@ -442,7 +458,7 @@ __device__ __forceinline__ void chain_carry_level(const chain_chunks<T, C> p, co
       continue;
     }
     const chain_run<C, l2_loads> run{src - s * dd, s * dd, 2, d % 4 == 0};
-    chain_walk<RT, C>(run, static_cast<const C*>(nullptr), d, p.ltr, m0, m1, m2, [=](index_t, const C(&acc)[RT][RT]) {
+    chain_walk<RT>(run, static_cast<const C*>(nullptr), d, p.ltr, m0, m1, m2, [=](index_t, const C(&acc)[RT][RT]) {
       block_matrix_write<RT>(acc, dst, d, d % 4 == 0, [](C v) { return v; });
     });
   }
@@ -462,7 +478,7 @@ __device__ __forceinline__ void chain_chunk_prefixes(const chain_chunks<T, C> p,
     const chain_run<T, plain_loads> run{Mc, p.Ms, min(p.len, p.n - first), p.vec_M};
     const index_t Os = p.Os;
     const bool vec_out = p.vec_out;
-    chain_walk<RT, C>(run, from, d, p.ltr, m0, m1, m2, [=](index_t j, const C(&acc)[RT][RT]) {
+    chain_walk<RT>(run, from, d, p.ltr, m0, m1, m2, [=](index_t j, const C(&acc)[RT][RT]) {
       block_matrix_write<RT>(acc, Oc + j * Os, d, vec_out, [](C v) { return from_c<T>(v); });
     });
   }
@@ -494,12 +510,10 @@ __global__ void __launch_bounds__(block_matrix_threads, sizeof(C) == 4 ? 2 : 1) 
       carry = x;
     }
     chain_chunk_prefixes<RT>(p, carry, m0, m1, m2);
+  } else if (p.chunks == 1) {
+    chain_chunk_totals<RT>(p, 1, m0, m1, m2);  // each chain by one block, any grid
   } else {
-    chain_chunk_totals<RT>(p, p.chunks, m0, m1, m2);
-    for (index_t s = 1; s < p.chunks; s *= chain_tree_fan<RT>) {
-      cooperative_groups::this_grid().sync();
-      chain_total_level<RT>(p, s, m0, m1, m2);
-    }
+    chain_total_tree<RT>(p, m0, m1, m2);
   }
 }
 
