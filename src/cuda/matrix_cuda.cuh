@@ -261,10 +261,10 @@ inline constexpr std::size_t chain_cublas_reserve = chain_cublas_workspace_bytes
 
 /// Chains of d ≤ chunk_engine_max_d, totals and prefixes, take the chunk engine (chain_chunks):
 /// three such matrices fit one block's shared memory, so a block walks a chunk of a chain
-/// without a launch per position, and one launch does the rest. It replaced (an H100, beside
-/// dbc0f31's binary) the single-launch tree of d ≤ 32 (1000 × 32²: 47–50 → 28–30 µs), the GEMM tree of
-/// d = 33…64 (1000 × 64²: 104–108 → 65–69 µs) and a launch per position for prefixes
-/// (8192 × 64²: 1876–1911 → 330–333 µs).
+/// without a launch per position, and one launch does the rest. It replaced (an H100, at
+/// 3e4a9ed beside dbc0f31's binary) the single-launch tree of d ≤ 32 (1000 × 32²: 47–52 →
+/// 21–22 µs), the GEMM tree of d = 33…64 (1000 × 64²: 106–112 → 52–54 µs) and a launch per
+/// position for prefixes (8192 × 64²: 1874–1910 → 335–341 µs).
 inline constexpr index_t chunk_engine_max_d = 64;
 
 /// The chunk engine's positions per chunk, a function of B and n only (so the workspace size
@@ -287,8 +287,9 @@ std::size_t chain_workspace(index_t B, index_t n, index_t d, bool prefixes) {
   if (n <= 1 || B == 0) return 0;
   if (d <= chunk_engine_max_d) {  // chunk totals (and, for prefixes, their prefixes: ping-pong)
     const index_t len = chunk_engine_len(B, n, prefixes), chunks = (n + len - 1) / len;
-    if (!prefixes) return chunks > 1 ? ws_bytes(sat_mul(sat_mul(b, static_cast<std::size_t>(chunks)), dd), sizeof(C)) : 0;
-    return 2 * ws_bytes(sat_mul(sat_mul(b, static_cast<std::size_t>(chunks - 1)), dd), sizeof(C));
+    const std::size_t kept = static_cast<std::size_t>(prefixes ? chunks - 1 : chunks);
+    if (!prefixes) return chunks > 1 ? ws_bytes(sat_mul(sat_mul(b, kept), dd), sizeof(C)) : 0;
+    return 2 * ws_bytes(sat_mul(sat_mul(b, kept), dd), sizeof(C));
   }
   if (!prefixes) {
     const std::size_t half = static_cast<std::size_t>((n + 1) / 2), quarter = static_cast<std::size_t>((n + 3) / 4);
@@ -307,7 +308,8 @@ bool vector_matrices(const X* base, index_t batch_stride, index_t step_stride, i
   constexpr std::size_t align = alignof(packed_vec<X, 4>);
   auto aligned = [&](std::size_t bytes) { return bytes % align == 0; };
   return d % 4 == 0 && aligned(reinterpret_cast<std::uintptr_t>(base)) &&
-         aligned(static_cast<std::size_t>(batch_stride) * sizeof(X)) && aligned(static_cast<std::size_t>(step_stride) * sizeof(X));
+         aligned(static_cast<std::size_t>(batch_stride) * sizeof(X)) &&
+         aligned(static_cast<std::size_t>(step_stride) * sizeof(X));
 }
 
 /// The totals (Prefixes = false) or prefixes of every chain by the chunk engine (chain_chunks,
@@ -331,13 +333,15 @@ status chain_chunked(chain_chunks<T, C> c, void* ws, cudaStream_t stream) {
   const index_t dd = static_cast<index_t>(c.d) * c.d;
   c.slots = Prefixes ? c.chunks - 1 : c.chunks;
   c.buf[0] = static_cast<C*>(ws);
-  c.buf[1] = reinterpret_cast<C*>(static_cast<char*>(ws) + ws_bytes(static_cast<std::size_t>(c.B * c.slots * dd), sizeof(C)));
+  c.buf[1] = reinterpret_cast<C*>(static_cast<char*>(ws) +
+                                  ws_bytes(static_cast<std::size_t>(c.B * c.slots * dd), sizeof(C)));
   c.vec_M = vector_matrices(c.M, c.Mb, c.Ms, c.d);
   c.vec_out = vector_matrices(c.out, c.Ob, c.Os, c.d);
   const index_t blocks = std::min<index_t>(c.B * c.chunks, resident);
   void* params[] = {&c};
-  if (status st = report(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(blocks)),
-                                                     dim3(block_matrix_threads), params, smem, stream));
+  if (status st = report(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel),
+                                                     dim3(static_cast<unsigned>(blocks)), dim3(block_matrix_threads),
+                                                     params, smem, stream));
       st != status::success)
     return st;
   return check_launch();
@@ -539,6 +543,7 @@ status matrix_chain(const cuda_backend& be, const matrix_chain_args<T>& g) {
     if (prefixes) return d <= 32 ? chain_chunked<2, true>(c, w, stream) : chain_chunked<4, true>(c, w, stream);
     return d <= 32 ? chain_chunked<2, false>(c, w, stream) : chain_chunked<4, false>(c, w, stream);
   }
+
   // Two factors in chain order: P = X·Y (left to right) or Y·X (right to left) for X earlier.
   // chain_math::tf32 / bf16 take the tensor-core GEMM (float compute only; T = double is exact).
   const bool tensor = std::is_same<C, float>::value && g.math != chain_math::exact;
@@ -612,10 +617,10 @@ status matrix_chain(const cuda_backend& be, const matrix_chain_args<T>& g) {
     return status::success;
   }
 
-  // d > chunk_engine_max_d: chunks of L positions. (1) local prefixes within each chunk, sequentially over
-  // the positions, in parallel over (chain, chunk), into workspace; (2) the carries (the
-  // product of all earlier chunks), sequentially over chunks; (3) out = local·carry in chain
-  // order (chunk 0: the local prefixes themselves).
+  // Prefixes of d > chunk_engine_max_d: chunks of L positions. (1) local prefixes within each
+  // chunk, sequentially over the positions, in parallel over (chain, chunk), into workspace;
+  // (2) the carries (the product of all earlier chunks), sequentially over chunks; (3) out =
+  // local·carry in chain order (chunk 0: the local prefixes themselves).
   const index_t L = chain_chunk(n), chunks = (n + L - 1) / L;
   C* loc = reinterpret_cast<C*>(w);
   C* car = reinterpret_cast<C*>(w + ws_bytes(static_cast<std::size_t>(B * n * dd), sizeof(C)));

@@ -268,8 +268,9 @@ __global__ void __launch_bounds__(mma_threads, 3) mma_gemm_kernel(mat_list<const
 // Chains of d ≤ 64: chunks walked by blocks in shared memory, combined across the grid.
 
 /// Fan-in of the totals' tree over chunk totals: 4 for d ≤ 32, where a level's barrier and cold
-/// loads cost more than its products (1000 × 32², H100: 28 µs, 33–34 with fan-in 2), and 2 for
-/// d ≤ 64 (1000 × 64²: 73–76 µs, 77–78 with fan-in 4). A build-time override, for measuring.
+/// loads cost more than its products, and 2 for d ≤ 64 (H100, 250 chunks of 4, both operands of
+/// a level loaded cold: 1000 × 32² 28 µs against 33–34 with fan-in 2, 1000 × 64² 73–76 µs
+/// against 77–78 with fan-in 4). A build-time override, for measuring.
 #ifndef PARSCAN_CHAIN_TREE_FAN
 template <int RT>
 inline constexpr int chain_tree_fan = RT == 2 ? 4 : 2;
@@ -489,7 +490,8 @@ __device__ __forceinline__ void chain_chunk_prefixes(const chain_chunks<T, C> p,
 /// chain_chunk_smem<RT, C>. Two blocks per SM in float (128 registers: 157 without the
 /// bound, one block per SM); double takes more.
 template <int RT, bool Prefixes, class T, class C>
-__global__ void __launch_bounds__(block_matrix_threads, sizeof(C) == 4 ? 2 : 1) chain_chunk_kernel(const chain_chunks<T, C> p) {
+__global__ void __launch_bounds__(block_matrix_threads, sizeof(C) == 4 ? 2 : 1)
+    chain_chunk_kernel(const chain_chunks<T, C> p) {
   extern __shared__ __align__(16) unsigned char chunk_smem[];
   constexpr int elems = block_matrix_shape<RT>::elems;
   C* const m0 = reinterpret_cast<C*>(chunk_smem);
