@@ -16,7 +16,7 @@ namespace parscan {
 namespace cuda_detail {
 
 /// The smallest d whose chain totals (float) take cuBLAS for their levels. Below it the
-/// library's own kernels: the single-launch tree for d ≤ 32, the GEMM tree between. Measured
+/// library's own kernels: the chunk engine for d ≤ 64, the GEMM tree between. Measured
 /// (H200, 5a87ff7, n = 1000): at d = 64 cuBLAS's levels took 139.5 µs against the GEMM tree's
 /// 108–121 µs; at d = 128 and 256 they took 189 and 902 µs against 344 and 1992 µs.
 #ifndef PARSCAN_CHAIN_CUBLAS_MIN_D  // a build-time override, only for measuring the crossover

@@ -1013,12 +1013,15 @@ TEST_CASE(PARSCAN_TEST_NAME("graph capture: matrix chain totals and prefixes"), 
   using parscan::chain_math;
   using parscan::chain_order;
   using parscan::chain_output;
-  // The single-launch tree (d ≤ 32; counters zeroed by a memset), the level-by-level GEMM tree
-  // (d > 32, an odd count), the chunked prefixes, and the prefixes on tensor cores (TF32).
+  // The chunk engine (d ≤ 64, one cooperative launch: totals through its tree, prefixes
+  // through their carries; exact whatever the mode), the level-by-level GEMM tree (64 < d <
+  // 128, an odd count), the chunked prefixes of d > 64 on tensor cores (TF32).
   chain_graphs(3, 300, 8, chain_output::total, chain_order::left_to_right, chain_math::exact);
   chain_graphs(2, 9, 40, chain_output::total, chain_order::right_to_left, chain_math::exact);
   chain_graphs(2, 50, 12, chain_output::prefixes, chain_order::left_to_right, chain_math::exact);
   chain_graphs(2, 30, 48, chain_output::prefixes, chain_order::right_to_left, chain_math::tf32);
+  chain_graphs(2, 9, 72, chain_output::total, chain_order::right_to_left, chain_math::exact);
+  chain_graphs(2, 12, 70, chain_output::prefixes, chain_order::left_to_right, chain_math::tf32);
   // d ≥ 128: the levels run on cuBLAS, with its workspace carved from the call's.
   chain_graphs(3, 9, 128, chain_output::total, chain_order::left_to_right, chain_math::exact);
   chain_graphs(1, 6, 130, chain_output::total, chain_order::right_to_left, chain_math::tf32);
