@@ -1,6 +1,7 @@
 // parscan/cuda/block/block_matrix_product.cuh — one block of 256 threads multiplies square
-// matrices held whole in shared memory: the step of the chunked matrix-chain prefixes
-// (matrix/chain_kernels.cuh), where a block walks its chunk of a chain one factor after another.
+// matrices held whole in shared memory: the step of the matrix-chain chunk engine, totals and
+// prefixes (matrix/chain_kernels.cuh), where a block walks a run of a chain one factor after
+// another.
 //
 // Matrices are dim × dim (dim = 16·RT), row-major with rows of ld = dim + 4 elements, and zero
 // past the caller's d, so products of them stay zero there and no loop needs a bound. Thread
@@ -10,8 +11,6 @@
 // each), against 4·RT² fused multiply-adds: 8 wavefronts per 64 FMA for RT = 4, where 16 tx by
 // 2 ty per warp and unpadded rows took 12 (L1 at 81% of peak in ncu, H100).
 #pragma once
-
-#include <cstdint>
 
 namespace parscan::cuda_detail {
 
