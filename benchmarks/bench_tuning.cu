@@ -620,6 +620,121 @@ void short_inputs(int log2n, double tol, result_sink& sink) {
   c.release();
 }
 
+// The init of the reduces below: zero, or the identity map of affine pairs.
+template <class T>
+T reduce_identity() {
+  if constexpr (std::is_integral_v<T>) return T{0};
+  else return T(1.0f, 0.0f);
+}
+
+// One reduce input of 2^log2n elements (--reduce-shapes, --reduce-spans): its problem, its exact
+// (integer sums) or float64 (affine pairs) total, and time(name, run) for a row checked against it.
+template <class T>
+struct reduce_case {
+  using problem = cd::generic_problem<T, T, T>;
+  using op_t = typename generic_case<T>::op_t;
+  generic_case<T> c;
+  double tol;
+  result_sink& sink;
+  std::string size;
+  T* total = nullptr;
+  problem P;
+  T want{};
+
+  reduce_case(int log2n, double tol_, result_sink& sink_)
+      : c{generic_case<T>::label, index_t(1) << log2n}, tol(tol_), sink(sink_), size("2^" + std::to_string(log2n)) {
+    c.alloc();
+    BENCH_CHECK(cudaMalloc(&total, sizeof(T)));
+    parscan::scan_options<T> opts;
+    opts.carry_out = total;
+    P = problem::from({parscan::scan_kind::reduce, c.in, parscan::sequence_layout::contiguous(c.n), nullptr,
+                       parscan::sequence_layout::contiguous(c.n), opts, reduce_identity<T>(), true});
+    std::vector<T> h(static_cast<size_t>(c.n));
+    BENCH_CHECK(cudaMemcpy(h.data(), c.in, c.n * sizeof(T), cudaMemcpyDeviceToHost));
+    if constexpr (std::is_integral_v<T>) {
+      for (T v : h) want += v;
+    } else {
+      double a = 1, b = 0;  // later ∘ earlier: x -> a·x + b
+      for (const T& v : h) a = double(v.a) * a, b = double(v.a) * b + double(v.b);
+      want = T(static_cast<float>(a), static_cast<float>(b));
+    }
+  }
+  ~reduce_case() {
+    BENCH_CHECK(cudaFree(total));
+    c.release();
+  }
+  // A row "<case> <name>": run(i) once and checked (a failure counts only when `checked`), then timed.
+  template <class Run>
+  void time(const std::string& name, Run&& run, bool checked = true) {
+    run(0);
+    T got{};
+    BENCH_CHECK(cudaMemcpy(&got, total, sizeof(T), cudaMemcpyDeviceToHost));
+    double err;
+    if constexpr (std::is_integral_v<T>) err = got == want ? 0 : 1;
+    else err = std::fabs(double(got.a) - want.a) + std::fabs(double(got.b) - want.b);
+    if (checked && !(err <= tol)) ++sink.failures, std::printf("FAILED %s %s: error %.3g\n", c.name.c_str(), name.c_str(), err);
+    const double us = bench::median_us(run, 15, 2), gbs = double(c.n) * sizeof(T) / us / 1e3;
+    sink.rows.push_back({c.name + " " + name, generic_case<T>::dtype, "contiguous", "reduce", size, us, gbs,
+                         100 * gbs / sink.copy, err});
+  }
+};
+
+// The bulk reduce (agent/bulk_reduce_spans.cuh) of rc in tiles of Warps warps and about
+// TileBytes bytes, registers for MinBlocks blocks per SM, finished in the same launch or a
+// second one, over the library's spans or spans of tiles_per_span tiles.
+template <int Warps, int TileBytes, int MinBlocks, bool SameLaunch = true, class T>
+void bulk_reduce_row(reduce_case<T>& rc, index_t tiles_per_span = 0) {
+  using problem = typename reduce_case<T>::problem;
+  using op_t = typename reduce_case<T>::op_t;
+  using shape = cd::bulk_shape_of<problem, Warps, TileBytes, MinBlocks>;
+  const cd::device_facts dev = cd::current_device();
+  constexpr auto kernel = cd::bulk_reduce_kernel<problem, op_t, shape, SameLaunch>;
+  cd::prefer_shared_memory<kernel>();
+  const int per_sm = cd::blocks_per_multiprocessor<kernel>(Warps * 32, dev.device, 2 * shape::smem);
+  const std::string name = "bulk reduce " + std::to_string(Warps) + "w " + std::to_string(shape::smem / 1024) +
+                           " KB " + std::to_string(per_sm) + "/SM" +
+                           (tiles_per_span ? ", spans of " + std::to_string(tiles_per_span) : std::string()) +
+                           (SameLaunch ? "" : ", 2 launches");
+  const auto finish = SameLaunch ? cd::bulk_reduce_finish::same_launch : cd::bulk_reduce_finish::second_launch;
+  rc.time(name, [&](int) {
+    if (cd::launch_bulk_reduce<problem, op_t, shape>(rc.P, op_t{}, 1, dev, workspace_backend(), tiles_per_span,
+                                                     finish) != parscan::status::success)
+      std::printf("%s failed\n", name.c_str()), std::exit(1);
+  });
+}
+
+// Reduces of 2^log2n elements: CUB, the library's dispatch, and the bulk reduce in several tile
+// shapes and both finishes, or (spans) over spans of 1 … 32 tiles (docs/performance.md, "Lane
+// runs and one launch for the bulk reduce"). CUB's DeviceReduce takes its operator to be
+// commutative, which affine pairs are not: its affine row is timed, its error shown, not counted.
+template <class T>
+void reduce_shapes(int log2n, double tol, result_sink& sink, bool spans = false) {
+  using op_t = typename reduce_case<T>::op_t;
+  reduce_case<T> rc(log2n, tol, sink);
+  std::size_t cub_bytes = 0;
+  BENCH_CHECK(cub::DeviceReduce::Reduce(nullptr, cub_bytes, rc.c.in, rc.total, rc.c.n, op_t{}, reduce_identity<T>()));
+  void* tmp = nullptr;
+  BENCH_CHECK(cudaMalloc(&tmp, cub_bytes));
+  rc.time(
+      "reduce cub",
+      [&](int) {
+        BENCH_CHECK(cub::DeviceReduce::Reduce(tmp, cub_bytes, rc.c.in, rc.total, rc.c.n, op_t{}, reduce_identity<T>()));
+      },
+      std::is_integral_v<T>);
+  BENCH_CHECK(cudaFree(tmp));
+  rc.time("reduce (library)", [&](int) {
+    if (cd::dispatch_scan(rc.P, op_t{}, 1, workspace_backend()) != parscan::status::success) std::exit(1);
+  });
+  if (spans) {
+    for (index_t per_span : {1, 2, 4, 8, 16, 32}) bulk_reduce_row<8, 40 * 1024, 2>(rc, per_span);
+    return;
+  }
+  bulk_reduce_row<8, 40 * 1024, 2, false>(rc);
+  bulk_reduce_row<8, 40 * 1024, 2>(rc);
+  bulk_reduce_row<8, 24 * 1024, 3>(rc);
+  bulk_reduce_row<4, 16 * 1024, 6>(rc);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -631,6 +746,26 @@ int main(int argc, char** argv) {
       short_inputs<int>(log2n, 0, out);
       short_inputs<long long>(log2n, 0, out);
       short_inputs<parscan::affine<float>>(log2n, 1e-4, out);
+    }
+    bench::print_table(out.rows, out.copy);
+    bench::write_json(bench::json_arg(argc, argv), "bench_tuning", out.rows, out.copy);
+    return out.failures ? 1 : 0;
+  }
+  if (bench::has_flag(argc, argv, "--reduce-spans")) {  // 2^26 first: an ncu run profiles its first launches
+    for (int log2n : {26, 24, 28}) {
+      reduce_shapes<int>(log2n, 0, out, true);
+      reduce_shapes<long long>(log2n, 0, out, true);
+    }
+    bench::print_table(out.rows, out.copy);
+    bench::write_json(bench::json_arg(argc, argv), "bench_tuning", out.rows, out.copy);
+    return out.failures ? 1 : 0;
+  }
+  if (bench::has_flag(argc, argv, "--reduce-shapes")) {
+    const bool ncu = bench::has_flag(argc, argv, "--ncu");  // 2^24 only
+    for (int log2n = ncu ? 24 : 20; log2n <= (ncu ? 24 : 28); log2n += 2) {
+      reduce_shapes<int>(log2n, 0, out);
+      reduce_shapes<long long>(log2n, 0, out);
+      reduce_shapes<parscan::affine<float>>(log2n, 1e-3, out);
     }
     bench::print_table(out.rows, out.copy);
     bench::write_json(bench::json_arg(argc, argv), "bench_tuning", out.rows, out.copy);

@@ -275,6 +275,72 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: two-pass reduce over spans of severa
                                                                                                  sequences, length, false);
 }
 
+// Affine maps x ↦ a·x + b modulo 2^32: exact and not commutative, so a fold in the wrong order
+// (lanes, warps, tiles or spans) changes the result. 8 bytes: two to a 16-byte access.
+struct affine_u32 {
+  unsigned a, b;
+};
+struct affine_u32_op {  // op(earlier, later) = later ∘ earlier
+  PARSCAN_HD affine_u32 operator()(const affine_u32& e, const affine_u32& l) const { return {l.a * e.a, l.a * e.b + l.b}; }
+};
+
+TEST_CASE(PARSCAN_TEST_NAME("chained tiles: bulk reduce folds lane runs, warps, tiles and spans in order"),
+          PARSCAN_TEST_TAGS("[scan][chained][bulk][reduce]")) {
+  // The bulk reduce (agent/bulk_reduce_spans.cuh) with the library's shape, launched directly so
+  // that inputs of a few tiles take it, over three sequences with carries, both directions, with
+  // the library's spans and spans of one and three tiles, finished in the same launch or a second. The last tile ends inside a lane's run
+  // (some warps full, some lanes full, one lane partial), at a tile boundary, or after 6 steps.
+  using problem = cd::generic_problem<affine_u32, affine_u32, affine_u32>;
+  using shape = cd::bulk_reduce_shape<problem>;
+  constexpr index_t lane_run = shape::chunks * cd::bulk_run<affine_u32>, warp_run = 32 * lane_run;
+  static_assert(lane_run % 2 == 0, "lengths below stay even, so every sequence starts 16-byte aligned");
+  const cd::device_facts dev = cd::current_device();
+  REQUIRE(dev.st == parscan::status::success);
+  REQUIRE(cd::built_for_bulk_copies<cd::bulk_reduce_kernel<problem, affine_u32_op>>(dev.device));
+  const index_t sequences = 3;
+  for (index_t length : {5 * shape::tile + 3 * warp_run + 5 * lane_run + 4, 2 * shape::tile,
+                         9 * shape::tile + warp_run - 2, index_t(6)}) {
+    PARSCAN_TEST_RNG(r, "bulk reduce affine u32 " + std::to_string(length));
+    const std::size_t n = static_cast<std::size_t>(sequences * length);
+    std::vector<affine_u32> x(n), carry(static_cast<std::size_t>(sequences));
+    const auto word = [&] { return static_cast<unsigned>(r.uniform(0.0, 4294967295.0)); };
+    for (auto& v : x) v = {word() | 1u, word()};  // odd a: the product never collapses to 0
+    for (auto& v : carry) v = {word() | 1u, word()};
+    parscan_test::guarded_buffer<affine_u32> dx(x), dcarry(carry), dtotal(static_cast<std::size_t>(sequences));
+    const auto l = parscan::sequence_layout::time_contiguous(sequences, length);
+    for (bool reverse : {false, true}) {
+      for (int variant = 0; variant < 6; ++variant) {  // the library's spans, 1 or 3 tiles; one launch or two
+        const index_t per_span = variant / 2 == 0 ? 0 : variant / 2 == 1 ? 1 : 3;
+        const auto finish = variant % 2 ? cd::bulk_reduce_finish::second_launch : cd::bulk_reduce_finish::same_launch;
+        INFO("length=" << length << " reverse=" << reverse << " tiles per span=" << per_span
+                       << " second launch=" << (variant % 2));
+        parscan::scan_options<affine_u32> opts;
+        opts.dir = reverse ? parscan::direction::reverse : parscan::direction::forward;
+        opts.carry_in = dcarry.data();
+        opts.carry_out = dtotal.data();
+        const problem P = problem::from({parscan::scan_kind::reduce, dx.data(), l, nullptr, l, opts, affine_u32{}, true});
+        REQUIRE(P.stages_bulk_input());
+        REQUIRE(cd::launch_bulk_reduce<problem, affine_u32_op, shape>(P, affine_u32_op{}, sequences, dev,
+                                                                      parscan::cuda_backend{}, per_span, finish) ==
+                parscan::status::success);
+        PARSCAN_TEST_SYNC();
+        CHECK(dtotal.all_written());
+        CHECK(dtotal.guards_intact());
+        const std::vector<affine_u32> got = dtotal.download();
+        for (index_t s = 0; s < sequences; ++s) {
+          affine_u32 want = carry[static_cast<std::size_t>(s)];
+          for (index_t t = 0; t < length; ++t)
+            want = affine_u32_op{}(want, x[static_cast<std::size_t>(s * length + (reverse ? length - 1 - t : t))]);
+          INFO("sequence " << s);
+          CHECK(got[static_cast<std::size_t>(s)].a == want.a);
+          CHECK(got[static_cast<std::size_t>(s)].b == want.b);
+        }
+        dtotal.repoison();
+      }
+    }
+  }
+}
+
 TEST_CASE(PARSCAN_TEST_NAME("chained tiles: two-pass reduce on bulk tiles over spans of several tiles"),
           PARSCAN_TEST_TAGS("[scan][chained][bulk][large]")) {
   // The library's own shape (agent/bulk_reduce_spans.cuh) for two contiguous int64 sequences of

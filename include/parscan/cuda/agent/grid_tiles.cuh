@@ -31,25 +31,15 @@
 namespace parscan::cuda_detail {
 
 /// totals[0] ⊕ … ⊕ totals[count-1] (nothing for count 0), in one fixed order, by one whole warp;
-/// the same in every lane. Lane l folds the run of ⌈count/32⌉ totals from l·⌈count/32⌉, loaded
-/// eight at a time, and the lanes meet in warp_ordered_reduce.
+/// the same in every lane. Lane l folds the run of ⌈count/32⌉ totals from l·⌈count/32⌉
+/// (fold_in_batches), and the lanes meet in warp_ordered_reduce.
 template <class Acc, class Op>
 __device__ PARSCAN_INLINE maybe<Acc> warp_fold_totals(const Acc* totals, index_t count, const Op& op) {
   if (count == 0) return {Acc{}, false};
-  constexpr int batch = 8;
   const index_t per_lane = (count + warp_threads - 1) / warp_threads;
   const index_t first = lane_id() * per_lane;
   const index_t end = first + per_lane < count ? first + per_lane : count;
-  maybe<Acc> fold{Acc{}, false};
-  for (index_t i = first; i < end; i += batch) {
-    Acc x[batch];
-#pragma unroll
-    for (int j = 0; j < batch; ++j)
-      if (i + j < end) x[j] = totals[i + j];
-#pragma unroll
-    for (int j = 0; j < batch; ++j)
-      if (i + j < end) fold = {fold.has ? op(fold.value, x[j]) : x[j], true};
-  }
+  const maybe<Acc> fold = fold_in_batches(totals, first, end, op);
   const int lanes = static_cast<int>((count + per_lane - 1) / per_lane);  // the lanes with totals
   return {shfl_idx(warp_ordered_reduce(fold.value, lanes, op), 0), true};
 }

@@ -546,33 +546,57 @@ status launch_bulk_tiles(const Problem& P, const Op& op, index_t sequences, cons
                 c.counter, c.tiles_per_sequence, c.windows_per_sequence, c.total_tiles);
 }
 
-template <class Problem, class Op, class shape = bulk_reduce_shape<Problem>>
+/// The bulk reduce's kernel: with FoldHere, the one that finishes the reduce itself.
+template <class Problem, class Op, class shape = bulk_reduce_shape<Problem>, bool FoldHere = true>
 constexpr auto bulk_reduce_kernel =
-    reduce_bulk_spans_kernel<shape::warps, shape::chunks, shape::min_blocks, Problem, Op>;
+    reduce_bulk_spans_kernel<shape::warps, shape::chunks, shape::min_blocks, FoldHere, Problem, Op>;
 
-/// A reduce of few long sequences on bulk tiles (agent/bulk_reduce_spans.cuh): the first pass on
-/// a persistent grid, two tiles in flight per block; the second pass as launch_reduce's.
+/// How launch_bulk_reduce finishes: the library's choice by size, or (for bench_tuning) always
+/// in the same cooperative launch after a grid barrier, or always in a second launch.
+enum class bulk_reduce_finish { by_size, same_launch, second_launch };
+
+/// A reduce of few long sequences on bulk tiles (agent/bulk_reduce_spans.cuh): spans folded into
+/// partials on a persistent grid, two tiles in flight per block, then each sequence's partials.
+/// Inputs of at most four tiles per resident block finish in the same, cooperative, launch (one
+/// launch fewer: on an H100, 8 MB of int64 in 8.3 µs against 9.3 with two launches, affine pairs
+/// 8.3 against 9.7); larger ones in a second launch (reduce_partials_kernel), since there the
+/// cooperative launch measured 1–2% slower (2^28 int32 sums 374.0 µs against 367.7, int64 724.0
+/// against 716.4; docs/performance.md, "Lane runs and one launch for the bulk reduce"). Both
+/// fold the same partials in the same order, so the choice never changes a result.
+/// `tiles_per_span` > 0 replaces the library's span length (for benchmarks/bench_tuning.cu).
 template <class Problem, class Op, class shape = bulk_reduce_shape<Problem>>
 status launch_bulk_reduce(const Problem& P, const Op& op, index_t sequences, const device_facts& dev,
-                          const cuda_backend& be) {
+                          const cuda_backend& be, index_t tiles_per_span = 0,
+                          bulk_reduce_finish finish = bulk_reduce_finish::by_size) {
   using Acc = typename Problem::acc_type;
-  constexpr auto kernel = bulk_reduce_kernel<Problem, Op, shape>;
+  constexpr auto one_launch = bulk_reduce_kernel<Problem, Op, shape, true>;
+  constexpr auto first_of_two = bulk_reduce_kernel<Problem, Op, shape, false>;
   constexpr int threads = shape::warps * warp_threads, smem = 2 * shape::smem;
-  prefer_shared_memory<kernel>();
-  const int per_sm = blocks_per_multiprocessor<kernel>(threads, dev.device, smem);
-  if (per_sm == 0) return status::exceeds_device_limits;
+  prefer_shared_memory<one_launch>();
+  prefer_shared_memory<first_of_two>();
+  // (blocks_per_multiprocessor also opts each kernel in for its dynamic shared memory.)
+  const int per_sm = blocks_per_multiprocessor<one_launch>(threads, dev.device, smem);
+  if (per_sm == 0 || blocks_per_multiprocessor<first_of_two>(threads, dev.device, smem) == 0)
+    return status::exceeds_device_limits;
   const index_t tiles_per_sequence = (P.length + shape::tile - 1) / shape::tile;
-  const index_t per_span = reduce_tiles_per_span(tiles_per_sequence);
+  const index_t per_span = tiles_per_span > 0 ? tiles_per_span : reduce_tiles_per_span(tiles_per_sequence);
   const index_t spans_per_sequence = (tiles_per_sequence + per_span - 1) / per_span;
-  index_t spans;
-  if (__builtin_mul_overflow(sequences, spans_per_sequence, &spans) || spans > max_grid || sequences > max_grid)
+  index_t spans, tiles;
+  if (__builtin_mul_overflow(sequences, spans_per_sequence, &spans) || spans > max_grid || sequences > max_grid ||
+      __builtin_mul_overflow(sequences, tiles_per_sequence, &tiles))
     return status::exceeds_device_limits;
   workspace_lease ws(be);
   if (status s = ws.acquire(static_cast<std::size_t>(spans) * sizeof(Acc) + 256); s != status::success) return s;
   Acc* partials = static_cast<Acc*>(ws.get());
   const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
-  if (status s = launch(kernel, resident < spans ? resident : spans, threads, smem, be, P, op, partials,
-                        tiles_per_sequence, per_span, spans_per_sequence, spans);
+  const index_t blocks = resident < spans ? resident : spans;
+  const bool same_launch = finish == bulk_reduce_finish::by_size ? tiles <= 4 * resident
+                                                                 : finish == bulk_reduce_finish::same_launch;
+  if (same_launch)
+    return launch_cooperative(one_launch, blocks, threads, smem, be, P, op, partials, tiles_per_sequence, per_span,
+                              spans_per_sequence, spans);
+  if (status s = launch(first_of_two, blocks, threads, smem, be, P, op, partials, tiles_per_sequence, per_span,
+                        spans_per_sequence, spans);
       s != status::success)
     return s;
   constexpr int partial_threads = 256;
