@@ -7,6 +7,8 @@
 //                       [--few-long: the forward's few long sequences on bulk tiles]
 //                       [--channel-last: the generic channel-last sum, one sequence a lane against lane packs]
 //                       [--packs: the recurrence's channel-last forward in lane packs of 1 … 8 channels]
+//                       [--reduce-shapes [--ncu]: the bulk reduce's shapes and finishes against CUB,
+//                        2^20 … 2^28 steps (--ncu: 2^24 only); --reduce-spans: spans of 1 … 32 tiles]
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
 
@@ -672,7 +674,8 @@ struct reduce_case {
     double err;
     if constexpr (std::is_integral_v<T>) err = got == want ? 0 : 1;
     else err = std::fabs(double(got.a) - want.a) + std::fabs(double(got.b) - want.b);
-    if (checked && !(err <= tol)) ++sink.failures, std::printf("FAILED %s %s: error %.3g\n", c.name.c_str(), name.c_str(), err);
+    if (checked && !(err <= tol))
+      ++sink.failures, std::printf("FAILED %s %s: error %.3g\n", c.name.c_str(), name.c_str(), err);
     const double us = bench::median_us(run, 15, 2), gbs = double(c.n) * sizeof(T) / us / 1e3;
     sink.rows.push_back({c.name + " " + name, generic_case<T>::dtype, "contiguous", "reduce", size, us, gbs,
                          100 * gbs / sink.copy, err});

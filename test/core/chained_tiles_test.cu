@@ -281,15 +281,18 @@ struct affine_u32 {
   unsigned a, b;
 };
 struct affine_u32_op {  // op(earlier, later) = later ∘ earlier
-  PARSCAN_HD affine_u32 operator()(const affine_u32& e, const affine_u32& l) const { return {l.a * e.a, l.a * e.b + l.b}; }
+  PARSCAN_HD affine_u32 operator()(const affine_u32& e, const affine_u32& l) const {
+    return {l.a * e.a, l.a * e.b + l.b};
+  }
 };
 
 TEST_CASE(PARSCAN_TEST_NAME("chained tiles: bulk reduce folds lane runs, warps, tiles and spans in order"),
           PARSCAN_TEST_TAGS("[scan][chained][bulk][reduce]")) {
   // The bulk reduce (agent/bulk_reduce_spans.cuh) with the library's shape, launched directly so
   // that inputs of a few tiles take it, over three sequences with carries, both directions, with
-  // the library's spans and spans of one and three tiles, finished in the same launch or a second. The last tile ends inside a lane's run
-  // (some warps full, some lanes full, one lane partial), at a tile boundary, or after 6 steps.
+  // the library's spans and spans of one and three tiles, finished in the same launch or a
+  // second. The last tile ends inside a lane's run (some warps full, some lanes full, one lane
+  // partial), at a tile boundary, or after 6 steps.
   using problem = cd::generic_problem<affine_u32, affine_u32, affine_u32>;
   using shape = cd::bulk_reduce_shape<problem>;
   constexpr index_t lane_run = shape::chunks * cd::bulk_run<affine_u32>, warp_run = 32 * lane_run;
@@ -318,7 +321,8 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: bulk reduce folds lane runs, warps, 
         opts.dir = reverse ? parscan::direction::reverse : parscan::direction::forward;
         opts.carry_in = dcarry.data();
         opts.carry_out = dtotal.data();
-        const problem P = problem::from({parscan::scan_kind::reduce, dx.data(), l, nullptr, l, opts, affine_u32{}, true});
+        const problem P =
+            problem::from({parscan::scan_kind::reduce, dx.data(), l, nullptr, l, opts, affine_u32{}, true});
         REQUIRE(P.stages_bulk_input());
         REQUIRE(cd::launch_bulk_reduce<problem, affine_u32_op, shape>(P, affine_u32_op{}, sequences, dev,
                                                                       parscan::cuda_backend{}, per_span, finish) ==

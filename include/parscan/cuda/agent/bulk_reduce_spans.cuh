@@ -24,10 +24,12 @@ namespace parscan::cuda_detail {
 /// Unlike the scan's reduce_bulk_tile, whose lanes take runs of V steps 32 apart (the layout its
 /// scan needs) and so meet in a warp reduce every 32 runs, lane l of warp w here folds one
 /// contiguous run of Chunks · V steps in order, from (w · 32 + l) · Chunks · V: each warp
-/// reduces once a tile, each lane once a run of Chunks accesses. The lanes' 16-byte accesses lie
-/// Chunks · 16 bytes apart, a two-way bank conflict for even Chunks; a reduce reads shared memory
-/// far below its rate, so the conflict costs nothing measurable, while the warp reduces it saves
-/// had kept the SM issuing half the time (docs/performance.md, "Lane runs for the bulk reduce").
+/// reduces once a tile, each lane once a run of Chunks accesses: about five times fewer
+/// instructions a tile. The lanes' 16-byte accesses lie Chunks · 16 bytes apart, a two-way bank
+/// conflict for even Chunks, which a reduce, reading shared memory far below its rate, can
+/// afford. On an H100 this made the 8- and 12-byte reduces faster (argmax at 12 MB 0.90 of CUB's
+/// time against 1.35) and the 4-byte sums no faster (docs/performance.md, "Lane runs and one
+/// launch for the bulk reduce").
 template <bool Full, int Warps, int Chunks, class Problem, class Op>
 __device__ PARSCAN_INLINE typename Problem::acc_type reduce_bulk_lane_runs(
     const Problem& P, const Op& op, const unsigned char* tile, index_t count,
