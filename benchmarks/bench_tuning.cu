@@ -744,24 +744,25 @@ int main(int argc, char** argv) {
   result_sink out{bench::copy_bandwidth_gbs()};
   using L = parscan::sequence_layout;
   const bool bulk_only = bench::has_flag(argc, argv, "--bulk");
+  const auto report = [&] {  // the table, the JSON, and the exit status
+    bench::print_table(out.rows, out.copy);
+    bench::write_json(bench::json_arg(argc, argv), "bench_tuning", out.rows, out.copy);
+    return out.failures ? 1 : 0;
+  };
   if (bench::has_flag(argc, argv, "--short")) {
     for (int log2n = 13; log2n <= 23; ++log2n) {
       short_inputs<int>(log2n, 0, out);
       short_inputs<long long>(log2n, 0, out);
       short_inputs<parscan::affine<float>>(log2n, 1e-4, out);
     }
-    bench::print_table(out.rows, out.copy);
-    bench::write_json(bench::json_arg(argc, argv), "bench_tuning", out.rows, out.copy);
-    return out.failures ? 1 : 0;
+    return report();
   }
   if (bench::has_flag(argc, argv, "--reduce-spans")) {  // 2^26 first: an ncu run profiles its first launches
     for (int log2n : {26, 24, 28}) {
       reduce_shapes<int>(log2n, 0, out, true);
       reduce_shapes<long long>(log2n, 0, out, true);
     }
-    bench::print_table(out.rows, out.copy);
-    bench::write_json(bench::json_arg(argc, argv), "bench_tuning", out.rows, out.copy);
-    return out.failures ? 1 : 0;
+    return report();
   }
   if (bench::has_flag(argc, argv, "--reduce-shapes")) {
     const bool ncu = bench::has_flag(argc, argv, "--ncu");  // 2^24 only
@@ -770,9 +771,7 @@ int main(int argc, char** argv) {
       reduce_shapes<long long>(log2n, 0, out);
       reduce_shapes<parscan::affine<float>>(log2n, 1e-3, out);
     }
-    bench::print_table(out.rows, out.copy);
-    bench::write_json(bench::json_arg(argc, argv), "bench_tuning", out.rows, out.copy);
-    return out.failures ? 1 : 0;
+    return report();
   }
   if (bench::has_flag(argc, argv, "--few-long")) {
     few_long<float>("fwd (1,16,2^22)", 1e-5, out);
@@ -807,9 +806,7 @@ int main(int argc, char** argv) {
   }
   if (bench::has_flag(argc, argv, "--few-long") || bench::has_flag(argc, argv, "--channel-last") ||
       bench::has_flag(argc, argv, "--packs")) {
-    bench::print_table(out.rows, out.copy);
-    bench::write_json(bench::json_arg(argc, argv), "bench_tuning", out.rows, out.copy);
-    return out.failures ? 1 : 0;
+    return report();
   }
   if (!bench::has_flag(argc, argv, "--skip-generic")) {
     {
@@ -842,11 +839,7 @@ int main(int argc, char** argv) {
       }
       c.release();
     }
-    if (bulk_only || bench::has_flag(argc, argv, "--only-generic")) {
-      bench::print_table(out.rows, out.copy);
-      bench::write_json(bench::json_arg(argc, argv), "bench_tuning", out.rows, out.copy);
-      return out.failures ? 1 : 0;
-    }
+    if (bulk_only || bench::has_flag(argc, argv, "--only-generic")) return report();
   }
   {  // many time-contiguous sequences: the warp loop
     forward_case<float> c{"fwd (8,1536,4096)", L::time_contiguous(8 * 1536, 4096)};
@@ -924,8 +917,7 @@ int main(int argc, char** argv) {
     lane_loop_against_staged<parscan::bfloat16, 8>(c, 1e-2, out);
     c.release();
   }
-  bench::print_table(out.rows, out.copy);
-  bench::write_json(bench::json_arg(argc, argv), "bench_tuning", out.rows, out.copy);
+  const int rc = report();
   if (out.failures) std::printf("FAILED: %d variant(s) above tolerance\n", out.failures);
-  return out.failures ? 1 : 0;
+  return rc;
 }
