@@ -53,9 +53,15 @@ def assert_log_close(actual, expected, dtype_name, what, tolerance=LOG_TOLERANCE
     actual, expected = ref.wide(actual), ref.wide(expected)
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
     assert not np.isnan(actual).any(), f"{what}: NaN in the result (an element left unwritten?)"
-    scale = np.maximum(1.0, np.abs(expected).max() if normwise and expected.size else np.abs(expected))
+    # Scales come from the finite values: a zero in log space is -inf, and an infinite scale would
+    # excuse every other element. Equal values match, equal infinities included; any other
+    # difference from an infinity is an infinite error.
+    magnitude = np.where(np.isfinite(expected), np.abs(expected), 0.0)
+    scale = np.maximum(1.0, magnitude.max() if normwise and expected.size else magnitude)
     allowed = GRADIENT_SPREAD_FACTOR * (0.0 if spread is None else spread)
-    error = np.maximum(np.abs(actual - expected) - allowed, 0.0) / scale
+    with np.errstate(invalid="ignore"):  # inf - inf, replaced below
+        diff = np.where(actual == expected, 0.0, np.abs(actual - expected))
+        error = np.where(np.isinf(diff), np.inf, np.maximum(diff - allowed, 0.0) / scale)
     worst = float(error.max()) if error.size else 0.0
     assert worst <= tolerance[dtype_name], (
         f"{what}: relative error {worst:.3g} > {tolerance[dtype_name]} ({dtype_name}) beyond the reference's "
