@@ -37,9 +37,18 @@ struct sequence_layout {
   }
 
   constexpr index_t num_sequences() const { return groups * count; }
-  PARSCAN_HD constexpr index_t sequence_offset(index_t s) const {
-    return (s / count) * group_stride + (s % count) * sequence_stride;
+
+  /// Where sequence s sits: its group and its index inside the group. Layouts of one shape
+  /// (every tensor of a recurrence call) share `count`, so one place, one division, serves
+  /// them all: the kernels find a sequence's tensors with offset_of(place_of(s)) on each.
+  struct place {
+    index_t group, index;
+  };
+  PARSCAN_HD constexpr place place_of(index_t s) const { return {s / count, s % count}; }
+  PARSCAN_HD constexpr index_t offset_of(const place& q) const {
+    return q.group * group_stride + q.index * sequence_stride;
   }
+  PARSCAN_HD constexpr index_t sequence_offset(index_t s) const { return offset_of(place_of(s)); }
   PARSCAN_HD constexpr index_t offset(index_t s, index_t t) const { return sequence_offset(s) + t * step_stride; }
 };
 

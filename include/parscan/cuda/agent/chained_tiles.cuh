@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(Warps* warp_threads)
     return WarpTiles ? k * tile_steps<Problem, 1, Chunks> : segment_start<Warps, Chunks, Problem>(k);
   };
   auto stage = [&](index_t tile, int slot) {
-    if (tile < total_tiles) ring.stage(P, tile / tiles_per_sequence, segment(tile % tiles_per_sequence), slot);
+    if (tile < total_tiles) ring.stage(P, P.at(tile / tiles_per_sequence), segment(tile % tiles_per_sequence), slot);
     async_commit();  // one group per tile, empty or not, so the wait below counts tiles
   };
   // Reduce ahead (the window chain, 3 or more stages): a block publishes the aggregate of its
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(Warps* warp_threads)
       const index_t s = t / tiles_per_sequence, k = t % tiles_per_sequence;
       if (k < ahead_from) return;  // the same in every thread
       tile_items<Problem, Chunks> items;
-      ring.load(P, s, segment(k), slot, items);
+      ring.load(P, P.at(s), segment(k), slot, items);
       const Acc total = reduce_tile<Warps, Chunks>(P, op, k, items, reduce_sm);
       if (threadIdx.x == 0) State::store(st.aggregate(t), total);
     }
@@ -108,10 +108,14 @@ __global__ void __launch_bounds__(Warps* warp_threads)
     }
     const index_t s = tile / tiles_per_sequence, k = tile % tiles_per_sequence;
     tile_items<Problem, Chunks> now;
-    ring.load(P, s, segment(k), slot, now);
-    scan_tile<tile_warps, Chunks>(P, op, s, k, now, &sm, [&](const Acc& aggregate) {
-      return chained_prefix(st, P, op, tiles_per_sequence, s, k, aggregate, reduce_ahead && k >= ahead_from);
-    });
+    const auto cur = P.at(s);
+    const unsigned staged = ring.load(P, cur, segment(k), slot, now);
+    scan_tile<tile_warps, Chunks>(
+        P, op, s, k, now, &sm,
+        [&](const Acc& aggregate) {
+          return chained_prefix(st, P, op, tiles_per_sequence, s, k, aggregate, reduce_ahead && k >= ahead_from);
+        },
+        [&](int j, index_t first, const Acc (&run)[Problem::run]) { ring.store(P, cur, first, slot, j, staged, run); });
   }
   async_wait<0>();
 }

@@ -55,22 +55,27 @@ __device__ PARSCAN_INLINE void scan_sequence_in_warp_staged(const Problem& P, co
   using Acc = typename Problem::acc_type;
   constexpr index_t tile = tile_steps<Problem, 1, Chunks>;
   const index_t tiles = (P.length + tile - 1) / tile;
+  const auto cur = P.at(s);
   for (index_t k = 0; k < Stages - 1; ++k) {
-    if (k < tiles) ring.stage(P, s, k * tile, static_cast<int>(k));
+    if (k < tiles) ring.stage(P, cur, k * tile, static_cast<int>(k));
     async_commit();  // one group per tile, empty or not, so the wait below counts tiles
   }
   for (index_t k = 0; k < tiles; ++k) {
     const index_t ahead = k + Stages - 1;
-    if (ahead < tiles) ring.stage(P, s, ahead * tile, static_cast<int>(ahead % Stages));
+    if (ahead < tiles) ring.stage(P, cur, ahead * tile, static_cast<int>(ahead % Stages));
     async_commit();
     async_wait<Stages - 1>();  // tile k's group is complete
     tile_items<Problem, Chunks> now;
-    ring.load(P, s, k * tile, static_cast<int>(k % Stages), now);
-    scan_tile<1, Chunks>(P, op, s, k, now, static_cast<tile_scan_smem<Acc, 1>*>(nullptr), [&](const Acc& aggregate) {
-      const maybe<Acc> before = running;
-      running = combine(running, maybe<Acc>{aggregate, true}, op);
-      return before;
-    });
+    const int slot = static_cast<int>(k % Stages);
+    const unsigned staged = ring.load(P, cur, k * tile, slot, now);
+    scan_tile<1, Chunks>(
+        P, op, s, k, now, static_cast<tile_scan_smem<Acc, 1>*>(nullptr),
+        [&](const Acc& aggregate) {
+          const maybe<Acc> before = running;
+          running = combine(running, maybe<Acc>{aggregate, true}, op);
+          return before;
+        },
+        [&](int j, index_t first, const Acc (&run)[Problem::run]) { ring.store(P, cur, first, slot, j, staged, run); });
   }
   async_wait<0>();
   __syncwarp();  // the next sequence's copies reuse the slots this warp just read

@@ -70,11 +70,13 @@ __device__ PARSCAN_INLINE void load_tile(const Problem& P, index_t s, index_t k,
 
 /// Scans the loaded tile k of sequence s and stores it. `tile_prefix` is run by one warp with
 /// the tile's aggregate and returns what precedes the tile. `smem` is unused when Warps == 1.
-template <int Warps, int Chunks, class Problem, class Op, class TilePrefix>
+/// `store(j, first, run)` writes chunk j's run of results at step `first` (the staged kernels
+/// write from their ring; otherwise Problem::store_run).
+template <int Warps, int Chunks, class Problem, class Op, class TilePrefix, class Store>
 __device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t s, index_t k,
                                          tile_items<Problem, Chunks>& tile,
                                          tile_scan_smem<typename Problem::acc_type, Warps>* smem,
-                                         TilePrefix&& tile_prefix) {
+                                         TilePrefix&& tile_prefix, Store&& store) {
   using Acc = typename Problem::acc_type;
   constexpr int V = Problem::run;
   constexpr index_t chunk = static_cast<index_t>(warp_threads) * V;
@@ -132,8 +134,18 @@ __device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t
       if (v == end_v) P.finish(s, r);
     }
     run = combine(run, maybe<Acc>{chunk_total[j], true}, op);
-    P.store_run(P.at(s), first, items[j]);
+    store(j, first, items[j]);
   }
+}
+
+template <int Warps, int Chunks, class Problem, class Op, class TilePrefix>
+__device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t s, index_t k,
+                                         tile_items<Problem, Chunks>& tile,
+                                         tile_scan_smem<typename Problem::acc_type, Warps>* smem,
+                                         TilePrefix&& tile_prefix) {
+  using Acc = typename Problem::acc_type;
+  scan_tile<Warps, Chunks>(P, op, s, k, tile, smem, tile_prefix,
+                           [&](int, index_t first, const Acc (&run)[Problem::run]) { P.store_run(P.at(s), first, run); });
 }
 
 }  // namespace parscan::cuda_detail

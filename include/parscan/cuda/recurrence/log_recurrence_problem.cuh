@@ -88,7 +88,8 @@ struct log_recurrence_forward_problem {
     sign* x_negative;
   };
   __device__ PARSCAN_INLINE cursor at(index_t s) const {
-    const index_t oa = la.sequence_offset(s), ob = lb.sequence_offset(s), ox = lx.sequence_offset(s);
+    const sequence_layout::place q = la.place_of(s);  // one shape for all tensors
+    const index_t oa = la.offset_of(q), ob = lb.offset_of(q), ox = lx.offset_of(q);
     cursor c;
     c.log_a = log_a + oa, c.a_negative = a_negative ? a_negative + oa : nullptr;
     c.log_b = log_b + ob, c.b_negative = b_negative ? b_negative + ob : nullptr;
@@ -266,16 +267,17 @@ struct log_recurrence_backward_problem {
     index_t s;
   };
   __device__ PARSCAN_INLINE cursor at(index_t s) const {
-    const index_t oa = la.sequence_offset(s), ob = lb.sequence_offset(s), ox = lx.sequence_offset(s);
+    const sequence_layout::place q = la.place_of(s);  // one shape for all tensors
+    const index_t oa = la.offset_of(q), ob = lb.offset_of(q), ox = lx.offset_of(q);
     return {log_a + oa,
             a_negative ? a_negative + oa : nullptr,
             log_b + ob,
             b_negative ? b_negative + ob : nullptr,
             log_x + ox,
             x_negative ? x_negative + ox : nullptr,
-            dlog_x + ldx.sequence_offset(s),
-            dlog_a + lda.sequence_offset(s),
-            dlog_b + ldb.sequence_offset(s),
+            dlog_x + ldx.offset_of(q),
+            dlog_a + lda.offset_of(q),
+            dlog_b + ldb.offset_of(q),
             s};
   }
   static constexpr int run = run_length<T>;

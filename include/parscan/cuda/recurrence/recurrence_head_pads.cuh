@@ -83,19 +83,19 @@ __device__ PARSCAN_INLINE int head_pad_of(const recurrence_forward_problem<T>& P
   return head_pad<recurrence_forward_problem<T>::run>(P.length, P.reverse, c.a, c.b, c.x);
 }
 
-/// The backward's: a, dx, da and db (x, one step off, is read a step at a time anyway); it
-/// processes the forward's steps last to first.
+/// The backward's: a, dx, x (staged with the run's own steps), da and db; it processes the
+/// forward's steps last to first.
 template <class T>
 bool head_pads_help(const recurrence_backward_problem<T>& P) {
   using L = sequence_layout;
   return head_pads_help<recurrence_backward_problem<T>::run, T>(
       P.length, P.lane_major, std::pair<const T*, L>{P.a, P.la}, std::pair<const T*, L>{P.dx, P.ldx},
-      std::pair<const T*, L>{P.da, P.lda}, std::pair<const T*, L>{P.db, P.ldb});
+      std::pair<const T*, L>{P.x, P.lx}, std::pair<const T*, L>{P.da, P.lda}, std::pair<const T*, L>{P.db, P.ldb});
 }
 template <class T>
 __device__ PARSCAN_INLINE int head_pad_of(const recurrence_backward_problem<T>& P,
                                           const typename recurrence_backward_problem<T>::cursor& c) {
-  return head_pad<recurrence_backward_problem<T>::run>(P.length, !P.forward_reverse, c.a, c.dx, c.da, c.db);
+  return head_pad<recurrence_backward_problem<T>::run>(P.length, !P.forward_reverse, c.a, c.dx, c.x, c.da, c.db);
 }
 
 /// Problem over virtual sequences of Problem::run - 1 more steps (see the top of this file).
@@ -105,6 +105,7 @@ struct head_padded {
   using acc_type = typename Problem::acc_type;
   static constexpr int run = Problem::run;
   static constexpr int staged_tensors = Problem::staged_tensors;
+  static constexpr int staged_lane_bytes = cuda_detail::staged_lane_bytes<Problem>;
   static constexpr int lane_steps = default_lane_steps<Problem>;
 
   Problem base;
@@ -159,6 +160,12 @@ struct head_padded {
                                              bool staged, acc_type (&items)[run]) const {
     if (staged) return base.load_staged(c.base, pos - c.pad, slot, tensor_stride, true, items);
     load_run(c, pos, items);
+  }
+  // A staged run is a whole real one (stage_run), so the Problem stores it itself.
+  template <class Base = Problem, class = std::enable_if_t<has_staged_store<Base>>>
+  __device__ PARSCAN_INLINE void store_staged(const cursor& c, index_t pos, const unsigned char* slot,
+                                              int tensor_stride, const acc_type (&items)[run]) const {
+    base.store_staged(c.base, pos - c.pad, slot, tensor_stride, items);
   }
   // Lane tiles never run padded (lane-major layouts have step strides other than 1); these
   // keep the kernels that dispatch_scan instantiates compiling.

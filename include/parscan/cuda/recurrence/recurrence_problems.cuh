@@ -37,8 +37,10 @@ struct recurrence_forward_problem {
     const T* b;
     T* x;
   };
+  // The tensors share their shape (detail::as_sequences): one place for all.
   __device__ PARSCAN_INLINE cursor at(index_t s) const {
-    return {a + la.sequence_offset(s), b + lb.sequence_offset(s), x + lx.sequence_offset(s)};
+    const sequence_layout::place q = la.place_of(s);
+    return {a + la.offset_of(q), b + lb.offset_of(q), x + lx.offset_of(q)};
   }
   static constexpr int run = run_length<T>;
   __device__ PARSCAN_INLINE index_t step(index_t pos) const { return reverse ? length - 1 - pos : pos; }
@@ -155,8 +157,9 @@ struct recurrence_backward_problem {
     index_t s;
   };
   __device__ PARSCAN_INLINE cursor at(index_t s) const {
-    return {a + la.sequence_offset(s),   x + lx.sequence_offset(s),   dx + ldx.sequence_offset(s),
-            da + lda.sequence_offset(s), db + ldb.sequence_offset(s), s};
+    const sequence_layout::place q = la.place_of(s);  // one shape for all tensors, as the forward's
+    return {a + la.offset_of(q),   x + lx.offset_of(q),   dx + ldx.offset_of(q),
+            da + lda.offset_of(q), db + ldb.offset_of(q), s};
   }
   static constexpr int run = run_length<T>;
   // Backward position p visits the forward's steps last to first; `dir` is the step change
@@ -195,17 +198,36 @@ struct recurrence_backward_problem {
   // which also reads x[prev] and dx when storing, fell from 29% to 20% of copy (H100).
   static constexpr int lane_steps = 16;
 
-  // Staging through shared memory (the staged kernels): a and dx of a run, as the forward
-  // stages a and b.
-  static constexpr int staged_tensors = 2;
+  // Staging through shared memory (the staged kernels): a, dx and x of a run's own steps, and
+  // beside them (staged_lane_word) the word of x that holds the step after the run in
+  // backward order, the forward predecessor of the run's last step. x[prev] is one step off
+  // the run, so it cannot be one aligned copy; staged this way, store_staged writes da and db
+  // from shared memory alone. (Read from global memory when storing, x[prev] took four scalar
+  // loads a run and a wait on DRAM per chunk: the f32 backward at (8, 1536, 4096) spent 3.5 of
+  // its 10.1 cycles an instruction on long scoreboard stalls, ncu on an H100.)
+  static constexpr int staged_tensors = 3;
+  static constexpr int staged_lane_bytes = sizeof(T) < 4 ? 4 : static_cast<int>(sizeof(T));
+  // Whether stage_run stages the word of x after the run at p. A 16-bit step's word also holds
+  // the step beyond it, which above the run may lie past the tensor's end: then store_staged
+  // reads the step itself. (Below the run the word starts at or after the allocation's start,
+  // which is aligned, since the run is.)
+  __device__ PARSCAN_INLINE bool staged_x_after(index_t p) const {
+    return p + run < length && (sizeof(T) >= 4 || dir() < 0 || p + run + 1 < length);
+  }
   __device__ PARSCAN_INLINE bool stage_run(const cursor& c, index_t p, unsigned char* slot, int tensor_stride) const {
     const int n = count(p), d = dir();
     const index_t t = step(p);
-    if (n != run || la.step_stride != 1 || ldx.step_stride != 1) return false;
+    if (n != run || la.step_stride != 1 || ldx.step_stride != 1 || lx.step_stride != 1) return false;
     const index_t lo = d < 0 ? t - (run - 1) : t;
-    if (!aligned16(c.a + lo) || !aligned16(c.dx + lo))
-      return false;
-    return stage_steps<run>(slot, c.a, 1, t, d, n) && stage_steps<run>(slot + tensor_stride, c.dx, 1, t, d, n);
+    if (!aligned16(c.a + lo) || !aligned16(c.dx + lo) || !aligned16(c.x + lo)) return false;
+    stage_steps<run>(slot, c.a, 1, t, d, n);
+    stage_steps<run>(slot + tensor_stride, c.dx, 1, t, d, n);
+    stage_steps<run>(slot + 2 * tensor_stride, c.x, 1, t, d, n);
+    // The word holding step t + run·d: just below the run's lowest address, or just above it.
+    if (staged_x_after(p))
+      stage_bytes<staged_lane_bytes>(staged_lane_word<recurrence_backward_problem>(slot, tensor_stride),
+                                     reinterpret_cast<const unsigned char*>(c.x + lo) + (d < 0 ? -staged_lane_bytes : 16));
+    return true;
   }
   __device__ PARSCAN_INLINE void load_staged(const cursor& c, index_t p, const unsigned char* slot, int tensor_stride,
                                              bool staged, acc_type (&items)[run]) const {
@@ -236,6 +258,45 @@ struct recurrence_backward_problem {
     const C x_before = !first_step ? static_cast<C>(x_prev) : (x0 ? static_cast<C>(x0[s]) : C(0));
     const C grad_gate = product(grad, detail::conj_if_complex(x_before));
     return log_form ? product(grad_gate, detail::conj_if_complex(detail::load_gate<C>(gate_raw, true))) : grad_gate;
+  }
+
+  // A staged run's gradients (p, run as stage_run staged it): dx, x and a from the slot; x[prev]
+  // of the run's last step from its staged word (in the word's high half for 16-bit steps
+  // below the run). Runs without the forward's first step (all but one a sequence) with linear
+  // gates take a loop without the per-step tests of gate_gradient.
+  __device__ PARSCAN_INLINE void store_staged(const cursor& c, index_t p, const unsigned char* slot, int tensor_stride,
+                                              const acc_type (&items)[run]) const {
+    const int d = dir();
+    const index_t t = step(p);
+    T rdx[run], rx[run], rdb[run], rda[run];
+    read_staged(slot + tensor_stride, d, rdx);
+    read_staged(slot + 2 * tensor_stride, d, rx);
+    T x_after = T{};  // x at the step after the run: the forward predecessor of its last step
+    if (staged_x_after(p)) {
+      const unsigned char* word = staged_lane_word<recurrence_backward_problem>(slot, tensor_stride);
+      memcpy(&x_after, word + (d < 0 ? staged_lane_bytes - static_cast<int>(sizeof(T)) : 0), sizeof(T));
+    } else if (p + run < length) {
+      x_after = c.x[(t + run * d) * lx.step_stride];
+    }
+    if (p + run < length && !log_gate) {
+#pragma unroll
+      for (int v = 0; v < run; ++v) {
+        const C grad = static_cast<C>(rdx[v]) + items[v].b;
+        rdb[v] = static_cast<T>(grad);
+        rda[v] = static_cast<T>(product(grad, detail::conj_if_complex(static_cast<C>(v + 1 < run ? rx[v + 1] : x_after))));
+      }
+    } else {
+      T ra[run] = {};
+      if (log_gate) read_staged(slot, d, ra);
+#pragma unroll
+      for (int v = 0; v < run; ++v) {
+        const C grad = static_cast<C>(rdx[v]) + items[v].b;
+        rdb[v] = static_cast<T>(grad);
+        rda[v] = static_cast<T>(gate_gradient(c.s, p + v, grad, v + 1 < run ? rx[v + 1] : x_after, ra[v]));
+      }
+    }
+    write_steps(c.db, ldb.step_stride, t, d, run, rdb);
+    write_steps(c.da, lda.step_stride, t, d, run, rda);
   }
 
   // v.b is y[next]: the exclusive prefix.
