@@ -33,6 +33,10 @@ namespace bench {
 /// sample lasts at least ~100 µs: a call of a few microseconds is then timed as one of a stream
 /// of calls, as a model issues them, not together with the host's launch latency on an idle GPU
 /// (one call per sample timed the T = 128 forward at 16 µs, most of it launch latency).
+/// `min_calls_per_sample` (--calls-per-sample N) raises the batch for longer calls too: with one
+/// call per sample, a call of ~100 µs is timed with its host path and launch latency on an idle
+/// GPU (the bf16 forward at (8, 1536, 4096): 104 µs of kernel under ncu, 112 µs a sample).
+inline int min_calls_per_sample = 1;
 inline double median_us(const std::function<void(int)>& f, int runs = 25, int warmup = 3) {
   for (int i = 0; i < warmup; ++i) f(i);
   BENCH_CHECK(cudaDeviceSynchronize());
@@ -50,7 +54,8 @@ inline double median_us(const std::function<void(int)>& f, int runs = 25, int wa
     return ms * 1e3 / batch;
   };
   const double one = sample(warmup, 1);
-  const int batch = one >= 100.0 ? 1 : std::min(64, static_cast<int>(100.0 / std::max(one, 1.0)) + 1);
+  const int batch = std::max(min_calls_per_sample,
+                             one >= 100.0 ? 1 : std::min(64, static_cast<int>(100.0 / std::max(one, 1.0)) + 1));
   std::vector<double> t;
   for (int i = 0; i < runs; ++i) t.push_back(sample(warmup + 1 + i * batch, batch));
   BENCH_CHECK(cudaEventDestroy(a));
@@ -188,6 +193,12 @@ inline std::string filter_arg(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::string(argv[i]) == "--filter") return argv[i + 1];
   return "";
+}
+
+/// Sets min_calls_per_sample from --calls-per-sample N (absent: 1).
+inline void calls_per_sample_arg(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--calls-per-sample") min_calls_per_sample = std::max(1, std::atoi(argv[i + 1]));
 }
 
 inline bool has_flag(int argc, char** argv, const char* flag) {

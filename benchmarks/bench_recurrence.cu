@@ -5,6 +5,7 @@
 // A backward with x = null recomputes x from b (and x0) first; its bytes are counted as the
 // call's own: a, b, dx read, da, db written.
 //   usage: bench_recurrence [--json out.json] [--quick] [--filter <part of a row name>]
+//                           [--calls-per-sample N]  (bench_common.cuh: time N calls or more a sample)
 #include <cmath>
 #include <complex>
 #include <cstdint>
@@ -263,6 +264,7 @@ bench::row run_log_case(const std::string& name, index_t B, index_t D, index_t T
 
 int main(int argc, char** argv) {
   const bool quick = bench::has_flag(argc, argv, "--quick");
+  bench::calls_per_sample_arg(argc, argv);
   const double copy = bench::copy_bandwidth_gbs();
   using L = parscan::recurrence_layout;
   const auto tc = L::time_contiguous, cl = L::channel_last;
