@@ -68,9 +68,10 @@ struct staging_ring {
   __device__ PARSCAN_INLINE unsigned& staged(int slot) const {
     return reinterpret_cast<unsigned*>(base + Stages * slot_bytes)[slot * BlockWarps * warp_threads + threadIdx.x];
   }
-  // Each takes the sequence's cursor (Problem::at), which its caller computes once: at() costs
-  // a 64-bit division a tensor, and calling it in each of these (stage, load, and store for
-  // every chunk) was a fifth of the bf16 backward's instructions (ncu source counters, H100).
+  // Each takes the sequence's cursor (Problem::at), which its caller computes once: placing a
+  // sequence costs a 64-bit division (then one a tensor), and doing it in each of these
+  // (stage, load, and store for every chunk) was a fifth of the bf16 backward's instructions
+  // (ncu source counters, H100).
   using cursor = typename Problem::cursor;
 
   /// Starts copying this warp's segment (from step `segment`) of the sequence at `cur` into
