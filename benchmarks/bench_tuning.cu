@@ -7,6 +7,7 @@
 //                       [--few-long: the forward's few long sequences on bulk tiles]
 //                       [--channel-last: the generic channel-last sum, one sequence a lane against lane packs]
 //                       [--packs: the recurrence's channel-last forward in lane packs of 1 … 8 channels]
+//                       [--lane-loop: the channel-last forward and backward, staged lane tiles against the lane loop]
 //                       [--reduce-shapes [--ncu]: the bulk reduce's shapes and finishes against CUB,
 //                        2^20 … 2^28 steps (--ncu: 2^24 only); --reduce-spans: spans of 1 … 32 tiles]
 #include <cub/device/device_reduce.cuh>
@@ -152,6 +153,89 @@ void lane_loop_against_staged(const forward_case<T>& c, double tol, result_sink&
   time_forward_call(c, "staged lane tiles (library)", tol, out,
                     [&] { return cd::dispatch_lane_tiles(L, op_t{}, packs, workspace_backend()); });
   time_forward_call(c, "lane loop " + std::to_string(Steps) + " steps", tol, out, [&] {
+    return cd::launch(cd::scan_lane_loop_kernel<8, Steps, lanes, op_t>, (packs + 31) / 32, 8 * 32, 0,
+                      workspace_backend(), L, op_t{}, packs);
+  });
+}
+
+// One channel-last gated-recurrence backward: a, x (the forward of a, b) and dx in, da and db
+// out, layout `l` (sequences × T); checked on two sequences against a float64 loop.
+template <class T>
+struct backward_case {
+  std::string name;
+  parscan::sequence_layout l;
+  forward_case<T> fwd;  // a, b and x
+  T *dx = nullptr, *da = nullptr, *db = nullptr;
+  backward_case(std::string n, parscan::sequence_layout layout) : name(n), l(layout), fwd{n, layout} {}
+  size_t bytes() const { return fwd.bytes(); }
+  void alloc() {
+    fwd.alloc();
+    const index_t n = l.num_sequences() * l.length;
+    BENCH_CHECK(cudaMalloc(&dx, bytes()));
+    BENCH_CHECK(cudaMalloc(&da, bytes()));
+    BENCH_CHECK(cudaMalloc(&db, bytes()));
+    fill<<<2048, 256>>>(dx, n, 3u, -1.0f, 1.0f);
+    const auto F = fwd.problem();
+    if (cd::dispatch_scan(F, parscan::affine_op<T>{}, l.num_sequences(), workspace_backend()) !=
+        parscan::status::success)
+      std::exit(1);
+    BENCH_CHECK(cudaDeviceSynchronize());
+  }
+  void release() {
+    fwd.release();
+    for (T* p : {dx, da, db}) BENCH_CHECK(cudaFree(p));
+  }
+  cd::recurrence_backward_problem<T> problem() const {
+    return {fwd.a, fwd.x, dx, nullptr, nullptr, da, db, nullptr, l, l, l, l, l, l.length, false, false,
+            cd::is_lane_major(l)};
+  }
+  double check() const {  // max over two sequences of the da and db errors, relative to their largest
+    double worst = 0;
+    for (index_t s : {index_t(0), l.num_sequences() - 1}) {
+      const auto ha = fwd.sequence(fwd.a, s), hx = fwd.sequence(fwd.x, s), hdx = fwd.sequence(dx, s);
+      const auto hda = fwd.sequence(da, s), hdb = fwd.sequence(db, s);
+      double y = 0, err = 0, scale = 0;
+      for (index_t t = l.length - 1; t >= 0; --t) {
+        const double g = double(float(hdx[t])) + y;
+        const double ga = t > 0 ? g * double(float(hx[t - 1])) : 0.0;
+        err = std::max({err, std::fabs(double(float(hdb[t])) - g), std::fabs(double(float(hda[t])) - ga)});
+        scale = std::max({scale, std::fabs(g), std::fabs(ga)});
+        y = double(float(ha[t])) * g;
+      }
+      worst = std::max(worst, err / scale);
+    }
+    return worst;
+  }
+};
+
+// The channel-last backward through lane packs of K channels: the library's staged lane tiles
+// against the lane loop (agent/lane_loop.cuh), Steps steps per thread, as
+// lane_loop_against_staged does for the forward.
+template <class T, int Steps>
+void backward_lane_loop_against_staged(const backward_case<T>& c, double tol, result_sink& out) {
+  constexpr int K = cd::channels_per_lane<T>;
+  using lanes = cd::recurrence_backward_lanes<T, K>;
+  using op_t = cd::lanewise_op<parscan::affine_op<T>, K>;
+  const lanes L(c.problem());
+  const index_t packs = c.l.num_sequences() / K;
+  auto time = [&](const std::string& variant, auto&& call) {
+    auto run = [&](int) {
+      if (call() != parscan::status::success) std::printf("%s: failed\n", variant.c_str()), std::exit(1);
+    };
+    BENCH_CHECK(cudaMemset(c.da, 0xff, c.bytes()));
+    BENCH_CHECK(cudaMemset(c.db, 0xff, c.bytes()));
+    run(0);
+    BENCH_CHECK(cudaDeviceSynchronize());
+    const double err = c.check();
+    if (!(err <= tol)) ++out.failures, std::printf("FAILED %s %s: error %.3g\n", c.name.c_str(), variant.c_str(), err);
+    const double us = bench::median_us(run, 15, 2);
+    const double gbs = 5.0 * c.bytes() / us / 1e3;  // a, x, dx in; da, db out
+    out.rows.push_back({c.name + " " + variant, sizeof(T) == 2 ? "bf16" : "f32", "(B,T,D)", "bwd",
+                        std::to_string(c.l.num_sequences()) + "x" + std::to_string(c.l.length), us, gbs,
+                        100 * gbs / out.copy, err});
+  };
+  time("staged lane tiles (library)", [&] { return cd::dispatch_lane_tiles(L, op_t{}, packs, workspace_backend()); });
+  time("lane loop " + std::to_string(Steps) + " steps", [&] {
     return cd::launch(cd::scan_lane_loop_kernel<8, Steps, lanes, op_t>, (packs + 31) / 32, 8 * 32, 0,
                       workspace_backend(), L, op_t{}, packs);
   });
@@ -803,6 +887,30 @@ int main(int argc, char** argv) {
   }
   if (bench::has_flag(argc, argv, "--channel-last")) {
     for (index_t D : {index_t(1024), index_t(512), index_t(2048)}) lane_loop_generic(D, out);
+  }
+  if (bench::has_flag(argc, argv, "--lane-loop")) {
+    {
+      forward_case<parscan::bfloat16> c{"fwd bf16 (8,4096,1536)", L::channel_last(8, 4096, 1536)};
+      c.alloc();
+      lane_loop_against_staged<parscan::bfloat16, 16>(c, 1e-2, out);
+      lane_loop_against_staged<parscan::bfloat16, 8>(c, 1e-2, out);
+      c.release();
+    }
+    {
+      backward_case<float> c{"bwd (8,4096,1536)", L::channel_last(8, 4096, 1536)};
+      c.alloc();
+      backward_lane_loop_against_staged<float, 16>(c, 1e-4, out);
+      backward_lane_loop_against_staged<float, 8>(c, 1e-4, out);
+      c.release();
+    }
+    {
+      backward_case<parscan::bfloat16> c{"bwd bf16 (8,4096,1536)", L::channel_last(8, 4096, 1536)};
+      c.alloc();
+      backward_lane_loop_against_staged<parscan::bfloat16, 16>(c, 3e-2, out);
+      backward_lane_loop_against_staged<parscan::bfloat16, 8>(c, 3e-2, out);
+      c.release();
+    }
+    return report();
   }
   if (bench::has_flag(argc, argv, "--few-long") || bench::has_flag(argc, argv, "--channel-last") ||
       bench::has_flag(argc, argv, "--packs")) {
