@@ -76,6 +76,10 @@ struct forward_case {
   void release() {
     for (T* p : {a, b, x}) BENCH_CHECK(cudaFree(p));
   }
+  // What time_call needs: the outputs to poison, the tensors moved and the direction.
+  void poison() const { BENCH_CHECK(cudaMemset(x, 0xff, bytes())); }
+  static constexpr int tensors = 3;  // a, b in; x out
+  static constexpr const char* direction = "fwd";
   cd::recurrence_forward_problem<T> problem() const {
     return {a, b, x, nullptr, nullptr, l, l, l, l.length, false, false, cd::is_lane_major(l)};
   }
@@ -112,24 +116,29 @@ struct result_sink {
   int failures = 0;
 };
 
-/// Times `call` (which runs the forward of c and returns a status) as one row, after checking
-/// its result against c's float64 reference.
-template <class T, class Call>
-void time_forward_call(const forward_case<T>& c, const std::string& variant, double tol, result_sink& out, Call&& call) {
+/// Times `call` (which runs case c, a forward_case or a backward_case of element type T, and
+/// returns a status) as one row, after checking its result against c's float64 reference.
+template <class T, class Case, class Call>
+void time_call(const Case& c, const std::string& variant, double tol, result_sink& out, Call&& call) {
   auto run = [&](int) {
     const auto s = call();
     if (s != parscan::status::success) std::printf("%s: %s\n", variant.c_str(), parscan::to_string(s)), std::exit(1);
   };
-  BENCH_CHECK(cudaMemset(c.x, 0xff, c.bytes()));
+  c.poison();
   run(0);
   BENCH_CHECK(cudaDeviceSynchronize());
   const double err = c.check();
   if (!(err <= tol)) ++out.failures, std::printf("FAILED %s %s: error %.3g\n", c.name.c_str(), variant.c_str(), err);
   const double us = bench::median_us(run, 15, 2);
-  const double gbs = 3.0 * c.bytes() / us / 1e3;
+  const double gbs = double(Case::tensors) * c.bytes() / us / 1e3;
   out.rows.push_back({c.name + " " + variant, sizeof(T) == 2 ? "bf16" : "f32", c.l.step_stride == 1 ? "(B,D,T)" : "(B,T,D)",
-                      "fwd", std::to_string(c.l.num_sequences()) + "x" + std::to_string(c.l.length), us, gbs,
+                      Case::direction, std::to_string(c.l.num_sequences()) + "x" + std::to_string(c.l.length), us, gbs,
                       100 * gbs / out.copy, err});
+}
+
+template <class T, class Call>
+void time_forward_call(const forward_case<T>& c, const std::string& variant, double tol, result_sink& out, Call&& call) {
+  time_call<T>(c, variant, tol, out, call);
 }
 
 template <class Shape, class T>
@@ -140,22 +149,27 @@ void time_forward(const forward_case<T>& c, const std::string& variant, double t
   });
 }
 
-// Channel-last forward through lane packs of K channels (recurrence_lane_packs.cuh): the
-// library's staged lane tiles (dispatch_lane_tiles) against the lane loop (agent/lane_loop.cuh),
-// a block per group of 32 packs for the whole length, Steps steps per thread.
-template <class T, int Steps>
-void lane_loop_against_staged(const forward_case<T>& c, double tol, result_sink& out) {
+// Channel-last forward or backward (Lanes: recurrence_forward_lanes or recurrence_backward_lanes)
+// through lane packs of K channels (recurrence_lane_packs.cuh): the library's staged lane tiles
+// (dispatch_lane_tiles) against the lane loop (agent/lane_loop.cuh), a block per group of 32
+// packs for the whole length, Steps steps per thread.
+template <template <class, int> class Lanes, int Steps, class T, class Case>
+void lane_loop_against_staged(const Case& c, double tol, result_sink& out) {
   constexpr int K = cd::channels_per_lane<T>;
-  using lanes = cd::recurrence_forward_lanes<T, K>;
+  using lanes = Lanes<T, K>;
   using op_t = cd::lanewise_op<parscan::affine_op<T>, K>;
   const lanes L(c.problem());
   const index_t packs = c.l.num_sequences() / K;
-  time_forward_call(c, "staged lane tiles (library)", tol, out,
-                    [&] { return cd::dispatch_lane_tiles(L, op_t{}, packs, workspace_backend()); });
-  time_forward_call(c, "lane loop " + std::to_string(Steps) + " steps", tol, out, [&] {
+  time_call<T>(c, "staged lane tiles (library)", tol, out,
+               [&] { return cd::dispatch_lane_tiles(L, op_t{}, packs, workspace_backend()); });
+  time_call<T>(c, "lane loop " + std::to_string(Steps) + " steps", tol, out, [&] {
     return cd::launch(cd::scan_lane_loop_kernel<8, Steps, lanes, op_t>, (packs + 31) / 32, 8 * 32, 0,
                       workspace_backend(), L, op_t{}, packs);
   });
+}
+template <class T, int Steps>
+void lane_loop_against_staged(const forward_case<T>& c, double tol, result_sink& out) {
+  lane_loop_against_staged<cd::recurrence_forward_lanes, Steps, T>(c, tol, out);
 }
 
 // One channel-last gated-recurrence backward: a, x (the forward of a, b) and dx in, da and db
@@ -185,6 +199,12 @@ struct backward_case {
     fwd.release();
     for (T* p : {dx, da, db}) BENCH_CHECK(cudaFree(p));
   }
+  void poison() const {
+    BENCH_CHECK(cudaMemset(da, 0xff, bytes()));
+    BENCH_CHECK(cudaMemset(db, 0xff, bytes()));
+  }
+  static constexpr int tensors = 5;  // a, x, dx in; da, db out
+  static constexpr const char* direction = "bwd";
   cd::recurrence_backward_problem<T> problem() const {
     return {fwd.a, fwd.x, dx, nullptr, nullptr, da, db, nullptr, l, l, l, l, l, l.length, false, false,
             cd::is_lane_major(l)};
@@ -208,37 +228,23 @@ struct backward_case {
   }
 };
 
-// The channel-last backward through lane packs of K channels: the library's staged lane tiles
-// against the lane loop (agent/lane_loop.cuh), Steps steps per thread, as
-// lane_loop_against_staged does for the forward.
-template <class T, int Steps>
-void backward_lane_loop_against_staged(const backward_case<T>& c, double tol, result_sink& out) {
-  constexpr int K = cd::channels_per_lane<T>;
-  using lanes = cd::recurrence_backward_lanes<T, K>;
-  using op_t = cd::lanewise_op<parscan::affine_op<T>, K>;
-  const lanes L(c.problem());
-  const index_t packs = c.l.num_sequences() / K;
-  auto time = [&](const std::string& variant, auto&& call) {
-    auto run = [&](int) {
-      if (call() != parscan::status::success) std::printf("%s: failed\n", variant.c_str()), std::exit(1);
-    };
-    BENCH_CHECK(cudaMemset(c.da, 0xff, c.bytes()));
-    BENCH_CHECK(cudaMemset(c.db, 0xff, c.bytes()));
-    run(0);
-    BENCH_CHECK(cudaDeviceSynchronize());
-    const double err = c.check();
-    if (!(err <= tol)) ++out.failures, std::printf("FAILED %s %s: error %.3g\n", c.name.c_str(), variant.c_str(), err);
-    const double us = bench::median_us(run, 15, 2);
-    const double gbs = 5.0 * c.bytes() / us / 1e3;  // a, x, dx in; da, db out
-    out.rows.push_back({c.name + " " + variant, sizeof(T) == 2 ? "bf16" : "f32", "(B,T,D)", "bwd",
-                        std::to_string(c.l.num_sequences()) + "x" + std::to_string(c.l.length), us, gbs,
-                        100 * gbs / out.copy, err});
-  };
-  time("staged lane tiles (library)", [&] { return cd::dispatch_lane_tiles(L, op_t{}, packs, workspace_backend()); });
-  time("lane loop " + std::to_string(Steps) + " steps", [&] {
-    return cd::launch(cd::scan_lane_loop_kernel<8, Steps, lanes, op_t>, (packs + 31) / 32, 8 * 32, 0,
-                      workspace_backend(), L, op_t{}, packs);
-  });
+// The channel-last (8, 4096, 1536) forward or backward of T, lane loops of 16 and 8 steps a
+// thread against the staged lane tiles.
+template <class T>
+void forward_lane_loops(const std::string& name, double tol, result_sink& out) {
+  forward_case<T> c{name, parscan::sequence_layout::channel_last(8, 4096, 1536)};
+  c.alloc();
+  lane_loop_against_staged<T, 16>(c, tol, out);
+  lane_loop_against_staged<T, 8>(c, tol, out);
+  c.release();
+}
+template <class T>
+void backward_lane_loops(const std::string& name, double tol, result_sink& out) {
+  backward_case<T> c{name, parscan::sequence_layout::channel_last(8, 4096, 1536)};
+  c.alloc();
+  lane_loop_against_staged<cd::recurrence_backward_lanes, 16, T>(c, tol, out);
+  lane_loop_against_staged<cd::recurrence_backward_lanes, 8, T>(c, tol, out);
+  c.release();
 }
 
 // The bulk tiles' kernel of `shape` for problem and op_t, given the SM's largest shared-memory
@@ -889,27 +895,9 @@ int main(int argc, char** argv) {
     for (index_t D : {index_t(1024), index_t(512), index_t(2048)}) lane_loop_generic(D, out);
   }
   if (bench::has_flag(argc, argv, "--lane-loop")) {
-    {
-      forward_case<parscan::bfloat16> c{"fwd bf16 (8,4096,1536)", L::channel_last(8, 4096, 1536)};
-      c.alloc();
-      lane_loop_against_staged<parscan::bfloat16, 16>(c, 1e-2, out);
-      lane_loop_against_staged<parscan::bfloat16, 8>(c, 1e-2, out);
-      c.release();
-    }
-    {
-      backward_case<float> c{"bwd (8,4096,1536)", L::channel_last(8, 4096, 1536)};
-      c.alloc();
-      backward_lane_loop_against_staged<float, 16>(c, 1e-4, out);
-      backward_lane_loop_against_staged<float, 8>(c, 1e-4, out);
-      c.release();
-    }
-    {
-      backward_case<parscan::bfloat16> c{"bwd bf16 (8,4096,1536)", L::channel_last(8, 4096, 1536)};
-      c.alloc();
-      backward_lane_loop_against_staged<parscan::bfloat16, 16>(c, 3e-2, out);
-      backward_lane_loop_against_staged<parscan::bfloat16, 8>(c, 3e-2, out);
-      c.release();
-    }
+    forward_lane_loops<parscan::bfloat16>("fwd bf16 (8,4096,1536)", 1e-2, out);
+    backward_lane_loops<float>("bwd (8,4096,1536)", 1e-4, out);
+    backward_lane_loops<parscan::bfloat16>("bwd bf16 (8,4096,1536)", 3e-2, out);
     return report();
   }
   if (bench::has_flag(argc, argv, "--few-long") || bench::has_flag(argc, argv, "--channel-last") ||
@@ -1018,13 +1006,7 @@ int main(int argc, char** argv) {
     lane_loop_against_staged<float, 16>(c, 1e-5, out);
     c.release();
   }
-  {
-    forward_case<parscan::bfloat16> c{"fwd bf16 (8,4096,1536)", L::channel_last(8, 4096, 1536)};
-    c.alloc();
-    lane_loop_against_staged<parscan::bfloat16, 16>(c, 1e-2, out);
-    lane_loop_against_staged<parscan::bfloat16, 8>(c, 1e-2, out);
-    c.release();
-  }
+  forward_lane_loops<parscan::bfloat16>("fwd bf16 (8,4096,1536)", 1e-2, out);
   const int rc = report();
   if (out.failures) std::printf("FAILED: %d variant(s) above tolerance\n", out.failures);
   return rc;
