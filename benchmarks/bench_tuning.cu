@@ -136,15 +136,11 @@ void time_call(const Case& c, const std::string& variant, double tol, result_sin
                       100 * gbs / out.copy, err});
 }
 
-template <class T, class Call>
-void time_forward_call(const forward_case<T>& c, const std::string& variant, double tol, result_sink& out, Call&& call) {
-  time_call<T>(c, variant, tol, out, call);
-}
 
 template <class Shape, class T>
 void time_forward(const forward_case<T>& c, const std::string& variant, double tol, result_sink& out) {
   const auto P = c.problem();
-  time_forward_call(c, variant, tol, out, [&] {
+  time_call<T>(c, variant, tol, out, [&] {
     return cd::dispatch_scan<Shape>(P, parscan::affine_op<T>{}, c.l.num_sequences(), workspace_backend());
   });
 }
@@ -280,7 +276,7 @@ void recurrence_bulk(const forward_case<T>& c, double tol, result_sink& out) {
   using op_t = parscan::affine_op<T>;
   const cd::device_facts dev = cd::current_device();
   const auto P = c.problem();
-  time_forward_call(c, bulk_variant_name<problem, op_t, shape>(dev), tol, out, [&] {
+  time_call<T>(c, bulk_variant_name<problem, op_t, shape>(dev), tol, out, [&] {
     return cd::launch_bulk_tiles<problem, op_t, shape>(P, op_t{}, c.l.num_sequences(), dev, workspace_backend());
   });
 }
@@ -292,7 +288,7 @@ void lane_packs_forward(const forward_case<T>& c, double tol, result_sink& out) 
   using lanes = cd::recurrence_forward_lanes<T, K>;
   using op_t = cd::lanewise_op<parscan::affine_op<T>, K>;
   const lanes L(c.problem());
-  time_forward_call(c, "staged lane tiles, packs of " + std::to_string(K), tol, out, [&] {
+  time_call<T>(c, "staged lane tiles, packs of " + std::to_string(K), tol, out, [&] {
     return cd::dispatch_lane_tiles(L, op_t{}, c.l.num_sequences() / K, workspace_backend());
   });
 }
@@ -318,7 +314,7 @@ void recurrence_large_bulk(const forward_case<T>& c, double tol, result_sink& ou
   BENCH_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shape::smem));
   const cd::device_facts dev = cd::current_device();
   const auto P = c.problem();
-  time_forward_call(c, bulk_variant_name<problem, op_t, shape>(dev) + " (opted in)", tol, out, [&] {
+  time_call<T>(c, bulk_variant_name<problem, op_t, shape>(dev) + " (opted in)", tol, out, [&] {
     return cd::launch_bulk_tiles<problem, op_t, shape>(P, op_t{}, c.l.num_sequences(), dev, workspace_backend());
   });
 }
