@@ -12,8 +12,9 @@ them; a call's time is the median over --runs samples of sample time / batch. So
 whichever is longer, its GPU time or the host time to issue it. Two figures answer "what does
 Python cost":
 - overhead_us (tiny shape): the call's time minus that of an empty torch kernel launch measured
-  the same way, i.e. what the Python wrapper, the custom-op dispatch and the argument checks
-  add on top of one launch (there the host time is the longer one);
+  the same way, i.e. what the Python wrapper, the argument checks, the output allocations and
+  (where PyTorch needs it: compiling, modes, subclasses) the custom op's dispatch add on top of
+  one launch (there the host time is the longer one);
 - pct_copy (large shape): bytes the op must move (every input read once, every output written
   once) per second, as a percentage of a torch device-to-device copy of the same number of
   bytes in the same process.
@@ -67,14 +68,18 @@ def cases(torch, pt, large):
     b = torch.randn(B, T, D, device=dev)
     x = pt.gated_recurrence(a, b, dim=1)
     dx, dx_final = torch.randn_like(x), torch.zeros(B, D, device=dev)
+    a_g, b_g = a.clone().requires_grad_(), b.clone().requires_grad_()  # a training step's forward
     log_a = a.log()
     abf, bbf = a.to(bf16), b.to(bf16)
     n = 4 * B * T * D
     out = [
         ("gated_recurrence forward", "f32", 3 * n, lambda: pt.gated_recurrence(a, b, dim=1)),
         ("gated_recurrence forward", "bf16", 3 * n // 2, lambda: pt.gated_recurrence(abf, bbf, dim=1)),
+        ("gated_recurrence forward, inputs require grad", "f32", 3 * n, lambda: pt.gated_recurrence(a_g, b_g, dim=1)),
+        # The backward as autograd runs it (the formula's call, in eager mode without the op's dispatch).
         ("gated_recurrence backward", "f32", 5 * n,
-         lambda: torch.ops.parscan.gated_recurrence_backward(a, x, None, dx, dx_final, 1, False, "linear")),
+         lambda: pt._call(pt._gated_backward, torch.ops.parscan.gated_recurrence_backward, a, x, None, dx, dx_final, 1,
+                          False, "linear")),
         ("log_recurrence forward (log a, value b -> x)", "f32", 3 * n,
          lambda: pt.log_recurrence(log_a, b, dim=1, b_form="value", output="value")),
         ("cumulative sum", "f32", 2 * n, lambda: pt.cumulative(b, dim=1)),
@@ -133,6 +138,7 @@ def floors(torch, large):
 CPP_ROWS = {
     ("gated_recurrence forward", "f32"): "fwd f32 channel-last T=4096",
     ("gated_recurrence forward", "bf16"): "fwd bf16 channel-last T=4096",
+    ("gated_recurrence forward, inputs require grad", "f32"): "fwd f32 channel-last T=4096",
     ("gated_recurrence backward", "f32"): "bwd f32 channel-last T=4096",
 }
 

@@ -231,3 +231,46 @@ def test_cuda_runs_on_the_current_stream_and_in_a_graph(gen):
         ref.assert_close(as_numpy(static_x), ref.gated_forward(as_numpy(new_a), as_numpy(new_b), None, 1)[0],
                          "float32", "x from the graph")
     assert torch.isfinite(total).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_eager_calls_skip_the_dispatch_and_match_the_op(gen, device):
+    """Plain tensors run parscan's kernel function without the custom op's dispatch (inside an
+    autograd.Function with the op's formula where a gradient is wanted); values and gradients are
+    the op's, bit for bit. Fake and meta tensors go through the op."""
+    from parscan.torch import _eager_path
+
+    a = gates(gen, (2, 64, 8), torch.float32, device)
+    b = values(gen, (2, 64, 8), torch.float32, device)
+    x0 = values(gen, (2, 8), torch.float32, device)
+    assert _eager_path((a, b, None, 1, False, "linear")) == "direct"
+    x, x_final = pt.gated_recurrence(a, b, x0, dim=1, return_final=True)
+    op_x, op_final = torch.ops.parscan.gated_recurrence(a, b, x0, 1, False, "linear")
+    assert torch.equal(x, op_x) and torch.equal(x_final, op_final)
+    ref.assert_close(as_numpy(x), ref.gated_forward(as_numpy(a), as_numpy(b), as_numpy(x0), 1)[0], "float32", "x")
+    assert torch.equal(pt.cumulative(b, dim=1), torch.ops.parscan.cumulative(b, "sum", 1, False, False))
+    assert torch.equal(pt.reduce(b, dim=1), torch.ops.parscan.reduce(b, "sum", 1))
+
+    w, w_final = values(gen, a.shape, torch.float32, device), values(gen, x0.shape, torch.float32, device)
+    grads = []
+    for through_op in (False, True):
+        leaves = [t.clone().requires_grad_() for t in (a, b, x0)]
+        assert _eager_path(leaves) == "autograd"
+        if through_op:
+            out, out_final = torch.ops.parscan.gated_recurrence(*leaves, 1, False, "linear")
+        else:
+            out, out_final = pt.gated_recurrence(*leaves, dim=1, return_final=True)
+        ((out * w).sum() + (out_final * w_final).sum()).backward()
+        grads.append([out.detach()] + [t.grad for t in leaves])
+    for name, got, want in zip(("x", "da", "db", "dx0"), *grads):
+        assert torch.equal(got, want), name
+    with torch.no_grad():
+        assert _eager_path((a.clone().requires_grad_(), b)) == "direct"
+    assert _eager_path((a.to("meta"), b)) is None
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        fake_a, fake_b = mode.from_tensor(a), mode.from_tensor(b)
+        assert _eager_path((fake_a, fake_b)) is None
+        fake_x = pt.gated_recurrence(fake_a, fake_b, dim=1)
+        assert fake_x.shape == a.shape and type(fake_x) is not torch.Tensor

@@ -7,6 +7,12 @@ on its tensors' device: CPU tensors on the host backend, CUDA tensors on the CUD
 current stream of that device (torch.cuda.current_stream), so it orders with the surrounding
 PyTorch work and can be captured in a CUDA graph.
 
+A custom op's dispatch costs tens of microseconds a call in Python (docs/performance.md, "Python
+call cost"). Where it would add nothing (eager mode, plain tensors, no gradient wanted, no
+tracer, transform or mode watching), a call runs the op's own kernel function directly; the
+results are the same, bit for bit. Where a gradient is wanted, the op's own formula runs as an
+autograd.Function.
+
     import parscan.torch as pt
     x = pt.gated_recurrence(a, b, dim=1)          # a, b: (B, T, D), scanned along T
 """
@@ -48,15 +54,87 @@ def _run(fn, *args):
 
 
 def _plain(t):
-    """t as DLPack can export it: lazily conjugated or negated views are materialised."""
+    """t as DLPack can export it: lazily conjugated or negated views are materialised. (torch's C
+    exporter takes tensors that require gradients, so no detach is needed.)"""
     if t is None:
         return None
-    t = t.detach()
     if t.is_conj():
         t = t.resolve_conj()
     if t.is_neg():
         t = t.resolve_neg()
     return t
+
+
+_ops = torch.ops.parscan
+_C = torch._C
+_function_mode_on = getattr(_C, "_is_torch_function_mode_enabled", None)
+_dispatch_modes = getattr(_C, "_len_torch_dispatch_stack", None)
+_tracing_state = getattr(_C, "_get_tracing_state", None)
+_functorch_wrapped = getattr(getattr(_C, "_functorch", None), "is_functorch_wrapped_tensor", None)
+# Without any of these PyTorch internals nothing can be ruled out, and every call dispatches.
+_CAN_RUN_DIRECTLY = None not in (_function_mode_on, _dispatch_modes, _tracing_state, _functorch_wrapped)
+
+
+def _eager_path(args):
+    """How an eager call on args may skip the custom op's dispatch, which would add nothing but
+    time: "direct" (run the op's function) or "autograd" (run it inside an autograd.Function with
+    the op's own formula, where a tensor needs a gradient); None (dispatch) when compiling or
+    jit-tracing, when a torch function or dispatch mode is active, or when a tensor among args is
+    not a plain CPU or CUDA torch.Tensor (a subclass, a fake or functorch-wrapped tensor)."""
+    if (not _CAN_RUN_DIRECTLY or torch.compiler.is_compiling() or _function_mode_on() or _dispatch_modes()
+            or _tracing_state() is not None):
+        return None
+    grad, wants_grad = _C.is_grad_enabled(), False
+    for t in args:
+        if isinstance(t, torch.Tensor):
+            if type(t) is not torch.Tensor or _functorch_wrapped(t) or not (t.is_cuda or t.is_cpu):
+                return None
+            wants_grad = wants_grad or (grad and t.requires_grad)
+    return "autograd" if wants_grad else "direct"
+
+
+# The op functions that have a gradient formula, each with it as an autograd.Function's apply.
+_WITH_GRADIENT = {}
+
+
+def _call(kernel, op, *args):
+    """op(*args), where op is the custom op made from kernel; in eager mode kernel(*args) itself, or
+    kernel inside its autograd.Function, as _eager_path(args) allows."""
+    path = _eager_path(args)
+    if path == "direct":
+        return kernel(*args)
+    if path == "autograd" and kernel in _WITH_GRADIENT:
+        return _WITH_GRADIENT[kernel](*args)
+    return op(*args)
+
+
+def _register_autograd(kernel, name, backward, setup_context):
+    """The gradient formula of op parscan::<name> made from kernel, registered with the op and kept
+    as an autograd.Function for _call."""
+    torch.library.register_autograd(f"parscan::{name}", backward, setup_context=setup_context)
+
+    class Formula(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *args):
+            output = kernel(*args)
+            setup_context(ctx, args, output)
+            return output
+
+        @staticmethod
+        def backward(ctx, *grads):
+            return backward(ctx, *grads)
+
+    Formula.__name__ = Formula.__qualname__ = f"{name}_autograd"
+    _WITH_GRADIENT[kernel] = Formula.apply
+
+
+def _custom_op(name):
+    """torch.library.custom_op(name) that returns the decorated function itself, for _call to run
+    directly; the op is torch.ops.<name>, and its fake and autograd are registered by name."""
+    def register(fn):
+        torch.library.custom_op(name, mutates_args=())(fn)
+        return fn
+    return register
 
 
 def _state(t):
@@ -76,38 +154,37 @@ def _check_gated(op, a, b, dim, gate):
 # The gated recurrence.
 
 
-@torch.library.custom_op("parscan::gated_recurrence", mutates_args=())
+@_custom_op("parscan::gated_recurrence")
 def _gated_forward(a: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], dim: int, reverse: bool,
                    gate: str) -> Tuple[torch.Tensor, torch.Tensor]:
     d = _check_gated("gated_recurrence", a, b, dim, gate)
-    x = torch.empty(a.shape, dtype=a.dtype, device=a.device)
-    x_final = torch.empty(without(a.shape, d), dtype=a.dtype, device=a.device)
+    x = a.new_empty(a.shape)
+    x_final = a.new_empty(without(a.shape, d))
     _run(_core.gated_forward, _plain(a), _plain(b), x, _state(x0), x_final, d, reverse, gate, _stream(a))
     return x, x_final
 
 
-@_gated_forward.register_fake
+@torch.library.register_fake("parscan::gated_recurrence")
 def _(a, b, x0, dim, reverse, gate):
     d = _check_gated("gated_recurrence", a, b, dim, gate)
     return a.new_empty(a.shape), a.new_empty(without(a.shape, d))
 
 
-@torch.library.custom_op("parscan::gated_recurrence_backward", mutates_args=())
+@_custom_op("parscan::gated_recurrence_backward")
 def _gated_backward(a: torch.Tensor, x: torch.Tensor, x0: Optional[torch.Tensor], dx: torch.Tensor,
                     dx_final: torch.Tensor, dim: int, reverse: bool,
                     gate: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     d = _check_gated("gated_recurrence_backward", a, a, dim, gate)
-    da = torch.empty(a.shape, dtype=a.dtype, device=a.device)
-    db = torch.empty(a.shape, dtype=a.dtype, device=a.device)
+    da, db = a.new_empty(a.shape), a.new_empty(a.shape)
     # Without x0 there is no dx0: an empty tensor stands for it (a custom op returns tensors).
-    dx0 = torch.empty(without(a.shape, d) if x0 is not None else (0,), dtype=a.dtype, device=a.device)
+    dx0 = a.new_empty(without(a.shape, d) if x0 is not None else (0,))
     # Incoming gradients may have any strides (expanded ones, say); dense ones always describe.
     _run(_core.gated_backward, _plain(a), _plain(x), None, _state(x0), _plain(dx).contiguous(), _state(dx_final), da, db,
                          dx0 if x0 is not None else None, d, reverse, gate, _stream(a))
     return da, db, dx0
 
 
-@_gated_backward.register_fake
+@torch.library.register_fake("parscan::gated_recurrence_backward")
 def _(a, x, x0, dx, dx_final, dim, reverse, gate):
     d = _check_gated("gated_recurrence_backward", a, a, dim, gate)
     return a.new_empty(a.shape), a.new_empty(a.shape), a.new_empty(without(a.shape, d) if x0 is not None else (0,))
@@ -128,11 +205,11 @@ def _gated_autograd(ctx, dx, dx_final):
     if dx_final is None:
         dx_final = torch.zeros(without(a.shape, normalize_dim("gated_recurrence", "a", a.dim(), dim)), dtype=a.dtype,
                                device=a.device)
-    da, db, dx0 = torch.ops.parscan.gated_recurrence_backward(a, x, x0, dx, dx_final, dim, reverse, gate)
+    da, db, dx0 = _call(_gated_backward, _ops.gated_recurrence_backward, a, x, x0, dx, dx_final, dim, reverse, gate)
     return da, db, (dx0 if x0 is not None else None), None, None, None
 
 
-_gated_forward.register_autograd(_gated_autograd, setup_context=_gated_setup_context)
+_register_autograd(_gated_forward, "gated_recurrence", _gated_autograd, _gated_setup_context)
 
 
 def gated_recurrence(a, b, x0=None, *, dim=-1, reverse=False, gate="linear", return_final=False):
@@ -145,7 +222,7 @@ def gated_recurrence(a, b, x0=None, *, dim=-1, reverse=False, gate="linear", ret
     gate="log" takes log a. Returns x (a new contiguous tensor), and with ``return_final`` also
     the last state computed. Differentiable in a, b and x0 (complex: PyTorch's convention).
     """
-    x, x_final = torch.ops.parscan.gated_recurrence(a, b, x0, dim, reverse, gate)
+    x, x_final = _call(_gated_forward, _ops.gated_recurrence, a, b, x0, dim, reverse, gate)
     return (x, x_final) if return_final else x
 
 
@@ -153,16 +230,16 @@ def gated_recurrence(a, b, x0=None, *, dim=-1, reverse=False, gate="linear", ret
 # cumulative and reduce.
 
 
-@torch.library.custom_op("parscan::cumulative", mutates_args=())
+@_custom_op("parscan::cumulative")
 def _cumulative(x: torch.Tensor, op: str, dim: int, reverse: bool, exclusive: bool) -> torch.Tensor:
     check_choice("cumulative", "op", op, SCAN_OPERATORS)
     d = normalize_dim("cumulative", "x", x.dim(), dim)
-    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    out = x.new_empty(x.shape)
     _run(_core.cumulative, _plain(x), out, op, d, reverse, exclusive, _stream(x))
     return out
 
 
-@_cumulative.register_fake
+@torch.library.register_fake("parscan::cumulative")
 def _(x, op, dim, reverse, exclusive):
     check_choice("cumulative", "op", op, SCAN_OPERATORS)
     normalize_dim("cumulative", "x", x.dim(), dim)
@@ -180,23 +257,24 @@ def _cumulative_autograd(ctx, grad):
         raise NotImplementedError(f"parscan.torch.cumulative: no gradient for op=\"{op}\" (only \"sum\")")
     # out[t] sums x over the steps up to t (before t if exclusive) in the scan's direction, so
     # dL/dx[s] sums grad over the steps from s on (after s): the same scan the other way.
-    return torch.ops.parscan.cumulative(grad, "sum", dim, not reverse, exclusive), None, None, None, None
+    grad_x = _call(_cumulative, _ops.cumulative, grad, "sum", dim, not reverse, exclusive)
+    return grad_x, None, None, None, None
 
 
-_cumulative.register_autograd(_cumulative_autograd, setup_context=_cumulative_setup_context)
+_register_autograd(_cumulative, "cumulative", _cumulative_autograd, _cumulative_setup_context)
 
 
-@torch.library.custom_op("parscan::reduce", mutates_args=())
+@_custom_op("parscan::reduce")
 def _reduce(x: torch.Tensor, op: str, dim: int) -> torch.Tensor:
     check_choice("reduce", "op", op, SCAN_OPERATORS)
     d = normalize_dim("reduce", "x", x.dim(), dim)
     wide = x.dtype in (torch.float16, torch.bfloat16)  # accumulated, and written, in float32
-    out = torch.empty(without(x.shape, d), dtype=torch.float32 if wide else x.dtype, device=x.device)
+    out = x.new_empty(without(x.shape, d), dtype=torch.float32 if wide else x.dtype)
     _run(_core.reduce, _plain(x), out, op, d, _stream(x))
     return out.to(x.dtype) if wide else out
 
 
-@_reduce.register_fake
+@torch.library.register_fake("parscan::reduce")
 def _(x, op, dim):
     check_choice("reduce", "op", op, SCAN_OPERATORS)
     d = normalize_dim("reduce", "x", x.dim(), dim)
@@ -215,7 +293,7 @@ def _reduce_autograd(ctx, grad):
     return grad.unsqueeze(d).expand(shape), None, None
 
 
-_reduce.register_autograd(_reduce_autograd, setup_context=_reduce_setup_context)
+_register_autograd(_reduce, "reduce", _reduce_autograd, _reduce_setup_context)
 
 
 def cumulative(x, op="sum", *, dim=-1, reverse=False, exclusive=False):
@@ -224,12 +302,12 @@ def cumulative(x, op="sum", *, dim=-1, reverse=False, exclusive=False):
     dtypes: float32, float64, bfloat16 and float16 (accumulated in float32), int32 and int64,
     complex64 (sum only). Differentiable for op="sum".
     """
-    return torch.ops.parscan.cumulative(x, op, dim, reverse, exclusive)
+    return _call(_cumulative, _ops.cumulative, x, op, dim, reverse, exclusive)
 
 
 def reduce(x, op="sum", *, dim=-1):
     """Reduction of x along ``dim`` (op = "sum", "max" or "min"), in x's dtype; differentiable for "sum"."""
-    return torch.ops.parscan.reduce(x, op, dim)
+    return _call(_reduce, _ops.reduce, x, op, dim)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,14 +329,14 @@ def _signs(magnitude, sign):
     return magnitude.contiguous(), sign.contiguous()
 
 
-@torch.library.custom_op("parscan::log_recurrence", mutates_args=())
+@_custom_op("parscan::log_recurrence")
 def _log_forward(a: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], a_negative: Optional[torch.Tensor],
                  b_negative: Optional[torch.Tensor], x0_negative: Optional[torch.Tensor], dim: int, reverse: bool,
                  a_form: str, b_form: str, x0_form: str, want_log: bool,
                  want_value: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     op = "log_recurrence"
     d = normalize_dim(op, "a", a.dim(), dim)
-    new = (lambda shape, dtype=a.dtype: torch.empty(shape, dtype=dtype, device=a.device))
+    new = (lambda shape, dtype=a.dtype: a.new_empty(shape, dtype=dtype))
     log_x, x_neg = (new(a.shape), new(a.shape, torch.bool)) if want_log else (new(_EMPTY), new(_EMPTY, torch.bool))
     x = new(a.shape) if want_value else new(_EMPTY)
     log_final, final_neg = new(without(a.shape, d)), new(without(a.shape, d), torch.bool)
@@ -271,7 +349,7 @@ def _log_forward(a: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], a
     return log_x, x_neg, x, log_final, final_neg
 
 
-@_log_forward.register_fake
+@torch.library.register_fake("parscan::log_recurrence")
 def _(a, b, x0, a_negative, b_negative, x0_negative, dim, reverse, a_form, b_form, x0_form, want_log, want_value):
     d = normalize_dim("log_recurrence", "a", a.dim(), dim)
     full = a.shape if want_log else _EMPTY
@@ -279,16 +357,15 @@ def _(a, b, x0, a_negative, b_negative, x0_negative, dim, reverse, a_form, b_for
             a.new_empty(without(a.shape, d)), a.new_empty(without(a.shape, d), dtype=torch.bool))
 
 
-@torch.library.custom_op("parscan::log_recurrence_backward", mutates_args=())
+@_custom_op("parscan::log_recurrence_backward")
 def _log_backward(a: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], a_negative: Optional[torch.Tensor],
                   b_negative: Optional[torch.Tensor], x0_negative: Optional[torch.Tensor],
                   log_x: Optional[torch.Tensor], x_negative: Optional[torch.Tensor], dx: torch.Tensor,
                   dlog_x_final: torch.Tensor, dim: int, reverse: bool, a_form: str, b_form: str, x0_form: str,
                   dx_form: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     d = normalize_dim("log_recurrence_backward", "a", a.dim(), dim)
-    da = torch.empty(a.shape, dtype=a.dtype, device=a.device)
-    db = torch.empty(a.shape, dtype=a.dtype, device=a.device)
-    dx0 = torch.empty(without(a.shape, d) if x0 is not None else _EMPTY, dtype=a.dtype, device=a.device)
+    da, db = a.new_empty(a.shape), a.new_empty(a.shape)
+    dx0 = a.new_empty(without(a.shape, d) if x0 is not None else _EMPTY)
     a_, a_negative = _signs(a, a_negative)
     b_, b_negative = _signs(b, b_negative)
     log_x_, x_negative = (None, None) if log_x is None else _signs(log_x, x_negative)
@@ -298,7 +375,7 @@ def _log_backward(a: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], 
     return da, db, dx0
 
 
-@_log_backward.register_fake
+@torch.library.register_fake("parscan::log_recurrence_backward")
 def _(a, b, x0, a_negative, b_negative, x0_negative, log_x, x_negative, dx, dlog_x_final, dim, reverse, a_form, b_form,
       x0_form, dx_form):
     d = normalize_dim("log_recurrence_backward", "a", a.dim(), dim)
@@ -324,13 +401,13 @@ def _log_autograd(ctx, dlog_x, _dx_negative, dx, dlog_x_final, _dfinal_negative)
     if dlog_x_final is None:
         dlog_x_final = torch.zeros(without(a.shape, d), dtype=a.dtype, device=a.device)
     stored = want_log and log_x.numel() == a.numel()
-    da, db, dx0 = torch.ops.parscan.log_recurrence_backward(
-        a, b, x0, a_negative, b_negative, x0_negative, log_x if stored else None, x_negative if stored else None,
-        upstream, dlog_x_final, dim, reverse, a_form, b_form, x0_form, form)
+    log_x, x_negative = (log_x, x_negative) if stored else (None, None)
+    da, db, dx0 = _call(_log_backward, _ops.log_recurrence_backward, a, b, x0, a_negative, b_negative, x0_negative,
+                        log_x, x_negative, upstream, dlog_x_final, dim, reverse, a_form, b_form, x0_form, form)
     return da, db, (dx0 if x0 is not None else None), None, None, None, None, None, None, None, None, None, None
 
 
-_log_forward.register_autograd(_log_autograd, setup_context=_log_setup_context)
+_register_autograd(_log_forward, "log_recurrence", _log_autograd, _log_setup_context)
 
 
 def log_recurrence(a, b, x0=None, *, dim=-1, reverse=False, a_negative=None, b_negative=None, x0_negative=None,
@@ -349,9 +426,9 @@ def log_recurrence(a, b, x0=None, *, dim=-1, reverse=False, a_negative=None, b_n
         raise TypeError(f"parscan.{op}: a has dtype {a.dtype}; this operation takes float32, bfloat16")
     wants_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (a, b, x0))
     want_value = output == "value"
-    log_x, x_negative, x, log_final, final_negative = torch.ops.parscan.log_recurrence(
-        a, b, x0, a_negative, b_negative, x0_negative, dim, reverse, a_form, b_form, x0_form,
-        not want_value or wants_grad, want_value)
+    log_x, x_negative, x, log_final, final_negative = _call(
+        _log_forward, _ops.log_recurrence, a, b, x0, a_negative, b_negative, x0_negative, dim, reverse, a_form,
+        b_form, x0_form, not want_value or wants_grad, want_value)
     result = (x,) if want_value else (log_x, x_negative)
     if return_final:
         result += (log_final, final_negative)
@@ -370,35 +447,35 @@ def _check_matrix(op, b, dim):
     return matrix_step_dim(op, "b", b.dim(), dim)
 
 
-@torch.library.custom_op("parscan::matrix_recurrence", mutates_args=())
+@_custom_op("parscan::matrix_recurrence")
 def _matrix_forward(W: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], dim: int,
                     reverse: bool) -> Tuple[torch.Tensor, torch.Tensor]:
     d = _check_matrix("matrix_recurrence", b, dim)
-    x = torch.empty(b.shape, dtype=b.dtype, device=b.device)
-    x_final = torch.empty(without(b.shape, d), dtype=b.dtype, device=b.device)
+    x = b.new_empty(b.shape)
+    x_final = b.new_empty(without(b.shape, d))
     _run(_core.matrix_forward, _plain(W), _plain(b), x, _state(x0), x_final, d, reverse, _stream(b))
     return x, x_final
 
 
-@_matrix_forward.register_fake
+@torch.library.register_fake("parscan::matrix_recurrence")
 def _(W, b, x0, dim, reverse):
     d = _check_matrix("matrix_recurrence", b, dim)
     return b.new_empty(b.shape), b.new_empty(without(b.shape, d))
 
 
-@torch.library.custom_op("parscan::matrix_recurrence_backward", mutates_args=())
+@_custom_op("parscan::matrix_recurrence_backward")
 def _matrix_backward(W: torch.Tensor, x: torch.Tensor, x0: Optional[torch.Tensor], dx: torch.Tensor,
                      dx_final: torch.Tensor, dim: int, reverse: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     d = _check_matrix("matrix_recurrence_backward", x, dim)
-    dW = torch.empty(W.shape, dtype=x.dtype, device=x.device)
-    db = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    dx0 = torch.empty(without(x.shape, d) if x0 is not None else _EMPTY, dtype=x.dtype, device=x.device)
+    dW = x.new_empty(W.shape)
+    db = x.new_empty(x.shape)
+    dx0 = x.new_empty(without(x.shape, d) if x0 is not None else _EMPTY)
     _run(_core.matrix_backward, _plain(W), _plain(x), None, _state(x0), _plain(dx).contiguous(), _state(dx_final), dW, db,
                           dx0 if x0 is not None else None, d, reverse, _stream(x))
     return dW, db, dx0
 
 
-@_matrix_backward.register_fake
+@torch.library.register_fake("parscan::matrix_recurrence_backward")
 def _(W, x, x0, dx, dx_final, dim, reverse):
     d = _check_matrix("matrix_recurrence_backward", x, dim)
     return W.new_empty(W.shape), x.new_empty(x.shape), x.new_empty(without(x.shape, d) if x0 is not None else _EMPTY)
@@ -418,11 +495,11 @@ def _matrix_autograd(ctx, dx, dx_final):
     if dx_final is None:
         dx_final = torch.zeros(without(x.shape, matrix_step_dim("matrix_recurrence", "b", x.dim(), dim)),
                                dtype=x.dtype, device=x.device)
-    dW, db, dx0 = torch.ops.parscan.matrix_recurrence_backward(W, x, x0, dx, dx_final, dim, reverse)
+    dW, db, dx0 = _call(_matrix_backward, _ops.matrix_recurrence_backward, W, x, x0, dx, dx_final, dim, reverse)
     return dW, db, (dx0 if x0 is not None else None), None, None
 
 
-_matrix_forward.register_autograd(_matrix_autograd, setup_context=_matrix_setup_context)
+_register_autograd(_matrix_forward, "matrix_recurrence", _matrix_autograd, _matrix_setup_context)
 
 
 def matrix_recurrence(W, b, x0=None, *, dim=-2, reverse=False, return_final=False):
@@ -430,19 +507,19 @@ def matrix_recurrence(W, b, x0=None, *, dim=-2, reverse=False, return_final=Fals
 
     Differentiable in W, b and x0 through parscan's backward.
     """
-    x, x_final = torch.ops.parscan.matrix_recurrence(W, b, x0, dim, reverse)
+    x, x_final = _call(_matrix_forward, _ops.matrix_recurrence, W, b, x0, dim, reverse)
     return (x, x_final) if return_final else x
 
 
-@torch.library.custom_op("parscan::matrix_chain", mutates_args=())
+@_custom_op("parscan::matrix_chain")
 def _matrix_chain(M: torch.Tensor, dim: int, prefixes: bool, order: str, math: str) -> torch.Tensor:
     d = chain_dim("matrix_chain", M.dim(), dim)
-    out = torch.empty(M.shape if prefixes else without(M.shape, d), dtype=M.dtype, device=M.device)
+    out = M.new_empty(M.shape if prefixes else without(M.shape, d))
     _run(_core.matrix_chain, _plain(M), out, d, prefixes, order, math, _stream(M))
     return out
 
 
-@_matrix_chain.register_fake
+@torch.library.register_fake("parscan::matrix_chain")
 def _(M, dim, prefixes, order, math):
     d = chain_dim("matrix_chain", M.dim(), dim)
     return M.new_empty(M.shape if prefixes else without(M.shape, d))
@@ -457,14 +534,15 @@ def _matrix_chain_autograd(ctx, grad):
                               "kernel for matrix chains; detach M, or use parscan.torch.matrix_recurrence")
 
 
-_matrix_chain.register_autograd(_matrix_chain_autograd, setup_context=_matrix_chain_setup_context)
+_register_autograd(_matrix_chain, "matrix_chain", _matrix_chain_autograd, _matrix_chain_setup_context)
 
 
 def matrix_chain(M, *, prefixes=False, order="left_to_right", tensor_cores=None, dim=-3):
     """Products of the d×d matrices of M along ``dim``, as parscan.matrix_chain. Forward only:
     a backward through it raises NotImplementedError."""
     check_choice("matrix_chain", "order", order, CHAIN_ORDERS)
-    return torch.ops.parscan.matrix_chain(M, dim, prefixes, order, chain_math("matrix_chain", tensor_cores))
+    math = chain_math("matrix_chain", tensor_cores)
+    return _call(_matrix_chain, _ops.matrix_chain, M, dim, prefixes, order, math)
 
 
 __all__ = ["cumulative", "gated_recurrence", "log_recurrence", "matrix_chain", "matrix_recurrence", "reduce"]
