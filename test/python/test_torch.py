@@ -266,6 +266,14 @@ def test_eager_calls_skip_the_dispatch_and_match_the_op(gen, device):
         assert torch.equal(got, want), name
     with torch.no_grad():
         assert _eager_path((a.clone().requires_grad_(), b)) == "direct"
+
+    def dispatched(call):  # whether the call went through PyTorch's dispatcher to the op
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            call()
+        return any(e.name == "parscan::gated_recurrence" for e in prof.events())
+    assert dispatched(lambda: torch.ops.parscan.gated_recurrence(a, b, None, 1, False, "linear"))
+    assert not dispatched(lambda: pt.gated_recurrence(a, b, dim=1))
+    assert not dispatched(lambda: pt.gated_recurrence(a.clone().requires_grad_(), b, dim=1))
     assert _eager_path((a.to("meta"), b)) is None
 
     from torch._subclasses.fake_tensor import FakeTensorMode

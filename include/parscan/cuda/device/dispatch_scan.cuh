@@ -704,8 +704,9 @@ status launch_thread_span_reduce(const Problem& P, const Op& op, index_t sequenc
   workspace_lease ws(be);
   if (status s = ws.acquire(static_cast<std::size_t>(blocks) * sizeof(Acc)); s != status::success) return s;
   Acc* partials = static_cast<Acc*>(ws.get());
-  if (status s = launch(reduce_thread_spans_kernel<thread_span_block, 4, Problem, Op>, blocks, thread_span_block, 0, be,
-                        P, op, partials, span_steps, blocks_per_sequence);
+  constexpr auto first_pass =
+      reduce_thread_spans_kernel<thread_span_block, thread_span_ahead, thread_span_min_blocks<Acc>, Problem, Op>;
+  if (status s = launch(first_pass, blocks, thread_span_block, 0, be, P, op, partials, span_steps, blocks_per_sequence);
       s != status::success)
     return s;
   return launch(reduce_partials_kernel<thread_span_block, Problem, Op>, sequences, thread_span_block, 0, be, P, op,
