@@ -153,8 +153,10 @@ void chain_case(index_t B, index_t n, index_t d, parscan::chain_output out, pars
     g.M_strides.batch = n * dd, g.out_strides.batch = per_chain * dd;
     return g;
   };
-  // Check: 12-matrix sub-chains through the same code path against float64, first and last chain.
-  const index_t small = std::min<index_t>(n, 12);
+  // Check: sub-chains through the same code path against float64, first and last chain: 12
+  // factors, or 64 for d ≤ 16 (the thread engine's levels: 4 chunks of 16, then their total).
+  // Longer ones would check nothing: products of these factors shrink about 0.58× a factor.
+  const index_t small = std::min<index_t>(n, d <= 16 ? 64 : 12);
   require(parscan::matrix_chain(be, args(0, small)), "chain check");
   BENCH_CHECK(cudaDeviceSynchronize());
   double err = 0;
@@ -304,6 +306,18 @@ int main(int argc, char** argv) {
     chain_case(1, 8192, 32, chain_output::prefixes, chain_math::exact, copy, 1);
     only_n = -1;
   }
+  // --small: chains of d ≤ 16, from one chain to many (the chunk engine below
+  // chain_thread_min_factors factors, the thread engine from there): the crossover, measured by
+  // running this beside a build with PARSCAN_CHAIN_THREAD_MIN_FACTORS set high.
+  if (bench::has_flag(argc, argv, "--small")) {
+    for (index_t d : {4, 8, 16})
+      for (auto [B, n] : {std::pair<index_t, index_t>{1, 1000}, {1, 4096}, {1, 8192}, {1, 16384}, {4, 4096},
+                          {16, 1024}, {64, 1000}, {256, 4096}})
+        chain_case(B, n, d, chain_output::total, chain_math::exact, copy, 1);
+    for (auto [B, n] : {std::pair<index_t, index_t>{256, 1000}, {1536, 1024}})
+      chain_case(B, n, 8, chain_output::prefixes, chain_math::exact, copy, 1);
+    only_n = -1;
+  }
   // --levels: only short chains, whose times rise by one tree level per doubling of n: the cost
   // of a narrow level, for docs/performance.md. d = 128 and 256 (cuBLAS levels): n = 2…64; d = 32
   // and 64 (the chunk engine: up to 128 chunks of 4 or more factors, then a tree of fan-in 4 or
@@ -345,6 +359,13 @@ int main(int argc, char** argv) {
     cublas_batched_case(B * 500, d, chain_math::exact, copy);
 #endif
     chain_case(B, 1000, d, chain_output::total, chain_math::exact, copy, 1);
+  }
+  // Many chains of small matrices (the thread engine), bound by their bytes: % of copy. 1536 ×
+  // 4096 × 8² is bench_python's matrix_chain row.
+  if (only_n == 0) {
+    chain_case(1536, 4096, 8, chain_output::total, chain_math::exact, copy, 1);
+    chain_case(256, 4096, 16, chain_output::total, chain_math::exact, copy, 1);
+    chain_case(1536, 1024, 8, chain_output::prefixes, chain_math::exact, copy, 1);
   }
   if (only_n == 0) chain_case(1, 8192, 64, chain_output::prefixes, chain_math::exact, copy, 1);
   if (only_n == 0) chain_case(8, 8192, 64, chain_output::prefixes, chain_math::exact, copy, 1);

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include <parscan/cuda/matrix/chain_kernels.cuh>
+#include <parscan/cuda/matrix/chain_thread_engine.cuh>
 #include <parscan/cuda/matrix/matrix_kernels.cuh>
 #include <parscan/cuda/matrix/matrix_thread_engine.cuh>
 #include <parscan/cuda/runtime.cuh>
@@ -281,10 +282,58 @@ inline index_t chunk_engine_len(index_t B, index_t n, bool prefixes) {
   return std::max<index_t>(1, (n + chunks - 1) / chunks);
 }
 
+/// Threads per task of the chain thread engine at d (padded to 4, 8 or 16).
+template <class C>
+int chain_thread_group_at(index_t d) {
+  return d <= 4 ? chain_thread_group<4, C> : d <= 8 ? chain_thread_group<8, C> : chain_thread_group<16, C>;
+}
+
+/// Chunks per chain of one thread-engine launch over B chains of n factors (a function of the
+/// shapes only, so the workspace size is): about 2^17 threads in all (two to three waves of
+/// the H100's ~60k resident threads at ~136 registers), chunks of at least 16 factors, and
+/// for prefixes at most 64 chunks, whose carries one thread per chain walks in sequence.
+inline index_t chain_thread_chunks(index_t B, index_t n, int group, bool prefixes) {
+  constexpr index_t target_threads = index_t(1) << 17, min_len = 16, max_prefix_chunks = 64;
+  index_t most = std::max<index_t>(1, (n + min_len - 1) / min_len);
+  if (prefixes) most = std::min(most, max_prefix_chunks);
+  const index_t want = std::max<index_t>(1, target_threads / group / std::max<index_t>(B, 1));
+  const index_t chunks = std::min(most, want), len = (n + chunks - 1) / chunks;
+  return (n + len - 1) / len;
+}
+
+/// Factors (B·n) from which chains of d ≤ chain_thread_max_d take the thread engine rather
+/// than the chunk engine. A build-time override, for measuring.
+#ifndef PARSCAN_CHAIN_THREAD_MIN_FACTORS
+inline constexpr index_t chain_thread_min_factors = 16384;
+#else
+inline constexpr index_t chain_thread_min_factors = PARSCAN_CHAIN_THREAD_MIN_FACTORS;
+#endif
+
+/// Whether a chain takes the thread engine: d ≤ chain_thread_max_d, enough factors to fill
+/// the device with tasks, and for prefixes enough (chain, chunk) tasks, since each chain's
+/// chunks are at most 64 (a few long chains stay with the chunk engine's carry levels).
+template <class C>
+bool chain_on_threads(index_t B, index_t n, index_t d, bool prefixes) {
+  if (d > chain_thread_max_d || B * n < chain_thread_min_factors) return false;
+  if (!prefixes) return true;
+  const int group = chain_thread_group_at<C>(d);
+  return B * chain_thread_chunks(B, n, group, true) * group >= 8192;
+}
+
 template <class C>
 std::size_t chain_workspace(index_t B, index_t n, index_t d, bool prefixes) {
   const std::size_t dd = static_cast<std::size_t>(d) * static_cast<std::size_t>(d), b = static_cast<std::size_t>(B);
   if (n <= 1 || B == 0) return 0;
+  if (chain_on_threads<C>(B, n, d, prefixes)) {
+    // Totals: two ping-pong buffers, the first two levels' chunk totals. Prefixes: the chunk
+    // totals and the carries.
+    const int group = chain_thread_group_at<C>(d);
+    const index_t c0 = chain_thread_chunks(B, n, group, prefixes);
+    if (c0 == 1) return 0;
+    const index_t c1 = prefixes ? c0 - 1 : chain_thread_chunks(B, c0, group, false);
+    return sat_add(ws_bytes(sat_mul(sat_mul(b, static_cast<std::size_t>(c0)), dd), sizeof(C)),
+                   c1 > 1 || prefixes ? ws_bytes(sat_mul(sat_mul(b, static_cast<std::size_t>(c1)), dd), sizeof(C)) : 0);
+  }
   if (d <= chunk_engine_max_d) {  // chunk totals (and, for prefixes, their prefixes: ping-pong)
     const index_t len = chunk_engine_len(B, n, prefixes), chunks = (n + len - 1) / len;
     const std::size_t kept = static_cast<std::size_t>(prefixes ? chunks - 1 : chunks);
@@ -345,6 +394,86 @@ status chain_chunked(chain_chunks<T, C> c, void* ws, cudaStream_t stream) {
       st != status::success)
     return st;
   return check_launch();
+}
+
+/// One launch of the chain thread engine: the staged kernel where d = D and every factor (and
+/// prefix) starts on 16 bytes, else the one for any d and alignment.
+template <int D, class X, class Y, class C>
+status chain_thread_launch(const chain_thread_walk<X, Y, C>& w, cudaStream_t stream) {
+  const index_t threads = w.B * w.chunks * chain_thread_group<D, C>;
+  auto on16 = [](const void* base, index_t batch, index_t step, std::size_t bytes) {
+    return reinterpret_cast<std::uintptr_t>(base) % 16 == 0 && static_cast<std::size_t>(batch) * bytes % 16 == 0 &&
+           static_cast<std::size_t>(step) * bytes % 16 == 0;
+  };
+  if (w.d == D && on16(w.in, w.in_batch, w.in_step, sizeof(X)) &&
+      (!w.prefixes || on16(w.out, w.out_batch, w.out_step, sizeof(Y)))) {
+    constexpr auto kernel = chain_thread_staged_kernel<D, X, Y, C>;
+    const std::size_t smem = chain_staged_layout<D, X, Y, C>::warp_bytes(w.prefixes) * (chain_staged_block / 32);
+    if (status st = report(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+        st != status::success)
+      return st;
+    const index_t warps = (threads + 31) / 32;
+    kernel<<<grid_for((warps + chain_staged_block / 32 - 1) / (chain_staged_block / 32)), chain_staged_block, smem,
+             stream>>>(w);
+    return check_launch();
+  }
+  chain_thread_kernel<D><<<grid_for((threads + chain_thread_block - 1) / chain_thread_block), chain_thread_block, 0,
+                           stream>>>(w);
+  return check_launch();
+}
+
+/// Totals or prefixes of every chain by the thread engine (chain_on_threads); `ws` holds
+/// chain_workspace bytes. Totals: levels of chunk totals until one is left per chain, the
+/// last written to out. Prefixes: chunk totals, their prefixes (the carries, one thread per
+/// chain), then every chunk again from its carry, each prefix written.
+template <int D, class T, class C = compute_t<T>>
+status chain_threads(const matrix_chain_args<T>& g, const detail::matrix_chain_plan& p, void* ws, cudaStream_t stream) {
+  const index_t B = p.batch, n = p.count, d = p.d, dd = d * d;
+  const bool prefixes = g.output == chain_output::prefixes, rtl = g.order == chain_order::right_to_left;
+  constexpr int G = chain_thread_group<D, C>;
+  const bool vec_M = !rtl && vector_matrices(g.M, p.M.batch_stride, p.M.step_stride, d);
+  // A walk over B chains of `count` factors (the caller's M, or chunk totals in ws).
+  auto walk = [&](auto in, index_t in_batch, index_t in_step, bool from_M, index_t count, index_t chunks, auto out,
+                  index_t out_batch, index_t out_step, bool to_out, const C* carry, bool each) {
+    using X = std::remove_const_t<std::remove_pointer_t<decltype(in)>>;
+    using Y = std::remove_pointer_t<decltype(out)>;
+    chain_thread_walk<X, Y, C> w;
+    w.in = in, w.in_batch = in_batch, w.in_step = in_step, w.carry = carry;
+    w.out = out, w.out_batch = out_batch, w.out_step = out_step;
+    w.B = B, w.n = count, w.chunks = chunks, w.len = (count + chunks - 1) / chunks, w.d = static_cast<int>(d);
+    w.in_transposed = from_M && rtl, w.out_transposed = to_out && rtl;
+    w.vec_in = from_M ? vec_M : d % 4 == 0;
+    w.prefixes = each;
+    return chain_thread_launch<D>(w, stream);
+  };
+  const index_t c0 = chain_thread_chunks(B, n, G, prefixes);
+  C* const buf0 = static_cast<C*>(ws);
+  C* const buf1 = reinterpret_cast<C*>(static_cast<char*>(ws) +
+                                       ws_bytes(static_cast<std::size_t>(B * c0 * dd), sizeof(C)));
+  const T* M = g.M;
+  const index_t Mb = p.M.batch_stride, Ms = p.M.step_stride, Ob = p.out.batch_stride, Os = p.out.step_stride;
+  if (c0 == 1) return walk(M, Mb, Ms, true, n, 1, g.out, Ob, Os, true, nullptr, prefixes);
+  if (status st = walk(M, Mb, Ms, true, n, c0, buf0, c0 * dd, dd, false, nullptr, false); st != status::success)
+    return st;
+  if (prefixes) {
+    if (status st = walk(static_cast<const C*>(buf0), c0 * dd, dd, false, c0 - 1, 1, buf1, (c0 - 1) * dd, dd, false,
+                         nullptr, true);
+        st != status::success)
+      return st;
+    return walk(M, Mb, Ms, true, n, c0, g.out, Ob, Os, true, buf1, true);
+  }
+  // Totals: level by level, ping-ponging between buf0 and buf1, until one chunk is left.
+  index_t count = c0;
+  const C* src = buf0;
+  for (int level = 1;; ++level) {
+    const index_t chunks = chain_thread_chunks(B, count, G, false);
+    if (chunks == 1) return walk(src, count * dd, dd, false, count, 1, g.out, Ob, 0, true, nullptr, false);
+    C* const dst = level % 2 ? buf1 : buf0;
+    if (status st = walk(src, count * dd, dd, false, count, chunks, dst, chunks * dd, dd, false, nullptr, false);
+        st != status::success)
+      return st;
+    src = dst, count = chunks;
+  }
 }
 
 /// Launches a batched GEMM kernel (gemm_kernel or mma_gemm_kernel) with Tile×Tile output
@@ -533,6 +662,11 @@ status matrix_chain(const cuda_backend& be, const matrix_chain_args<T>& g) {
   if (status st = ws.acquire(bytes); st != status::success) return st;
   char* w = static_cast<char*>(ws.get());
 
+  if (chain_on_threads<C>(B, n, d, prefixes)) {  // many small chains: exact, whatever g.math
+    if (d <= 4) return chain_threads<4>(g, p, w, stream);
+    if (d <= 8) return chain_threads<8>(g, p, w, stream);
+    return chain_threads<16>(g, p, w, stream);
+  }
   if (d <= chunk_engine_max_d) {
     // Whatever g.math: at d ≤ 64 the chain is bound by latency, not arithmetic, so exact
     // products in shared memory are as fast as tensor cores would be (the opt-in is a permission).

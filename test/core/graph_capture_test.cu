@@ -1022,6 +1022,10 @@ TEST_CASE(PARSCAN_TEST_NAME("graph capture: matrix chain totals and prefixes"), 
   chain_graphs(2, 30, 48, chain_output::prefixes, chain_order::right_to_left, chain_math::tf32);
   chain_graphs(2, 9, 72, chain_output::total, chain_order::right_to_left, chain_math::exact);
   chain_graphs(2, 12, 70, chain_output::prefixes, chain_order::left_to_right, chain_math::tf32);
+  // The thread engine (d ≤ 16, B·n ≥ 16384; its staged kernel sets its shared-memory size
+  // while capturing): totals in three launches, prefixes in three.
+  chain_graphs(64, 300, 8, chain_output::total, chain_order::left_to_right, chain_math::exact);
+  chain_graphs(300, 600, 8, chain_output::prefixes, chain_order::right_to_left, chain_math::exact);
   // d ≥ 128: the levels run on cuBLAS, with its workspace carved from the call's.
   chain_graphs(3, 9, 128, chain_output::total, chain_order::left_to_right, chain_math::exact);
   chain_graphs(1, 6, 130, chain_output::total, chain_order::right_to_left, chain_math::tf32);

@@ -505,7 +505,11 @@ template <class T>
 void run_chain(const chain_opts& o) {
   INFO(dtype_name<T>() << " chain " << o.str());
   PARSCAN_TEST_RNG(r, std::string("matrix chain ") + dtype_name<T>() + " " + o.str());
-  const std::vector<T> M = draw_matrices<T>(r, o.fam, o.B * o.n, o.d);
+  std::vector<T> M = draw_matrices<T>(r, o.fam, o.B * o.n, o.d);
+  const index_t dd = o.d * o.d;
+  if (o.aM == arrangement::shared_step)  // one factor per chain, at every position: a power
+    for (index_t q = 0; q < o.B; ++q)
+      for (index_t k = 1; k < o.n; ++k) std::copy_n(M.begin() + q * o.n * dd, dd, M.begin() + (q * o.n + k) * dd);
   const dvec P = ref_chain_prefixes(o.B, o.n, o.d, to_dvec(M), o.order == chain_order::left_to_right);
   const dvec ref = o.output == chain_output::prefixes ? P : ref_chain_total(o.B, o.n, o.d, P);
   const dvec got = chain_call(o, M);
@@ -613,6 +617,51 @@ void chain_chunk_shapes() {
       o.B = s.B, o.n = s.n, o.d = s.d, o.order = ord, o.output = chain_output::prefixes;
       o.aM = arrs[i % 3][0], o.aout = arrs[i % 3][1];
       o.misalign = i % 4 == 1 ? 1 : 0;
+      o.fam = family::near_orthogonal;
+      run_chain<T>(o);
+    }
+}
+
+/// Many chains of small matrices (CUDA: the chain thread engine, d ≤ 16 and B·n ≥ 16384; a
+/// task of 16 or more factors per 1 to 8 threads, matrices padded to 4, 8 or 16). Totals:
+/// B = 2, n = 9000 takes four launches (563, 36, 3 and 1 chunks per chain), B = 64, n = 300
+/// three (19, 2, 1), B = 3000, n = 7 one (each chain's walk writes out); d = 13 and 16 split a
+/// task's rows over 4 threads (8 in double). Prefixes: chunk totals, one carry walk per chain
+/// over up to 63 of them, then every chunk again (B = 160, n = 1100: 62 chunks of 18), and
+/// B = 9000, n = 3 in one walk. Dense, 16-byte aligned factors of d = 4, 8, 16 take the staged
+/// kernel (the warp copies factors through shared memory; prefixes go out the same way, if
+/// they are aligned too); strided views, misaligned pointers, other d and a power (one
+/// factor for every position) take the other. Both orders: right to left reads M and writes
+/// out transposed.
+template <class T>
+void chain_thread_shapes() {
+  using a = arrangement;
+  struct shape {
+    index_t B, n, d;
+    chain_output out;
+    arrangement aM, aout;
+    index_t misalign;
+  };
+  constexpr chain_output total = chain_output::total, prefixes = chain_output::prefixes;
+  for (shape s : {shape{2, 9000, 3, total, a::padded, a::batch_inner, 1}, shape{64, 300, 8, total, a::dense, a::dense, 0},
+                  shape{64, 300, 8, total, a::shared_step, a::dense, 0},
+                  shape{3000, 7, 5, total, a::batch_inner, a::padded, 0},
+                  shape{20, 1000, 13, total, a::padded, a::dense, 1},
+                  shape{17, 1000, 16, total, a::dense_given, a::dense, 0},
+                  shape{17, 1000, 16, total, a::dense, a::dense, 1}, shape{4, 4100, 1, total, a::dense, a::dense, 0},
+                  shape{160, 1100, 5, prefixes, a::padded, a::batch_inner, 0},
+                  shape{34, 1024, 13, prefixes, a::batch_inner, a::padded, 1},
+                  shape{300, 600, 8, prefixes, a::dense, a::dense, 0},
+                  shape{300, 600, 4, prefixes, a::dense, a::padded, 0},
+                  shape{34, 1024, 16, prefixes, a::dense, a::dense_given, 0},
+                  shape{9000, 3, 4, prefixes, a::dense, a::dense, 0},
+                  shape{9000, 3, 2, prefixes, a::shared_step, a::dense, 0}})
+    for (chain_order ord : {chain_order::left_to_right, chain_order::right_to_left}) {
+      chain_opts o;
+      o.B = s.B, o.n = s.n, o.d = s.d, o.order = ord, o.output = s.out;
+      o.aM = s.aM, o.aout = s.aout, o.misalign = s.misalign;
+      // A power repeats one factor's rounding, so its error grows like n rather than √n: only
+      // short ones (n ≤ 300) stay within tolerance<T>(d).
       o.fam = family::near_orthogonal;
       run_chain<T>(o);
     }
@@ -993,6 +1042,7 @@ MTX_FOR_EACH_DTYPE("chain: d x n sweep, both orders, total and prefixes", "[chai
 MTX_FOR_EACH_DTYPE("chain: TF32 and bf16 tensor-core opt-in", "[chain]", chain_math_modes)
 MTX_FOR_EACH_DTYPE("chain: totals of small matrices over many chunks and tree levels", "[chain]", chain_tree_shapes)
 MTX_FOR_EACH_DTYPE("chain: prefixes over many chunks, uneven chunks and carry levels", "[chain]", chain_chunk_shapes)
+MTX_FOR_EACH_DTYPE("chain: many chains of small matrices, totals and prefixes", "[chain]", chain_thread_shapes)
 MTX_FOR_EACH_DTYPE("chain: wide totals on cuBLAS for float (batches and strided views)", "[chain]",
                    chain_wide_totals)
 MTX_FOR_EACH_DTYPE("zero-sized problems succeed; T = 0 passes the state, n = 0 is the identity", "[errors]", zero_sized)
