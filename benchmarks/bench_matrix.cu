@@ -9,7 +9,8 @@
 // 8192³ in true fp32, with TF32 and with bf16 tensor cores, then strided batches of the widest
 // chain levels' shapes; each batch of chains follows a cuBLAS strided-batched GEMM over as many
 // d×d products as its first level has.
-//   usage: bench_matrix [--json out.json] [--quick] [--recurrence N | --chains | --levels | --prefixes]
+//   usage: bench_matrix [--json out.json] [--quick]
+//                       [--recurrence N | --chains | --levels | --prefixes | --small | --total B n d]
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -306,6 +307,13 @@ int main(int argc, char** argv) {
     chain_case(1, 8192, 32, chain_output::prefixes, chain_math::exact, copy, 1);
     only_n = -1;
   }
+  // --total B n d: only that chain total (for profiling with ncu).
+  for (int i = 1; i + 3 < argc; ++i)
+    if (std::string(argv[i]) == "--total") {
+      chain_case(std::atoll(argv[i + 1]), std::atoll(argv[i + 2]), std::atoll(argv[i + 3]), chain_output::total,
+                 chain_math::exact, copy, 1);
+      only_n = -1;
+    }
   // --small: chains of d ≤ 16, from one chain to many (the chunk engine below
   // chain_thread_min_factors factors, the thread engine from there): the crossover, measured by
   // running this beside a build with PARSCAN_CHAIN_THREAD_MIN_FACTORS set high.
