@@ -289,8 +289,8 @@ int chain_thread_group_at(index_t d) {
 }
 
 /// Chunks per chain of one thread-engine launch over B chains of n factors (a function of the
-/// shapes only, so the workspace size is): about 2^17 threads in all (two to three waves of
-/// the H100's ~60k resident threads at ~136 registers), chunks of at least 16 factors, and
+/// shapes only, so the workspace size is): about 2^17 threads in all (about four waves of the
+/// H100's 34k resident threads at 255 registers), chunks of at least 16 factors, and
 /// for prefixes at most 64 chunks, whose carries one thread per chain walks in sequence.
 inline index_t chain_thread_chunks(index_t B, index_t n, int group, bool prefixes) {
   constexpr index_t target_threads = index_t(1) << 17, min_len = 16, max_prefix_chunks = 64;
@@ -409,7 +409,8 @@ status chain_thread_launch(const chain_thread_walk<X, Y, C>& w, cudaStream_t str
       (!w.prefixes || on16(w.out, w.out_batch, w.out_step, sizeof(Y)))) {
     constexpr auto kernel = chain_thread_staged_kernel<D, X, Y, C>;
     const std::size_t smem = chain_staged_layout<D, X, Y, C>::warp_bytes(w.prefixes) * (chain_staged_block / 32);
-    if (status st = report(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    const int smem_bytes = static_cast<int>(smem);
+    if (status st = report(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
         st != status::success)
       return st;
     const index_t warps = (threads + 31) / 32;

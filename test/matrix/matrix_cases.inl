@@ -643,7 +643,8 @@ void chain_thread_shapes() {
     index_t misalign;
   };
   constexpr chain_output total = chain_output::total, prefixes = chain_output::prefixes;
-  for (shape s : {shape{2, 9000, 3, total, a::padded, a::batch_inner, 1}, shape{64, 300, 8, total, a::dense, a::dense, 0},
+  for (shape s : {shape{2, 9000, 3, total, a::padded, a::batch_inner, 1},
+                  shape{64, 300, 8, total, a::dense, a::dense, 0},
                   shape{64, 300, 8, total, a::shared_step, a::dense, 0},
                   shape{3000, 7, 5, total, a::batch_inner, a::padded, 0},
                   shape{20, 1000, 13, total, a::padded, a::dense, 1},

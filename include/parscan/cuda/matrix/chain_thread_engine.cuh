@@ -160,7 +160,9 @@ __global__ void __launch_bounds__(chain_thread_block) chain_thread_kernel(const 
 
 /// The staged kernel's layout for D × D factors of X (and prefixes of Y): a warp's T = 32 / G
 /// tasks, each factor an odd number of 16-byte units apart in shared memory (so the 16-byte
-/// reads of 8 tasks fall in distinct banks), two steps deep; the prefixes one step deep.
+/// reads of 8 tasks fall in distinct banks), two steps deep; the prefixes one step deep. (Three
+/// steps deep, two in flight, was 6% slower for 1536 × 4096 × 8² totals on an H100: 706–709
+/// against 660–667 µs, at the same 8 warps per SM; docs/performance.md.)
 template <int D, class X, class Y, class C>
 struct chain_staged_layout {
   static constexpr int tasks = 32 / chain_thread_group<D, C>;
@@ -210,7 +212,8 @@ __global__ void __launch_bounds__(chain_staged_block) chain_thread_staged_kernel
 #pragma unroll
       for (int q0 = 0; q0 < T * L::in_units; q0 += 32) {
         const int q = q0 + lane, t = q / L::in_units, u = q % L::in_units;
-        const X* const mt = reinterpret_cast<const X*>(__shfl_sync(~0u, reinterpret_cast<unsigned long long>(m), t * G));
+        const X* const mt =
+            reinterpret_cast<const X*>(__shfl_sync(~0u, reinterpret_cast<unsigned long long>(m), t * G));
         const index_t ct = __shfl_sync(~0u, count, t * G);
         if (q < T * L::in_units && j < ct)
           stage_bytes<16>(buf + t * L::in_stride + u * (16 / sizeof(X)), mt + j * p.in_step + u * (16 / sizeof(X)));
