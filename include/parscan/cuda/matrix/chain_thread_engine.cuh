@@ -1,6 +1,6 @@
 // parscan/cuda/matrix/chain_thread_engine.cuh — the thread engine of the matrix chain: totals
 // and prefixes of many chains of small matrices (d ≤ chain_thread_max_d), a few threads per
-// (chain, chunk) task, with no barrier and no shared memory.
+// (chain, chunk) task, with no block barrier and no product in shared memory.
 //
 // The chunk engine (chain_kernels.cuh) gives each (chain, chunk) a block of 256 threads that
 // meets at a barrier at every product; at d = 8 a product is 512 multiply-adds, so its walk
@@ -29,7 +29,8 @@ inline constexpr int chain_thread_max_d = 16;
 inline constexpr int chain_thread_block = 128;
 
 /// Rows of the running product per thread: about 64 floats or 32 doubles of it (and as many
-/// of the product being formed), so a thread stays near 128–160 registers without spills.
+/// of the product being formed, and a factor row), about 136 values live; the compiler, which
+/// hoists the factor's loads, then takes up to 255 registers at D = 8 and 16, without spills.
 template <int D, class C>
 inline constexpr int chain_thread_rows = (sizeof(C) == 4 ? 64 : 32) / D < D ? (sizeof(C) == 4 ? 64 : 32) / D : D;
 
@@ -231,19 +232,7 @@ __global__ void __launch_bounds__(chain_staged_block) chain_thread_staged_kernel
       __syncwarp();
       const X* const f = in_buf + (j % 2) * T * L::in_stride + t_own * L::in_stride;
       if (j < count) {
-        auto row_of = [&](int k, C(&row)[D]) {
-          if (p.in_transposed) {
-#pragma unroll
-            for (int e = 0; e < D; ++e) row[e] = to_c<C>(f[e * D + k]);
-          } else {
-#pragma unroll
-            for (int e = 0; e < D; e += 4) {
-              const packed_vec<X, 4> v = *reinterpret_cast<const packed_vec<X, 4>*>(f + k * D + e);
-#pragma unroll
-              for (int i = 0; i < 4; ++i) row[e + i] = to_c<C>(v.v[i]);
-            }
-          }
-        };
+        auto row_of = [&](int k, C(&row)[D]) { chain_thread_row<D>(f, k, D, p.in_transposed, !p.in_transposed, row); };
         if (j == 0 && !carried) {
 #pragma unroll
           for (int r = 0; r < R; ++r) row_of(r0 + r, acc[r]);
