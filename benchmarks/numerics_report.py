@@ -73,14 +73,31 @@ first T steps of the same sequences).
   recorded from PyTorch.
 """
 
+COMPLEX_PRODUCTS = """## Complex products
+
+complex<float> and complex<double> values multiply by the textbook formula,
+(ac − bd) + (ad + bc)i (`parscan::product`, numeric.hpp), on both backends: the device may fuse
+each half into one FMA, as it does for real products, so host and device results may differ in
+the last bits as for float. This is not `cuda::std::complex`'s `operator*`, which follows C99
+Annex G: where the formula's two parts are both NaN it recomputes with infinities recovered, so
+that, for example, (∞ + ∞i)·(1 + 0i) is ∞ + ∞i rather than NaN + NaN i. parscan returns
+NaN + NaN i there. With
+finite inputs whose products stay within the type's range the two agree to rounding. The
+recovery cost two tests and two branches around every product (and its four multiplies were
+never fused), which in the scan kernels made each complex product a basic block of its own;
+docs/performance.md has what removing it gained.
+
+"""
+
 CHAIN_MODES = """## Matrix chains: what each chain_math mode costs in accuracy
 
-`matrix_chain`'s `chain_math` is a permission. The host backend, T = double, and CUDA totals
-with d ≤ 32 compute every mode exactly (fp32 or fp64 products and sums). Elsewhere on CUDA:
+`matrix_chain`'s `chain_math` is a permission. The host backend, T = double, and CUDA chains
+with d ≤ 64 (totals and prefixes) compute every mode exactly (fp32 or fp64 products and sums).
+Elsewhere on CUDA:
 
 | mode | CUDA engine | operands | bound the tests check (near-orthogonal factors) |
 | --- | --- | --- | --- |
-| `exact` | library GEMM tree (d ≤ 64 totals, prefixes); cuBLAS `CUBLAS_COMPUTE_32F_PEDANTIC` for float totals with d ≥ 128 | fp32, sums in fp32 | test/matrix's float tolerance: 1e-5 for d ≤ 64, 1e-4 above |
+| `exact` | library thread engine (d ≤ 16, B·n ≥ 16384) or chunk engine (d ≤ 64), GEMM tree (d > 64 totals and prefixes); cuBLAS `CUBLAS_COMPUTE_32F_PEDANTIC` for float totals with d ≥ 128 | fp32, sums in fp32 | test/matrix's float tolerance: 1e-5 for d ≤ 64, 1e-4 above |
 | `tf32` | library `mma` kernel, or cuBLAS `CUBLAS_COMPUTE_32F_FAST_TF32` (float, d ≥ 128 totals) | rounded to 10 mantissa bits (u = 2⁻¹¹), sums in fp32 | 8·u·√n of the largest entry |
 | `bf16` | library `mma` kernel, or cuBLAS `CUBLAS_COMPUTE_32F_FAST_16BF` | rounded to 7 mantissa bits (u = 2⁻⁸), sums in fp32 | 8·u·√n of the largest entry |
 
@@ -215,6 +232,7 @@ def main(path):
                 lines.append(f"| {label} | " + " | ".join(fmt(v) for v in r["rel_grad"]) + " |")
             lines.append("")
     lines.append(SUMMARY)
+    lines.append(COMPLEX_PRODUCTS)
     lines.append(CHAIN_MODES)
     with open(os.path.join(DOCS, "numerics.md"), "w") as f:
         f.write("\n".join(lines))
