@@ -2,7 +2,7 @@
 """Times parscan's operations called from Python (parscan.torch on CUDA tensors) and writes JSON
 in the format of the C++ benchmarks, for benchmarks/report.py:
 
-    python3 benchmarks/bench_python.py [--json OUT.json] [--runs 50] [--cpp bench_recurrence.json]
+    python3 benchmarks/bench_python.py [--json OUT.json] [--runs 50] [--cpp bench_recurrence.json] [--jax]
 
 Each op runs at a large shape, (B, D, T) = (8, 1536, 4096) laid out channel-last as bench_recurrence's
 "channel-last T=4096" rows are, i.e. a (B, T, D) = (8, 4096, 1536) tensor scanned along dim=1, or its
@@ -134,6 +134,61 @@ def floors(torch, large):
     return [(name, dtype, f"{B}x{D}x{T}", moved, fn) for name, dtype, moved, fn in rows]
 
 
+def jax_rows(runs, copy_gbs):
+    """The same ops from JAX (parscan.jax under jax.jit, XLA's CUDA stream), timed by the host
+    clock around a batch of back-to-back calls ended by block_until_ready (JAX dispatches
+    asynchronously, so a call costs the longer of its GPU time and its dispatch), beside a
+    jitted one-kernel elementwise op timed the same way: overhead_us is the difference. Rows
+    (name, dtype, shape, median_us, bytes moved, floor_us), or [] where JAX sees no GPU."""
+    import time
+    try:
+        import jax
+        import jax.numpy as jnp
+        if not jax.devices("gpu"):
+            return []
+        import parscan.jax as pj
+    except Exception as e:  # no JAX, no CUDA plugin, or parscan built without the FFI targets
+        print(f"bench_python: JAX rows skipped ({type(e).__name__}: {e})")
+        return []
+
+    def median_host_us(fn, args):
+        out = fn(*args)
+        jax.block_until_ready(out)
+
+        def sample(batch):
+            t0 = time.perf_counter()
+            for _ in range(batch):
+                out = fn(*args)
+            jax.block_until_ready(out)
+            return (time.perf_counter() - t0) * 1e6 / batch
+
+        batch = max(1, min(500, int(2000.0 / max(sample(1), 1.0))))
+        return statistics.median(sample(batch) for _ in range(runs))
+
+    floor = jax.jit(lambda a, b: a + b)
+    gated = jax.jit(lambda a, b: pj.gated_recurrence(a, b, dim=1))
+    cumsum = jax.jit(lambda b: pj.cumulative(b, dim=1))
+    total = jax.jit(lambda b: pj.reduce(b, dim=1))
+    rows = []
+    for large in (True, False):
+        B, T, D = (8, 4096, 1536) if large else (1, 8, 32)
+        key = jax.random.PRNGKey(0)
+        a = jax.random.uniform(key, (B, T, D), jnp.float32) * 0.5 + 0.5
+        b = jax.random.normal(key, (B, T, D), jnp.float32)
+        floor_us = median_host_us(floor, (a, b))
+        n = B * T * D
+        for name, dtype, fn, args, moved in [
+                ("jax: gated_recurrence forward", "f32", gated, (a, b), 3 * 4 * n),
+                ("jax: gated_recurrence forward", "bf16", gated, (a.astype(jnp.bfloat16), b.astype(jnp.bfloat16)),
+                 3 * 2 * n),
+                ("jax: cumulative sum", "f32", cumsum, (b,), 2 * 4 * n),
+                ("jax: reduce sum", "f32", total, (b,), 4 * n),
+                ("jax floor: a jitted elementwise op", "f32", floor, (a, b), 3 * 4 * n)]:
+            us = median_host_us(fn, args)
+            rows.append((name, dtype, f"{B}x{D}x{T}", us, moved, floor_us, large))
+    return rows
+
+
 # Python rows and the bench_recurrence rows of the same operation (channel-last, T = 4096).
 CPP_ROWS = {
     ("gated_recurrence forward", "f32"): "fwd f32 channel-last T=4096",
@@ -157,8 +212,11 @@ def main():
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--runs", type=int, default=50, help="timed calls per case (at least 20)")
     parser.add_argument("--cpp", help="a bench_recurrence JSON from the same sitting, to compare with")
+    parser.add_argument("--jax", action="store_true", help="also time the ops from JAX (parscan.jax under jit)")
     args = parser.parse_args()
     runs = max(20, args.runs)
+    if args.jax:  # before anything starts JAX's GPU client: share the GPU with torch
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     try:
         import torch
     except ImportError:
@@ -198,12 +256,21 @@ def main():
             print(f"{name:46s} {dtype:5s} {shape:18s} {us:10.2f} us {gbs:8.1f} GB/s {row['pct_copy']:6.1f}% of copy"
                   + (f"  overhead {us - launch_us:6.2f} us" if not large else "")
                   + (f"  C++ {cpp_us:.2f} us, python/C++ {us / cpp_us:.3f}" if cpp_us else ""))
+    for name, dtype, shape, us, moved, floor_us, large in (jax_rows(runs, copy_gbs) if args.jax else []):
+        gbs = moved / (us * 1e3)
+        results.append({"case": name, "dtype": dtype, "layout": "channel_last", "direction": "forward",
+                        "shape": shape, "median_us": round(us, 3), "gbs": round(gbs, 2),
+                        "pct_copy": round(100 * gbs / copy_gbs, 2),
+                        "extra": round(us - floor_us, 3) if not large else round(moved / 1e6, 3)})
+        print(f"{name:46s} {dtype:5s} {shape:18s} {us:10.2f} us {gbs:8.1f} GB/s {100 * gbs / copy_gbs:6.1f}% of copy"
+              + (f"  overhead over a jitted elementwise op {us - floor_us:6.2f} us" if not large else ""))
     print(f"empty launch {launch_us:.2f} us; copy bandwidth (read+write) {copy_gbs:.1f} GB/s on "
           f"{torch.cuda.get_device_name()}")
     run = {"program": "bench_python", "gpu": torch.cuda.get_device_name(), "commit": commit(),
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "launch_us": round(launch_us, 3), "copy_gbs": round(copy_gbs, 2),
-           "note": "extra: per-call overhead over an empty torch launch (us) on tiny shapes; MB moved on large ones",
+           "note": "extra: per-call overhead over an empty torch launch (us; jax rows: over a jitted elementwise op)"
+                   " on tiny shapes; MB moved on large ones",
            "results": results}
     if args.json:
         with open(args.json, "w") as f:
