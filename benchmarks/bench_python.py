@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Times parscan's operations called from Python (parscan.torch on CUDA tensors) and writes JSON
-in the format of the C++ benchmarks, for benchmarks/report.py:
+"""Times parscan's operations called from Python (parscan.torch on CUDA tensors; with --jax also
+parscan.jax under jax.jit) and writes JSON in the format of the C++ benchmarks, for
+benchmarks/report.py:
 
     python3 benchmarks/bench_python.py [--json OUT.json] [--runs 50] [--cpp bench_recurrence.json] [--jax]
 
@@ -138,8 +139,9 @@ def jax_rows(runs, copy_gbs):
     """The same ops from JAX (parscan.jax under jax.jit, XLA's CUDA stream), timed by the host
     clock around a batch of back-to-back calls ended by block_until_ready (JAX dispatches
     asynchronously, so a call costs the longer of its GPU time and its dispatch), beside a
-    jitted one-kernel elementwise op timed the same way: overhead_us is the difference. Rows
-    (name, dtype, shape, median_us, bytes moved, floor_us), or [] where JAX sees no GPU."""
+    jitted one-kernel elementwise op timed the same way (a row's overhead is the difference).
+    Rows (name, dtype, shape, median_us, bytes moved, floor_us, large), or [] where JAX sees no
+    GPU."""
     import time
     try:
         import jax
