@@ -3,7 +3,7 @@
 parscan.jax under jax.jit) and writes JSON in the format of the C++ benchmarks, for
 benchmarks/report.py:
 
-    python3 benchmarks/bench_python.py [--json OUT.json] [--runs 50] [--cpp bench_recurrence.json] [--jax]
+    python3 benchmarks/bench_python.py [--json OUT.json] [--runs 50] [--cpp bench_recurrence.json] [--jax] [--tiny]
 
 Each op runs at a large shape, (B, D, T) = (8, 1536, 4096) laid out channel-last as bench_recurrence's
 "channel-last T=4096" rows are, i.e. a (B, T, D) = (8, 4096, 1536) tensor scanned along dim=1, or its
@@ -12,17 +12,19 @@ back to back on the current stream (enough calls for about 2 ms), as a training 
 them; a call's time is the median over --runs samples of sample time / batch. So a call costs
 whichever is longer, its GPU time or the host time to issue it. Two figures answer "what does
 Python cost":
-- overhead_us (tiny shape): the call's time minus that of an empty torch kernel launch measured
-  the same way, i.e. what the Python wrapper, the argument checks, the output allocations and
-  (where PyTorch needs it: compiling, modes, subclasses) the custom op's dispatch add on top of
-  one launch (there the host time is the longer one);
+- overhead_us (tiny shape; the JSON's `extra`): the call's time minus that of an empty torch
+  kernel launch, as the median of the differences of pairs of samples taken one right after
+  the other (the host's pace drifts over seconds); i.e. what the Python wrapper, the argument
+  checks, the output allocations and (where PyTorch needs it: compiling, modes, subclasses) the
+  custom op's dispatch add on top of one launch (there the host time is the longer one);
 - pct_copy (large shape): bytes the op must move (every input read once, every output written
   once) per second, as a percentage of a torch device-to-device copy of the same number of
   bytes in the same process.
 --cpp names a bench_recurrence JSON written in the same sitting (benchmarks/gpu_run.sh runs both):
 each Python row with a C++ row of the same operation, dtype and shape then also gets the C++
 median and the ratio python/cpp (the issue's bar: at most 1.03).
-Without a CUDA GPU (or a parscan built without CUDA) it says so and exits 0.
+--tiny times the tiny shapes only. Without a CUDA GPU (or a parscan built without CUDA) it says
+so and exits 0.
 """
 import argparse
 import datetime
@@ -42,29 +44,43 @@ def commit():
         return "unknown"
 
 
-def median_us(torch, fn, runs, warmup=5, sample_us=2000.0):
-    """Microseconds per call: the median over `runs` samples, each a batch of back-to-back calls."""
+def batch_us(torch, fn, batch):
+    """Microseconds per call of `batch` back-to-back calls, by CUDA events around the batch."""
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(batch):
+        fn()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) * 1e3 / batch
+
+
+def batch_size(torch, fn, warmup=5, sample_us=2000.0):
+    """Calls in a sample of about sample_us microseconds (after a warm-up)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
+    return max(1, min(500, int(sample_us / max(batch_us(torch, fn, 1), 1.0))))
 
-    def sample(batch):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(batch):
-            fn()
-        stop.record()
-        stop.synchronize()
-        return start.elapsed_time(stop) * 1e3 / batch
 
-    batch = max(1, min(500, int(sample_us / max(sample(1), 1.0))))
-    return statistics.median(sample(batch) for _ in range(runs))
+def median_us(torch, fn, runs):
+    """Microseconds per call: the median over `runs` samples, each a batch of back-to-back calls."""
+    batch = batch_size(torch, fn)
+    return statistics.median(batch_us(torch, fn, batch) for _ in range(runs))
+
+
+def median_overhead_us(torch, fn, floor_fn, runs):
+    """Microseconds a call of fn costs over one of floor_fn: the median, over `runs` pairs of
+    samples taken one right after the other, of their difference. The host's pace drifts over
+    seconds, so pairs in time compare what separate medians would not."""
+    batch = min(batch_size(torch, fn), batch_size(torch, floor_fn))
+    return statistics.median(batch_us(torch, fn, batch) - batch_us(torch, floor_fn, batch) for _ in range(runs))
 
 
 def cases(torch, pt, large):
     """(name, dtype name, shape text, bytes moved, the call) for each op at one size."""
     B, T, D = (8, 4096, 1536) if large else (1, 8, 32)
-    dev, f32, bf16 = "cuda", torch.float32, torch.bfloat16
+    dev, bf16 = "cuda", torch.bfloat16
     a = torch.rand(B, T, D, device=dev) * 0.5 + 0.5
     b = torch.randn(B, T, D, device=dev)
     x = pt.gated_recurrence(a, b, dim=1)
@@ -135,7 +151,7 @@ def floors(torch, large):
     return [(name, dtype, f"{B}x{D}x{T}", moved, fn) for name, dtype, moved, fn in rows]
 
 
-def jax_rows(runs, copy_gbs):
+def jax_rows(runs, copy_gbs, sizes):
     """The same ops from JAX (parscan.jax under jax.jit, XLA's CUDA stream), timed by the host
     clock around a batch of back-to-back calls ended by block_until_ready (JAX dispatches
     asynchronously, so a call costs the longer of its GPU time and its dispatch), beside a
@@ -172,7 +188,7 @@ def jax_rows(runs, copy_gbs):
     cumsum = jax.jit(lambda b: pj.cumulative(b, dim=1))
     total = jax.jit(lambda b: pj.reduce(b, dim=1))
     rows = []
-    for large in (True, False):
+    for large in sizes:
         B, T, D = (8, 4096, 1536) if large else (1, 8, 32)
         key = jax.random.PRNGKey(0)
         a = jax.random.uniform(key, (B, T, D), jnp.float32) * 0.5 + 0.5
@@ -215,6 +231,7 @@ def main():
     parser.add_argument("--runs", type=int, default=50, help="timed calls per case (at least 20)")
     parser.add_argument("--cpp", help="a bench_recurrence JSON from the same sitting, to compare with")
     parser.add_argument("--jax", action="store_true", help="also time the ops from JAX (parscan.jax under jit)")
+    parser.add_argument("--tiny", action="store_true", help="only the tiny shapes (the per-call overhead)")
     args = parser.parse_args()
     runs = max(20, args.runs)
     if args.jax:  # before anything starts JAX's GPU client: share the GPU with torch
@@ -234,7 +251,8 @@ def main():
 
     # The baselines, measured like the ops: an empty kernel launch, and a copy of N bytes.
     tiny = torch.empty(1, device="cuda")
-    launch_us = median_us(torch, lambda: tiny.zero_(), runs)
+    launch = tiny.zero_
+    launch_us = median_us(torch, launch, runs)
     copy_bytes = 1 << 30
     src, dst = torch.empty(copy_bytes // 2, dtype=torch.uint8, device="cuda"), torch.empty(
         copy_bytes // 2, dtype=torch.uint8, device="cuda")
@@ -243,22 +261,24 @@ def main():
 
     cpp = cpp_rows(args.cpp)
     results = []
-    for large in (True, False):
+    sizes = (False,) if args.tiny else (True, False)  # large shapes, tiny shapes
+    for large in sizes:
         for name, dtype, shape, moved, fn in cases(torch, pt, large) + floors(torch, large):
             us = median_us(torch, fn, runs)
+            extra = round(moved / 1e6, 3) if large else round(median_overhead_us(torch, fn, launch, runs), 3)
             gbs = moved / (us * 1e3)
             row = {"case": name, "dtype": dtype, "layout": "channel_last" if "matrix" not in name else "dense",
                    "direction": "backward" if "backward" in name else "forward", "shape": shape, "median_us": round(us, 3), "gbs": round(gbs, 2),
                    "pct_copy": round(100 * gbs / copy_gbs, 2),
-                   "extra": round(us - launch_us, 3) if not large else round(moved / 1e6, 3)}
+                   "extra": extra}
             cpp_us = cpp.get((CPP_ROWS.get((name, dtype)), shape)) if "directly" not in name else None
             if cpp_us:
                 row["cpp_median_us"], row["python_over_cpp"] = cpp_us, round(us / cpp_us, 4)
             results.append(row)
             print(f"{name:46s} {dtype:5s} {shape:18s} {us:10.2f} us {gbs:8.1f} GB/s {row['pct_copy']:6.1f}% of copy"
-                  + (f"  overhead {us - launch_us:6.2f} us" if not large else "")
+                  + (f"  overhead {extra:6.2f} us" if not large else "")
                   + (f"  C++ {cpp_us:.2f} us, python/C++ {us / cpp_us:.3f}" if cpp_us else ""))
-    for name, dtype, shape, us, moved, floor_us, large in (jax_rows(runs, copy_gbs) if args.jax else []):
+    for name, dtype, shape, us, moved, floor_us, large in (jax_rows(runs, copy_gbs, sizes) if args.jax else []):
         gbs = moved / (us * 1e3)
         results.append({"case": name, "dtype": dtype, "layout": "channel_last", "direction": "forward",
                         "shape": shape, "median_us": round(us, 3), "gbs": round(gbs, 2),
@@ -271,7 +291,8 @@ def main():
     run = {"program": "bench_python", "gpu": torch.cuda.get_device_name(), "commit": commit(),
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "launch_us": round(launch_us, 3), "copy_gbs": round(copy_gbs, 2),
-           "note": "extra: per-call overhead over an empty torch launch (us; jax rows: over a jitted elementwise op)"
+           "note": "extra: per-call overhead over an empty torch launch, the median of paired samples (us; jax rows: "
+                   "over a jitted elementwise op)"
                    " on tiny shapes; MB moved on large ones",
            "results": results}
     if args.json:

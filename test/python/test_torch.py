@@ -247,6 +247,7 @@ def test_eager_calls_skip_the_dispatch_and_match_the_op(gen, device):
     x, x_final = pt.gated_recurrence(a, b, x0, dim=1, return_final=True)
     op_x, op_final = torch.ops.parscan.gated_recurrence(a, b, x0, 1, False, "linear")
     assert torch.equal(x, op_x) and torch.equal(x_final, op_final)
+    assert torch.equal(pt.gated_recurrence(a, b, x0, dim=1), op_x)  # x alone: x_final is not computed
     ref.assert_close(as_numpy(x), ref.gated_forward(as_numpy(a), as_numpy(b), as_numpy(x0), 1)[0], "float32", "x")
     assert torch.equal(pt.cumulative(b, dim=1), torch.ops.parscan.cumulative(b, "sum", 1, False, False))
     assert torch.equal(pt.reduce(b, dim=1), torch.ops.parscan.reduce(b, "sum", 1))

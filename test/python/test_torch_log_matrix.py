@@ -76,6 +76,41 @@ def test_matrix_recurrence_and_chain_values(rng, device):
             ref.assert_close(as_numpy(got), ref.matrix_chain(M, prefixes, order, 1), "float64", f"chain {order}")
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_eager_calls_return_what_the_op_returns(rng, device):
+    """An eager call without gradients computes only what it returns (no x_final unless asked,
+    no log|x| for output="value"); what it returns is the op's result, bit for bit."""
+    shape = (2, 24, 3)
+    log_a = torch.tensor(np.log(rng.uniform(0.3, 1.0, shape)), dtype=torch.float32, device=device)
+    b = torch.tensor(rng.normal(size=shape), dtype=torch.float32, device=device)
+    x0 = torch.tensor(rng.normal(size=(2, 3)), dtype=torch.float32, device=device)
+    a_neg = torch.tensor(rng.random(shape) < 0.3, device=device)
+    log_x, x_neg, x, log_final, final_neg = torch.ops.parscan.log_recurrence(
+        log_a, b, x0, a_neg, None, None, 1, False, "log", "value", "value", True, True)
+    for output, want in (("log", (log_x, x_neg)), ("value", (x,))):
+        for return_final in (False, True):
+            got = pt.log_recurrence(log_a, b, x0, dim=1, a_negative=a_neg, b_form="value", x0_form="value",
+                                    output=output, return_final=return_final)
+            got = got if isinstance(got, tuple) else (got,)
+            expected = want + ((log_final, final_neg) if return_final else ())
+            assert len(got) == len(expected)
+            for g, e in zip(got, expected):
+                assert g.dtype == e.dtype and torch.equal(g, e), (output, return_final)
+
+    W = torch.tensor(rng.normal(size=(4, 20, 5, 5)) * 0.3, dtype=torch.float32, device=device)
+    bm = torch.tensor(rng.normal(size=(4, 20, 5)), dtype=torch.float32, device=device)
+    op_x, op_final = torch.ops.parscan.matrix_recurrence(W, bm, None, 1, False)
+    assert torch.equal(pt.matrix_recurrence(W, bm, dim=1), op_x)
+    got_x, got_final = pt.matrix_recurrence(W, bm, dim=1, return_final=True)
+    assert torch.equal(got_x, op_x) and torch.equal(got_final, op_final)
+    # A module's weights are nn.Parameters: they run directly too, with gradients where wanted.
+    weight = torch.nn.Parameter(W.clone())
+    assert pt._eager_path((weight, bm)) == "autograd"
+    with torch.no_grad():
+        assert pt._eager_path((weight, bm)) == "direct"
+        assert torch.equal(pt.matrix_recurrence(weight, bm, dim=1), op_x)
+
+
 def test_matrix_chain_backward_raises():
     M = torch.eye(3, dtype=torch.float64).repeat(2, 4, 1, 1).requires_grad_()
     total = pt.matrix_chain(M)

@@ -40,7 +40,7 @@ def _stream(t):
     if not t.is_cuda:
         return 0
     if _raw_stream is not None:
-        return _raw_stream(t.device.index)
+        return _raw_stream(t.get_device())
     return torch.cuda.current_stream(t.device).cuda_stream
 
 
@@ -50,7 +50,7 @@ def _run(fn, *args):
     Given tensors, nanobind calls Tensor.__dlpack__, whose stream bookkeeping (for a consumer on
     another stream; parscan runs on the current one) is Python code run for every tensor; torch's
     C exporter skips it."""
-    return fn(*(_to_dlpack(a) if isinstance(a, torch.Tensor) else a for a in args))
+    return fn(*[_to_dlpack(a) if isinstance(a, torch.Tensor) else a for a in args])
 
 
 def _plain(t):
@@ -73,6 +73,10 @@ _tracing_state = getattr(_C, "_get_tracing_state", None)
 _functorch_wrapped = getattr(getattr(_C, "_functorch", None), "is_functorch_wrapped_tensor", None)
 # Without any of these PyTorch internals nothing can be ruled out, and every call dispatches.
 _CAN_RUN_DIRECTLY = None not in (_function_mode_on, _dispatch_modes, _tracing_state, _functorch_wrapped)
+_is_compiling = torch.compiler.is_compiling
+# Tensor types an eager call may run directly: nn.Parameter only marks a tensor as a module's
+# weight (its __torch_function__ is disabled), so it behaves as the tensor it wraps.
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
 
 def _eager_path(args):
@@ -80,16 +84,19 @@ def _eager_path(args):
     time: "direct" (run the op's function) or "autograd" (run it inside an autograd.Function with
     the op's own formula, where a tensor needs a gradient); None (dispatch) when compiling or
     jit-tracing, when a torch function or dispatch mode is active, or when a tensor among args is
-    not a plain CPU or CUDA torch.Tensor (a subclass, a fake or functorch-wrapped tensor)."""
-    if (not _CAN_RUN_DIRECTLY or torch.compiler.is_compiling() or _function_mode_on() or _dispatch_modes()
+    not a plain CPU or CUDA torch.Tensor or nn.Parameter (another subclass, a fake or
+    functorch-wrapped tensor)."""
+    if (not _CAN_RUN_DIRECTLY or _is_compiling() or _function_mode_on() or _dispatch_modes()
             or _tracing_state() is not None):
         return None
     grad, wants_grad = _C.is_grad_enabled(), False
     for t in args:
-        if isinstance(t, torch.Tensor):
-            if type(t) is not torch.Tensor or _functorch_wrapped(t) or not (t.is_cuda or t.is_cpu):
+        if type(t) in _PLAIN_TENSORS:
+            if _functorch_wrapped(t) or not (t.is_cuda or t.is_cpu):
                 return None
             wants_grad = wants_grad or (grad and t.requires_grad)
+        elif isinstance(t, torch.Tensor):  # a subclass with behaviour of its own
+            return None
     return "autograd" if wants_grad else "direct"
 
 
@@ -100,7 +107,11 @@ _WITH_GRADIENT = {}
 def _call(kernel, op, *args):
     """op(*args), where op is the custom op made from kernel; in eager mode kernel(*args) itself, or
     kernel inside its autograd.Function, as _eager_path(args) allows."""
-    path = _eager_path(args)
+    return _call_on(_eager_path(args), kernel, op, args)
+
+
+def _call_on(path, kernel, op, args):
+    """_call(kernel, op, *args) with the path _eager_path(args) gave."""
     if path == "direct":
         return kernel(*args)
     if path == "autograd" and kernel in _WITH_GRADIENT:
@@ -137,6 +148,12 @@ def _custom_op(name):
     return register
 
 
+def _new_dense(t):
+    """A new contiguous tensor of t's shape, dtype and device (torch.empty_like is the cheapest
+    allocation to call from Python: about half the host time of new_empty(shape))."""
+    return torch.empty_like(t, memory_format=torch.contiguous_format)
+
+
 def _state(t):
     """A per-sequence state (x0, dx_final): the extension takes it dense."""
     return None if t is None else _plain(t).contiguous()
@@ -154,14 +171,19 @@ def _check_gated(op, a, b, dim, gate):
 # The gated recurrence.
 
 
+def _gated_run(a, b, x0, dim, reverse, gate, want_final):
+    """The gated forward into new tensors: (x, x_final), x_final None unless want_final."""
+    d = _check_gated("gated_recurrence", a, b, dim, gate)
+    x = _new_dense(a)
+    x_final = a.new_empty(without(a.shape, d)) if want_final else None
+    _run(_core.gated_forward, _plain(a), _plain(b), x, _state(x0), x_final, d, reverse, gate, _stream(a))
+    return x, x_final
+
+
 @_custom_op("parscan::gated_recurrence")
 def _gated_forward(a: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], dim: int, reverse: bool,
                    gate: str) -> Tuple[torch.Tensor, torch.Tensor]:
-    d = _check_gated("gated_recurrence", a, b, dim, gate)
-    x = a.new_empty(a.shape)
-    x_final = a.new_empty(without(a.shape, d))
-    _run(_core.gated_forward, _plain(a), _plain(b), x, _state(x0), x_final, d, reverse, gate, _stream(a))
-    return x, x_final
+    return _gated_run(a, b, x0, dim, reverse, gate, True)
 
 
 @torch.library.register_fake("parscan::gated_recurrence")
@@ -175,7 +197,7 @@ def _gated_backward(a: torch.Tensor, x: torch.Tensor, x0: Optional[torch.Tensor]
                     dx_final: torch.Tensor, dim: int, reverse: bool,
                     gate: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     d = _check_gated("gated_recurrence_backward", a, a, dim, gate)
-    da, db = a.new_empty(a.shape), a.new_empty(a.shape)
+    da, db = _new_dense(a), _new_dense(a)
     # Without x0 there is no dx0: an empty tensor stands for it (a custom op returns tensors).
     dx0 = a.new_empty(without(a.shape, d) if x0 is not None else (0,))
     # Incoming gradients may have any strides (expanded ones, say); dense ones always describe.
@@ -222,7 +244,11 @@ def gated_recurrence(a, b, x0=None, *, dim=-1, reverse=False, gate="linear", ret
     gate="log" takes log a. Returns x (a new contiguous tensor), and with ``return_final`` also
     the last state computed. Differentiable in a, b and x0 (complex: PyTorch's convention).
     """
-    x, x_final = _call(_gated_forward, _ops.gated_recurrence, a, b, x0, dim, reverse, gate)
+    args = (a, b, x0, dim, reverse, gate)
+    path = _eager_path(args)
+    if path == "direct" and not return_final:  # x_final is neither returned nor computed
+        return _gated_run(*args, False)[0]
+    x, x_final = _call_on(path, _gated_forward, _ops.gated_recurrence, args)
     return (x, x_final) if return_final else x
 
 
@@ -234,7 +260,7 @@ def gated_recurrence(a, b, x0=None, *, dim=-1, reverse=False, gate="linear", ret
 def _cumulative(x: torch.Tensor, op: str, dim: int, reverse: bool, exclusive: bool) -> torch.Tensor:
     check_choice("cumulative", "op", op, SCAN_OPERATORS)
     d = normalize_dim("cumulative", "x", x.dim(), dim)
-    out = x.new_empty(x.shape)
+    out = _new_dense(x)
     _run(_core.cumulative, _plain(x), out, op, d, reverse, exclusive, _stream(x))
     return out
 
@@ -329,24 +355,35 @@ def _signs(magnitude, sign):
     return magnitude.contiguous(), sign.contiguous()
 
 
+def _log_run(a, b, x0, a_negative, b_negative, x0_negative, dim, reverse, a_form, b_form, x0_form, want_log,
+             want_value, want_final):
+    """The log-space forward into new tensors: (log|x|, x < 0, x, log|x_final|, x_final < 0), each
+    None where want_log, want_value or want_final does not ask for it."""
+    d = normalize_dim("log_recurrence", "a", a.dim(), dim)
+    log_x, x_neg = (_new_dense(a), torch.empty_like(a, dtype=torch.bool, memory_format=torch.contiguous_format)) \
+        if want_log else (None, None)
+    x = _new_dense(a) if want_value else None
+    final_shape = without(a.shape, d)
+    log_final, final_neg = (a.new_empty(final_shape), a.new_empty(final_shape, dtype=torch.bool)) \
+        if want_final else (None, None)
+    a_, a_negative = _signs(a, a_negative)
+    b_, b_negative = _signs(b, b_negative)
+    x0_, x0_negative = (None, None) if x0 is None else (_state(x0), _state(x0_negative))
+    _run(_core.log_forward, a_, b_, log_x, x_neg, x, x0_, a_negative, b_negative, x0_negative, log_final, final_neg,
+         a_form, b_form, x0_form, d, reverse, _stream(a))
+    return log_x, x_neg, x, log_final, final_neg
+
+
 @_custom_op("parscan::log_recurrence")
 def _log_forward(a: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], a_negative: Optional[torch.Tensor],
                  b_negative: Optional[torch.Tensor], x0_negative: Optional[torch.Tensor], dim: int, reverse: bool,
                  a_form: str, b_form: str, x0_form: str, want_log: bool,
                  want_value: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    op = "log_recurrence"
-    d = normalize_dim(op, "a", a.dim(), dim)
-    new = (lambda shape, dtype=a.dtype: a.new_empty(shape, dtype=dtype))
-    log_x, x_neg = (new(a.shape), new(a.shape, torch.bool)) if want_log else (new(_EMPTY), new(_EMPTY, torch.bool))
-    x = new(a.shape) if want_value else new(_EMPTY)
-    log_final, final_neg = new(without(a.shape, d)), new(without(a.shape, d), torch.bool)
-    a_, a_negative = _signs(a, a_negative)
-    b_, b_negative = _signs(b, b_negative)
-    x0_, x0_negative = (None, None) if x0 is None else (_state(x0), _state(x0_negative))
-    _run(_core.log_forward, a_, b_, log_x if want_log else None, x_neg if want_log else None, x if want_value else None, x0_,
-                      a_negative, b_negative, x0_negative, log_final, final_neg, a_form, b_form, x0_form, d, reverse,
-                      _stream(a))
-    return log_x, x_neg, x, log_final, final_neg
+    log_x, x_neg, x, log_final, final_neg = _log_run(a, b, x0, a_negative, b_negative, x0_negative, dim, reverse,
+                                                     a_form, b_form, x0_form, want_log, want_value, True)
+    if not want_log:
+        log_x, x_neg = a.new_empty(_EMPTY), a.new_empty(_EMPTY, dtype=torch.bool)
+    return log_x, x_neg, x if want_value else a.new_empty(_EMPTY), log_final, final_neg
 
 
 @torch.library.register_fake("parscan::log_recurrence")
@@ -364,7 +401,7 @@ def _log_backward(a: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], 
                   dlog_x_final: torch.Tensor, dim: int, reverse: bool, a_form: str, b_form: str, x0_form: str,
                   dx_form: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     d = normalize_dim("log_recurrence_backward", "a", a.dim(), dim)
-    da, db = a.new_empty(a.shape), a.new_empty(a.shape)
+    da, db = _new_dense(a), _new_dense(a)
     dx0 = a.new_empty(without(a.shape, d) if x0 is not None else _EMPTY)
     a_, a_negative = _signs(a, a_negative)
     b_, b_negative = _signs(b, b_negative)
@@ -424,11 +461,16 @@ def log_recurrence(a, b, x0=None, *, dim=-1, reverse=False, a_negative=None, b_n
     check_signs(op, (("a", a_form, a_negative), ("b", b_form, b_negative), ("x0", x0_form, x0_negative)))
     if a.dtype not in (torch.float32, torch.bfloat16):
         raise TypeError(f"parscan.{op}: a has dtype {a.dtype}; this operation takes float32, bfloat16")
-    wants_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (a, b, x0))
     want_value = output == "value"
-    log_x, x_negative, x, log_final, final_negative = _call(
-        _log_forward, _ops.log_recurrence, a, b, x0, a_negative, b_negative, x0_negative, dim, reverse, a_form,
-        b_form, x0_form, not want_value or wants_grad, want_value)
+    args = (a, b, x0, a_negative, b_negative, x0_negative, dim, reverse, a_form, b_form, x0_form)
+    path = _eager_path(args)
+    if path == "direct":  # only what is returned is computed
+        log_x, x_negative, x, log_final, final_negative = _log_run(*args, not want_value, want_value, return_final)
+    else:
+        # With output="value" and a gradient wanted, log|x| is kept for the backward.
+        wants_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (a, b, x0))
+        log_x, x_negative, x, log_final, final_negative = _call_on(
+            path, _log_forward, _ops.log_recurrence, args + (not want_value or wants_grad, want_value))
     result = (x,) if want_value else (log_x, x_negative)
     if return_final:
         result += (log_final, final_negative)
@@ -447,14 +489,19 @@ def _check_matrix(op, b, dim):
     return matrix_step_dim(op, "b", b.dim(), dim)
 
 
+def _matrix_run(W, b, x0, dim, reverse, want_final):
+    """The matrix forward into new tensors: (x, x_final), x_final None unless want_final."""
+    d = _check_matrix("matrix_recurrence", b, dim)
+    x = _new_dense(b)
+    x_final = b.new_empty(without(b.shape, d)) if want_final else None
+    _run(_core.matrix_forward, _plain(W), _plain(b), x, _state(x0), x_final, d, reverse, _stream(b))
+    return x, x_final
+
+
 @_custom_op("parscan::matrix_recurrence")
 def _matrix_forward(W: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], dim: int,
                     reverse: bool) -> Tuple[torch.Tensor, torch.Tensor]:
-    d = _check_matrix("matrix_recurrence", b, dim)
-    x = b.new_empty(b.shape)
-    x_final = b.new_empty(without(b.shape, d))
-    _run(_core.matrix_forward, _plain(W), _plain(b), x, _state(x0), x_final, d, reverse, _stream(b))
-    return x, x_final
+    return _matrix_run(W, b, x0, dim, reverse, True)
 
 
 @torch.library.register_fake("parscan::matrix_recurrence")
@@ -467,8 +514,8 @@ def _(W, b, x0, dim, reverse):
 def _matrix_backward(W: torch.Tensor, x: torch.Tensor, x0: Optional[torch.Tensor], dx: torch.Tensor,
                      dx_final: torch.Tensor, dim: int, reverse: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     d = _check_matrix("matrix_recurrence_backward", x, dim)
-    dW = x.new_empty(W.shape)
-    db = x.new_empty(x.shape)
+    dW = _new_dense(W)
+    db = _new_dense(x)
     dx0 = x.new_empty(without(x.shape, d) if x0 is not None else _EMPTY)
     _run(_core.matrix_backward, _plain(W), _plain(x), None, _state(x0), _plain(dx).contiguous(), _state(dx_final), dW, db,
                           dx0 if x0 is not None else None, d, reverse, _stream(x))
@@ -507,14 +554,18 @@ def matrix_recurrence(W, b, x0=None, *, dim=-2, reverse=False, return_final=Fals
 
     Differentiable in W, b and x0 through parscan's backward.
     """
-    x, x_final = _call(_matrix_forward, _ops.matrix_recurrence, W, b, x0, dim, reverse)
+    args = (W, b, x0, dim, reverse)
+    path = _eager_path(args)
+    if path == "direct" and not return_final:  # x_final is neither returned nor computed
+        return _matrix_run(*args, False)[0]
+    x, x_final = _call_on(path, _matrix_forward, _ops.matrix_recurrence, args)
     return (x, x_final) if return_final else x
 
 
 @_custom_op("parscan::matrix_chain")
 def _matrix_chain(M: torch.Tensor, dim: int, prefixes: bool, order: str, math: str) -> torch.Tensor:
     d = chain_dim("matrix_chain", M.dim(), dim)
-    out = M.new_empty(M.shape if prefixes else without(M.shape, d))
+    out = _new_dense(M) if prefixes else M.new_empty(without(M.shape, d))
     _run(_core.matrix_chain, _plain(M), out, d, prefixes, order, math, _stream(M))
     return out
 
