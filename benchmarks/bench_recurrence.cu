@@ -198,22 +198,29 @@ __global__ void fill_log(T* logv, std::uint8_t* neg, index_t n, std::uint32_t se
   }
 }
 
+/// The log-space recurrence over (B, D, T) steps. Time-contiguous: everything in log form with
+/// sign arrays (signed a and b). Channel-last: the form gated layers use, log a of positive
+/// gates (no sign array) and b as signed values; the results in log form (log|x| and signs).
 template <class T>
-bench::row run_log_case(const std::string& name, index_t B, index_t D, index_t T_len, bool backward, double copy,
-                        double& max_err) {
-  const parscan::recurrence_shape sh{B, D, T_len, parscan::recurrence_layout::time_contiguous};
-  const index_t n = B * D * T_len;
+bench::row run_log_case(const std::string& name, index_t B, index_t D, index_t T_len, bool backward,
+                        parscan::recurrence_layout layout, double copy, double& max_err) {
+  const bool lanes = layout == parscan::recurrence_layout::channel_last;
+  const parscan::recurrence_shape sh{B, D, T_len, layout};
+  const index_t n = B * D * T_len, step = lanes ? D : 1;  // sequence 0's step stride
   const size_t vb = size_t(n) * sizeof(T), sb = size_t(n);
   T *la, *lb, *lx, *dlx = nullptr, *dla = nullptr, *dlb = nullptr;
-  std::uint8_t *na, *nb, *nx;
+  std::uint8_t *na = nullptr, *nb = nullptr, *nx;
   BENCH_CHECK(cudaMalloc(&la, vb));
   BENCH_CHECK(cudaMalloc(&lb, vb));
   BENCH_CHECK(cudaMalloc(&lx, vb));
-  BENCH_CHECK(cudaMalloc(&na, sb));
-  BENCH_CHECK(cudaMalloc(&nb, sb));
   BENCH_CHECK(cudaMalloc(&nx, sb));
+  if (!lanes) {
+    BENCH_CHECK(cudaMalloc(&na, sb));
+    BENCH_CHECK(cudaMalloc(&nb, sb));
+  }
   fill_log<<<2048, 256>>>(la, na, n, 5u, std::log(0.9f), 0.0f);
-  fill_log<<<2048, 256>>>(lb, nb, n, 6u, -2.0f, 0.0f);
+  if (lanes) fill<<<2048, 256>>>(lb, n, 6u, false);  // b in (-1, 1)
+  else fill_log<<<2048, 256>>>(lb, nb, n, 6u, -2.0f, 0.0f);
   if (backward) {
     BENCH_CHECK(cudaMalloc(&dlx, vb));
     BENCH_CHECK(cudaMalloc(&dla, vb));
@@ -221,25 +228,28 @@ bench::row run_log_case(const std::string& name, index_t B, index_t D, index_t T
     fill_log<<<2048, 256>>>(dlx, static_cast<std::uint8_t*>(nullptr), n, 7u, -1.0f, 1.0f);
   }
   parscan::log_forward_args<T> f{};
-  f.shape = sh, f.log_a = la, f.a_negative = na, f.log_b = lb, f.b_negative = nb, f.log_x = lx, f.x_negative = nx;
+  f.shape = sh, f.log_a = la, f.a_negative = na, f.log_x = lx, f.x_negative = nx;
+  (lanes ? f.b : f.log_b) = lb, f.b_negative = nb;
   parscan::log_backward_args<T> g{};
-  g.shape = sh, g.log_a = la, g.a_negative = na, g.log_b = lb, g.b_negative = nb, g.log_x = lx, g.x_negative = nx;
-  g.dlog_x = dlx, g.dlog_a = dla, g.dlog_b = dlb;
+  g.shape = sh, g.log_a = la, g.a_negative = na, g.log_x = lx, g.x_negative = nx;
+  (lanes ? g.b : g.log_b) = lb, g.b_negative = nb;
+  g.dlog_x = dlx, g.dlog_a = dla, (lanes ? g.db : g.dlog_b) = dlb;
   const parscan::cuda_backend be{};
   if (parscan::log_recurrence_forward(be, f) != parscan::status::success) std::exit(1);
   BENCH_CHECK(cudaDeviceSynchronize());
   {  // sequence 0 against a float64 loop in linear space (|x| stays within a few units)
     std::vector<T> ha(T_len), hb(T_len), hx(T_len);
     std::vector<std::uint8_t> sa(T_len), sbn(T_len), sx(T_len);
-    BENCH_CHECK(cudaMemcpy(ha.data(), la, T_len * sizeof(T), cudaMemcpyDeviceToHost));
-    BENCH_CHECK(cudaMemcpy(hb.data(), lb, T_len * sizeof(T), cudaMemcpyDeviceToHost));
-    BENCH_CHECK(cudaMemcpy(hx.data(), lx, T_len * sizeof(T), cudaMemcpyDeviceToHost));
-    BENCH_CHECK(cudaMemcpy(sa.data(), na, T_len, cudaMemcpyDeviceToHost));
-    BENCH_CHECK(cudaMemcpy(sbn.data(), nb, T_len, cudaMemcpyDeviceToHost));
-    BENCH_CHECK(cudaMemcpy(sx.data(), nx, T_len, cudaMemcpyDeviceToHost));
+    auto fetch = [&](void* dst, const void* src, size_t size) {  // T_len elements `step` apart
+      BENCH_CHECK(cudaMemcpy2D(dst, size, src, size * step, size, T_len, cudaMemcpyDeviceToHost));
+    };
+    fetch(ha.data(), la, sizeof(T)), fetch(hb.data(), lb, sizeof(T)), fetch(hx.data(), lx, sizeof(T));
+    fetch(sx.data(), nx, 1);
+    if (!lanes) fetch(sa.data(), na, 1), fetch(sbn.data(), nb, 1);
     double st = 0, err = 0, scale = 0;
     for (index_t t = 0; t < T_len; ++t) {
-      const double a = (sa[t] ? -1 : 1) * std::exp(double(float(ha[t]))), b = (sbn[t] ? -1 : 1) * std::exp(double(float(hb[t])));
+      const double a = (sa[t] ? -1 : 1) * std::exp(double(float(ha[t])));
+      const double b = lanes ? double(float(hb[t])) : (sbn[t] ? -1 : 1) * std::exp(double(float(hb[t])));
       st = a * st + b;
       const double got = (sx[t] ? -1 : 1) * std::exp(double(float(hx[t])));
       err = std::max(err, std::fabs(got - st));
@@ -254,9 +264,10 @@ bench::row run_log_case(const std::string& name, index_t B, index_t D, index_t T
   const double us = bench::median_us(call, 25, 3);
   for (void* p : {(void*)la, (void*)lb, (void*)lx, (void*)na, (void*)nb, (void*)nx, (void*)dlx, (void*)dla, (void*)dlb})
     if (p) BENCH_CHECK(cudaFree(p));
-  const double bytes = backward ? 3.0 * (vb + sb) + 3.0 * vb : 3.0 * (vb + sb);
+  // Each tensor read or written once: values, and a byte a step per sign array.
+  const double signs = lanes ? 1.0 : 3.0, bytes = backward ? 3.0 * (vb + sb) + 3.0 * vb : 3.0 * vb + signs * sb;
   const double gbs = bytes / us / 1e3;
-  return {name, sizeof(T) == 2 ? "bf16" : "f32", "(B,D,T)", backward ? "bwd" : "fwd",
+  return {name, sizeof(T) == 2 ? "bf16" : "f32", lanes ? "(B,T,D)" : "(B,D,T)", backward ? "bwd" : "fwd",
           std::to_string(B) + "x" + std::to_string(D) + "x" + std::to_string(T_len), us, gbs, 100 * gbs / copy, 0.0};
 }
 
@@ -326,13 +337,19 @@ int main(int argc, char** argv) {
     c64({"fwd c64 channel-last" + t, 8, 1536, T, cl});
     c64({"bwd c64 channel-last" + t, 8, 1536, T, cl, true});
   }
+  auto log_f32 = [&](const std::string& name, L lay, bool bwd) {
+    if (wanted(name)) rows.push_back(run_log_case<float>(name, 8, 1536, 4096, bwd, lay, copy, max_err_log));
+  };
+  auto log_bf16 = [&](const std::string& name, L lay, bool bwd) {
+    if (wanted(name)) rows.push_back(run_log_case<parscan::bfloat16>(name, 8, 1536, 4096, bwd, lay, copy, max_err_16));
+  };
   for (bool bwd : {false, true}) {
     const std::string dir = bwd ? "bwd" : "fwd";
-    if (wanted("log " + dir + " f32 T=4096"))
-      rows.push_back(run_log_case<float>("log " + dir + " f32 T=4096", 8, 1536, 4096, bwd, copy, max_err_log));
-    if (wanted("log " + dir + " bf16 T=4096"))
-      rows.push_back(run_log_case<parscan::bfloat16>("log " + dir + " bf16 T=4096", 8, 1536, 4096, bwd, copy, max_err_16));
+    log_f32("log " + dir + " f32 T=4096", tc, bwd);
+    log_bf16("log " + dir + " bf16 T=4096", tc, bwd);
   }
+  log_f32("log fwd f32 channel-last T=4096", cl, false);
+  log_bf16("log fwd bf16 channel-last T=4096", cl, false);
   // Odd T: every sequence but the first starts off a 16-byte boundary (head pads). Last: its
   // 17 ms calls, timed before the x0 + x_final row, left that row 10 points lower on an H100.
   if (!quick) f32({"bwd f32 T=100003", 8, 1536, 100003, tc, true});

@@ -1,6 +1,7 @@
 // src/cuda/log_recurrence.cu — the log-space recurrence on the CUDA backend: validate with the
 // host's planner, build the forward or backward Problem, run the shared scan kernels.
 #include <parscan/cuda/device/dispatch_scan.cuh>
+#include <parscan/cuda/recurrence/log_recurrence_lane_packs.cuh>
 #include <parscan/cuda/recurrence/log_recurrence_problem.cuh>
 #include <parscan/log_recurrence.hpp>
 #include <parscan/ops/log_affine.hpp>
@@ -41,9 +42,32 @@ cuda_detail::log_recurrence_forward_problem<T, Values> make_problem(const log_fo
   return P;
 }
 
+// Channel-last calls without input sign arrays run in lane packs on the staged lane tiles
+// (log_recurrence_lane_packs.cuh); everything else on the shared scan kernels.
 template <bool Values, class T>
 status run_forward(const log_forward_args<T>& g, const detail::forward_plan& p, const cuda_backend& be) {
-  return cuda_detail::dispatch_scan(make_problem<Values>(g, p), log_affine_op<float>{}, p.sequences, be);
+  constexpr int K = cuda_detail::channels_per_lane<T>;
+  const auto P = make_problem<Values>(g, p);
+  if (cuda_detail::log_lane_packs_fit<K>(P))
+    return cuda_detail::dispatch_lane_tiles(cuda_detail::log_forward_lanes<T, K, Values>(P),
+                                            cuda_detail::lanewise_op<log_affine_op<float>, K>{}, p.sequences / K, be);
+  return cuda_detail::dispatch_scan(P, log_affine_op<float>{}, p.sequences, be);
+}
+
+// Workspace bytes of a forward call's scan, and of its lane packs if the layouts let them be
+// used (an upper bound whatever the pointers turn out to be).
+template <bool Values, class T>
+std::size_t forward_scan_bytes(const detail::forward_plan& p, index_t length) {
+  constexpr int K = cuda_detail::channels_per_lane<T>;
+  std::size_t bytes = cuda_detail::scan_workspace_bytes<cuda_detail::log_recurrence_forward_problem<T, Values>>(
+      p.sequences, length);
+  using cuda_detail::lane_packs_fit;
+  if (lane_packs_fit<K>(p.a) && lane_packs_fit<K>(p.b) && lane_packs_fit<K>(p.x)) {
+    const std::size_t packed =
+        cuda_detail::lane_tile_workspace_bytes<cuda_detail::log_forward_lanes<T, K, Values>>(p.sequences / K, length);
+    if (packed > bytes) bytes = packed;
+  }
+  return bytes;
 }
 
 inline std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
@@ -68,10 +92,17 @@ std::size_t log_recurrence_workspace_size(const log_backward_args<T>& g) {
   if (detail::plan_log_backward(g, p) != status::success) return 0;
   std::size_t sign_offset;
   // The recompute (forward) and the backward scan run one after the other and share the rest.
-  const std::size_t scan =
+  const index_t L = g.shape.length;
+  std::size_t scan =
       has_value_forms(g)
-          ? cuda_detail::scan_workspace_bytes<cuda_detail::log_recurrence_backward_problem<T, true>>(p.sequences, g.shape.length)
-          : cuda_detail::scan_workspace_bytes<cuda_detail::log_recurrence_backward_problem<T>>(p.sequences, g.shape.length);
+          ? cuda_detail::scan_workspace_bytes<cuda_detail::log_recurrence_backward_problem<T, true>>(p.sequences, L)
+          : cuda_detail::scan_workspace_bytes<cuda_detail::log_recurrence_backward_problem<T>>(p.sequences, L);
+  if (!g.log_x) {
+    const detail::forward_plan fp{p.a, p.b, p.b, p.sequences};  // x recomputed laid out like b
+    const bool values = g.a || g.b || g.x0;  // the recompute's own forms (has_value_forms of its args)
+    const std::size_t forward = values ? forward_scan_bytes<true, T>(fp, L) : forward_scan_bytes<false, T>(fp, L);
+    if (forward > scan) scan = forward;
+  }
   return recompute_bytes(g, p, sign_offset) + scan;
 }
 
@@ -145,9 +176,8 @@ template <class T>
 std::size_t log_recurrence_workspace_size(const log_forward_args<T>& g) {
   detail::forward_plan p;
   if (detail::plan_log_forward(g, p) != status::success) return 0;
-  return has_value_forms(g)
-             ? cuda_detail::scan_workspace_bytes<cuda_detail::log_recurrence_forward_problem<T, true>>(p.sequences, g.shape.length)
-             : cuda_detail::scan_workspace_bytes<cuda_detail::log_recurrence_forward_problem<T>>(p.sequences, g.shape.length);
+  const index_t L = g.shape.length;
+  return has_value_forms(g) ? forward_scan_bytes<true, T>(p, L) : forward_scan_bytes<false, T>(p, L);
 }
 
 template <class T>

@@ -58,6 +58,7 @@ struct run_opts {
   parscan::recurrence_layout layout = parscan::recurrence_layout::time_contiguous;
   fam f = fam::positive;
   bool x0 = false, xf = true, reverse = false, signs = true;
+  bool x_signs = false;  // write the signs of x and x_final without sign arrays for the inputs
 };
 
 /// Runs the library on o, checks writes, and returns the worst max|x − ref| / scale (per
@@ -79,14 +80,16 @@ double run_and_check(const run_opts& o, parscan_test::rng& r) {
   parscan::log_forward_args<T> g{};
   g.shape = {o.B, o.D, o.T, o.layout};
   g.log_a = la.data(), g.log_b = lb.data(), g.log_x = lx.data();
-  if (o.signs) g.a_negative = sa.data(), g.b_negative = sb.data(), g.x_negative = sx.data();
+  const bool out_signs = o.signs || o.x_signs;
+  if (o.signs) g.a_negative = sa.data(), g.b_negative = sb.data();
+  if (out_signs) g.x_negative = sx.data();
   if (o.x0) {
     g.log_x0 = lx0.data();
     if (o.signs) g.x0_negative = sx0.data();
   }
   if (o.xf) {
     g.log_x_final = lxf.data();
-    if (o.signs) g.x_final_negative = sxf.data();
+    if (out_signs) g.x_final_negative = sxf.data();
   }
   g.reverse = o.reverse;
   const parscan::status st = parscan::log_recurrence_forward(parscan_test::backend(), g);
@@ -94,7 +97,7 @@ double run_and_check(const run_opts& o, parscan_test::rng& r) {
   REQUIRE(st == parscan::status::success);
   CHECK(lx.all_written());
   CHECK(lx.guards_intact());
-  if (o.signs) {
+  if (out_signs) {
     CHECK(sx.all_written());
     CHECK(sx.guards_intact());
   } else {
@@ -103,6 +106,7 @@ double run_and_check(const run_opts& o, parscan_test::rng& r) {
   if (o.xf) {
     CHECK(lxf.all_written());
     CHECK(lxf.guards_intact());
+    if (out_signs) CHECK(sxf.all_written());
   }
   const std::vector<T> hx = lx.download(), hxf = lxf.download();
   const std::vector<sign_t> hsx = sx.download(), hsxf = sxf.download();
@@ -116,13 +120,13 @@ double run_and_check(const run_opts& o, parscan_test::rng& r) {
       const std::size_t k = static_cast<std::size_t>(b * dense.batch + d * dense.channel + t * dense.time);
       const ld carried = value(in.log_a[k], o.signs && in.a_neg[k]) * state, fresh = value(in.log_b[k], o.signs && in.b_neg[k]);
       state = carried + fresh;
-      const ld got = value(static_cast<float>(hx[k]), o.signs && hsx[k] != 0);
+      const ld got = value(static_cast<float>(hx[k]), out_signs && hsx[k] != 0);
       err = std::max(err, std::fabs(got - state));
       // Measured against the terms' size too: a short signed sequence can cancel to near zero,
       // and float arithmetic is only accurate relative to what it adds.
       scale = std::max({scale, std::fabs(state), std::fabs(carried), std::fabs(fresh)});
     }
-    if (o.xf) err = std::max(err, std::fabs(value(static_cast<float>(hxf[s]), o.signs && hsxf[s] != 0) - state));
+    if (o.xf) err = std::max(err, std::fabs(value(static_cast<float>(hxf[s]), out_signs && hsxf[s] != 0) - state));
     worst = std::max(worst, static_cast<double>(err / scale));
   }
   return worst;
@@ -161,6 +165,32 @@ double tolerance(fam f) {
 
 LOG_REC_CASES(float, "float")
 LOG_REC_CASES(parscan::bfloat16, "bfloat16")
+
+// Channel-last calls without sign arrays for a and b run in lane packs on the CUDA backend
+// (K channels a lane: 2 for bfloat16, whose odd channel counts fall back to one a lane):
+// lengths around the 8- and 16-step thread runs and the 128-step tiles, channel counts whole
+// and partial in groups of 32 lanes, with and without the signs of x written.
+#define LOG_REC_LANE_CASES(TYPE, tname)                                                                              \
+  TEST_CASE(PARSCAN_TEST_NAME("log recurrence forward <" tname ">: channel-last without input signs"),             \
+            PARSCAN_TEST_TAGS("[log]")) {                                                                        \
+    using namespace log_rec_test;                                                                                 \
+    PARSCAN_TEST_RNG(r, "log recurrence lanes " tname);                                                           \
+    int i = 0;                                                                                                    \
+    for (index_t Tn : {index_t(1), index_t(2), index_t(17), index_t(129), index_t(1000), index_t(4097)})          \
+      for (index_t D : {index_t(64), index_t(40), index_t(66), index_t(7)}) {                                     \
+        ++i;                                                                                                      \
+        run_opts o;                                                                                               \
+        o.B = i % 2 == 0 ? 3 : 1, o.D = D, o.T = Tn, o.layout = parscan::recurrence_layout::channel_last;         \
+        o.f = sizeof(TYPE) == 4 && i % 3 == 0 ? fam::growing : fam::positive, o.signs = false;                   \
+        o.x0 = i % 2 == 1, o.xf = i % 5 != 2, o.reverse = i % 4 >= 2, o.x_signs = i % 3 != 1;                    \
+        INFO("T=" << Tn << " B=" << o.B << " D=" << D << " family=" << int(o.f) << " x0=" << o.x0 << " xf=" << o.xf \
+                  << " reverse=" << o.reverse << " x_signs=" << o.x_signs);                                       \
+        CHECK(run_and_check<TYPE>(o, r) <= tolerance<TYPE>(o.f));                                                 \
+      }                                                                                                           \
+  }
+
+LOG_REC_LANE_CASES(float, "float")
+LOG_REC_LANE_CASES(parscan::bfloat16, "bfloat16")
 
 TEST_CASE(PARSCAN_TEST_NAME("log recurrence: the accuracy targets at T = 10^6 (gates in (0 1)) and 10^5 (signed)"),
           PARSCAN_TEST_TAGS("[log][accuracy]")) {

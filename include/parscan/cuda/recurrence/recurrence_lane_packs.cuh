@@ -32,13 +32,13 @@ namespace parscan::cuda_detail {
 template <class T>
 constexpr int channels_per_lane = sizeof(T) < 4 ? static_cast<int>(4 / sizeof(T)) : 1;
 
-/// What the forward and backward packs share: the one-channel Problem, pack q's cursor (that of
-/// its first channel), and the carries and totals of its K channels, each its own.
+/// What the lane packs of a one-channel Problem share (the gated recurrence's forward and
+/// backward here, the log-space forward in log_recurrence_lane_packs.cuh): pack q's cursor
+/// (that of its first channel), and the carries and totals of its K channels, each its own.
 template <class Base, int K>
 struct lane_pack_problem {
   using base_type = Base;
-  using C = typename Base::C;
-  using acc_type = lane_pack<affine<C>, K>;
+  using acc_type = lane_pack<typename Base::acc_type, K>;
   using cursor = typename Base::cursor;
   Base base;
   index_t length;
@@ -94,7 +94,7 @@ struct recurrence_forward_lanes_of : lane_pack_problem<recurrence_forward_proble
   using common = lane_pack_problem<recurrence_forward_problem<T>, K>;
   using gates = lane_pack_gates<recurrence_forward_lanes_of, T, K, Form>;
   using typename common::acc_type;
-  using typename common::C;
+  using C = typename common::base_type::C;
   using typename common::cursor;
   using common::base;
   static constexpr bool exclusive = false;
@@ -177,7 +177,7 @@ struct recurrence_backward_lanes_of : lane_pack_problem<recurrence_backward_prob
   using common = lane_pack_problem<recurrence_backward_problem<T>, K>;
   using gates = lane_pack_gates<recurrence_backward_lanes_of, T, K, Form>;
   using typename common::acc_type;
-  using typename common::C;
+  using C = typename common::base_type::C;
   using typename common::cursor;
   using common::base;
   using common::length;
