@@ -59,6 +59,7 @@ struct run_opts {
   fam f = fam::positive;
   bool x0 = false, xf = true, reverse = false, signs = true;
   bool x_signs = false;  // write the signs of x and x_final without sign arrays for the inputs
+  bool b_values = false;  // b in value form (its sign is its own; a's sign arrays still follow `signs`)
 };
 
 /// Runs the library on o, checks writes, and returns the worst max|x − ref| / scale (per
@@ -73,15 +74,20 @@ double run_and_check(const run_opts& o, parscan_test::rng& r) {
     for (std::size_t i = 0; i < v.size(); ++i) t[i] = static_cast<T>(v[i]);
     return t;
   };
-  guarded_buffer<T> la(to_T(in.log_a)), lb(to_T(in.log_b)), lx0(to_T(in.log_x0));
+  // b as stored values where b is given in value form: the reference uses what was stored.
+  std::vector<T> b_stored(o.b_values ? n : 0);
+  for (std::size_t k = 0; k < b_stored.size(); ++k)
+    b_stored[k] = static_cast<T>(static_cast<float>(value(in.log_b[k], in.b_neg[k])));
+  guarded_buffer<T> la(to_T(in.log_a)), lb(o.b_values ? b_stored : to_T(in.log_b)), lx0(to_T(in.log_x0));
   guarded_buffer<sign_t> sa(in.a_neg), sb(in.b_neg), sx0(in.x0_neg);
   guarded_buffer<T> lx(n), lxf(seqs);
   guarded_buffer<sign_t> sx(n, 64, 0xA5), sxf(seqs, 64, 0xA5);
   parscan::log_forward_args<T> g{};
   g.shape = {o.B, o.D, o.T, o.layout};
-  g.log_a = la.data(), g.log_b = lb.data(), g.log_x = lx.data();
-  const bool out_signs = o.signs || o.x_signs;
-  if (o.signs) g.a_negative = sa.data(), g.b_negative = sb.data();
+  g.log_a = la.data(), g.log_x = lx.data();
+  (o.b_values ? g.b : g.log_b) = lb.data();
+  const bool out_signs = o.signs || o.x_signs || o.b_values;
+  if (o.signs) g.a_negative = sa.data(), g.b_negative = o.b_values ? nullptr : sb.data();
   if (out_signs) g.x_negative = sx.data();
   if (o.x0) {
     g.log_x0 = lx0.data();
@@ -118,7 +124,8 @@ double run_and_check(const run_opts& o, parscan_test::rng& r) {
     for (index_t i = 0; i < o.T; ++i) {
       const index_t t = o.reverse ? o.T - 1 - i : i;
       const std::size_t k = static_cast<std::size_t>(b * dense.batch + d * dense.channel + t * dense.time);
-      const ld carried = value(in.log_a[k], o.signs && in.a_neg[k]) * state, fresh = value(in.log_b[k], o.signs && in.b_neg[k]);
+      const ld carried = value(in.log_a[k], o.signs && in.a_neg[k]) * state;
+      const ld fresh = o.b_values ? static_cast<ld>(static_cast<float>(b_stored[k])) : value(in.log_b[k], o.signs && in.b_neg[k]);
       state = carried + fresh;
       const ld got = value(static_cast<float>(hx[k]), out_signs && hsx[k] != 0);
       err = std::max(err, std::fabs(got - state));
@@ -169,7 +176,8 @@ LOG_REC_CASES(parscan::bfloat16, "bfloat16")
 // Channel-last calls without sign arrays for a and b run in lane packs on the CUDA backend
 // (K channels a lane: 2 for bfloat16, whose odd channel counts fall back to one a lane):
 // lengths around the 8- and 16-step thread runs and the 128-step tiles, channel counts whole
-// and partial in groups of 32 lanes, with and without the signs of x written.
+// and partial in groups of 32 lanes, with and without the signs of x written, and b as signed
+// values (so x changes sign: the lane packs write its signs).
 #define LOG_REC_LANE_CASES(TYPE, tname)                                                                              \
   TEST_CASE(PARSCAN_TEST_NAME("log recurrence forward <" tname ">: channel-last without input signs"),             \
             PARSCAN_TEST_TAGS("[log]")) {                                                                        \
@@ -181,10 +189,11 @@ LOG_REC_CASES(parscan::bfloat16, "bfloat16")
         ++i;                                                                                                      \
         run_opts o;                                                                                               \
         o.B = i % 2 == 0 ? 3 : 1, o.D = D, o.T = Tn, o.layout = parscan::recurrence_layout::channel_last;         \
-        o.f = sizeof(TYPE) == 4 && i % 3 == 0 ? fam::growing : fam::positive, o.signs = false;                   \
-        o.x0 = i % 2 == 1, o.xf = i % 5 != 2, o.reverse = i % 4 >= 2, o.x_signs = i % 3 != 1;                    \
+        o.b_values = i % 3 == 2; /* a signed family's b as values, its a taken positive */                      \
+        o.f = o.b_values ? fam::signed_ : sizeof(TYPE) == 4 && i % 3 == 0 ? fam::growing : fam::positive;         \
+        o.signs = false, o.x0 = i % 2 == 1, o.xf = i % 5 != 2, o.reverse = i % 4 >= 2, o.x_signs = i % 3 != 1;   \
         INFO("T=" << Tn << " B=" << o.B << " D=" << D << " family=" << int(o.f) << " x0=" << o.x0 << " xf=" << o.xf \
-                  << " reverse=" << o.reverse << " x_signs=" << o.x_signs);                                       \
+                  << " reverse=" << o.reverse << " x_signs=" << o.x_signs << " b_values=" << o.b_values);         \
         CHECK(run_and_check<TYPE>(o, r) <= tolerance<TYPE>(o.f));                                                 \
       }                                                                                                           \
   }
