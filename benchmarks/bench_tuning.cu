@@ -822,6 +822,14 @@ void reduce_shapes(int log2n, double tol, result_sink& sink, bool spans = false)
   bulk_reduce_row<8, 40 * 1024, 2>(rc);
   bulk_reduce_row<8, 24 * 1024, 3>(rc);
   bulk_reduce_row<4, 16 * 1024, 6>(rc);
+  // CUB's shape: a block per tile of the scan's chained shape (no persistent grid), then the
+  // partials; the library's path where bulk copies do not apply.
+  using shape = cd::tile_shape<typename reduce_case<T>::problem>;
+  const index_t tiles = (rc.P.length + shape::chained_tile - 1) / shape::chained_tile;
+  rc.time("two-pass reduce, " + std::to_string(shape::chained_tile * sizeof(T) / 1024) + " KB tiles", [&](int) {
+    if (cd::launch_reduce<shape>(rc.P, op_t{}, 1, tiles, workspace_backend()) != parscan::status::success)
+      std::exit(1);
+  });
 }
 
 }  // namespace
