@@ -309,28 +309,39 @@ inline constexpr index_t chain_thread_min_factors = 16384;
 inline constexpr index_t chain_thread_min_factors = PARSCAN_CHAIN_THREAD_MIN_FACTORS;
 #endif
 
-/// Whether a chain takes the thread engine: d ≤ chain_thread_max_d, enough factors to fill
-/// the device with tasks, and for prefixes enough (chain, chunk) tasks, since each chain's
-/// chunks are at most 64 (a few long chains stay with the chunk engine's carry levels).
+/// The thread engine's plan for B chains of n factors of d × d, a function of the shapes only,
+/// so that the workspace size and the launches agree. It applies where d ≤ chain_thread_max_d,
+/// there are factors enough to fill the device with tasks, and, for prefixes, (chain, chunk)
+/// tasks enough, since each chain's chunks are at most 64 (a few long chains stay with the
+/// chunk engine's carry levels).
+struct chain_thread_plan {
+  bool applies = false;
+  int group = 0;              // threads per task
+  index_t first_chunks = 0;   // chunks per chain of the first launch (1: that launch does it all)
+  index_t second_chunks = 0;  // what the workspace keeps next: the carries of prefixes
+                              // (first_chunks − 1), or the chunks of the totals' second level
+};
 template <class C>
-bool chain_on_threads(index_t B, index_t n, index_t d, bool prefixes) {
-  if (d > chain_thread_max_d || B * n < chain_thread_min_factors) return false;
-  if (!prefixes) return true;
-  const int group = chain_thread_group_at<C>(d);
-  return B * chain_thread_chunks(B, n, group, true) * group >= 8192;
+chain_thread_plan plan_chain_threads(index_t B, index_t n, index_t d, bool prefixes) {
+  chain_thread_plan t;
+  if (d > chain_thread_max_d || B * n < chain_thread_min_factors) return t;
+  t.group = chain_thread_group_at<C>(d);
+  t.first_chunks = chain_thread_chunks(B, n, t.group, prefixes);
+  if (prefixes && B * t.first_chunks * t.group < 8192) return t;
+  t.applies = true;
+  t.second_chunks = prefixes ? t.first_chunks - 1 : chain_thread_chunks(B, t.first_chunks, t.group, false);
+  return t;
 }
 
 template <class C>
 std::size_t chain_workspace(index_t B, index_t n, index_t d, bool prefixes) {
   const std::size_t dd = static_cast<std::size_t>(d) * static_cast<std::size_t>(d), b = static_cast<std::size_t>(B);
   if (n <= 1 || B == 0) return 0;
-  if (chain_on_threads<C>(B, n, d, prefixes)) {
+  if (const chain_thread_plan t = plan_chain_threads<C>(B, n, d, prefixes); t.applies) {
     // Totals: two ping-pong buffers, the first two levels' chunk totals. Prefixes: the chunk
     // totals and the carries.
-    const int group = chain_thread_group_at<C>(d);
-    const index_t c0 = chain_thread_chunks(B, n, group, prefixes);
+    const index_t c0 = t.first_chunks, c1 = t.second_chunks;
     if (c0 == 1) return 0;
-    const index_t c1 = prefixes ? c0 - 1 : chain_thread_chunks(B, c0, group, false);
     return sat_add(ws_bytes(sat_mul(sat_mul(b, static_cast<std::size_t>(c0)), dd), sizeof(C)),
                    c1 > 1 || prefixes ? ws_bytes(sat_mul(sat_mul(b, static_cast<std::size_t>(c1)), dd), sizeof(C)) : 0);
   }
@@ -423,12 +434,13 @@ status chain_thread_launch(const chain_thread_walk<X, Y, C>& w, cudaStream_t str
   return check_launch();
 }
 
-/// Totals or prefixes of every chain by the thread engine (chain_on_threads); `ws` holds
-/// chain_workspace bytes. Totals: levels of chunk totals until one is left per chain, the
-/// last written to out. Prefixes: chunk totals, their prefixes (the carries, one thread per
-/// chain), then every chunk again from its carry, each prefix written.
+/// Totals or prefixes of every chain by the thread engine, as `plan` (plan_chain_threads) says;
+/// `ws` holds chain_workspace bytes. Totals: levels of chunk totals until one is left per
+/// chain, the last written to out. Prefixes: chunk totals, their prefixes (the carries, one
+/// thread per chain), then every chunk again from its carry, each prefix written.
 template <int D, class T, class C = compute_t<T>>
-status chain_threads(const matrix_chain_args<T>& g, const detail::matrix_chain_plan& p, void* ws, cudaStream_t stream) {
+status chain_threads(const matrix_chain_args<T>& g, const detail::matrix_chain_plan& p, const chain_thread_plan& plan,
+                     void* ws, cudaStream_t stream) {
   const index_t B = p.batch, n = p.count, d = p.d, dd = d * d;
   const bool prefixes = g.output == chain_output::prefixes, rtl = g.order == chain_order::right_to_left;
   constexpr int G = chain_thread_group<D, C>;
@@ -447,7 +459,7 @@ status chain_threads(const matrix_chain_args<T>& g, const detail::matrix_chain_p
     w.prefixes = each;
     return chain_thread_launch<D>(w, stream);
   };
-  const index_t c0 = chain_thread_chunks(B, n, G, prefixes);
+  const index_t c0 = plan.first_chunks;  // (plan.group is G: D is d padded to 4, 8 or 16)
   C* const buf0 = static_cast<C*>(ws);
   C* const buf1 = reinterpret_cast<C*>(static_cast<char*>(ws) +
                                        ws_bytes(static_cast<std::size_t>(B * c0 * dd), sizeof(C)));
@@ -663,10 +675,11 @@ status matrix_chain(const cuda_backend& be, const matrix_chain_args<T>& g) {
   if (status st = ws.acquire(bytes); st != status::success) return st;
   char* w = static_cast<char*>(ws.get());
 
-  if (chain_on_threads<C>(B, n, d, prefixes)) {  // many small chains: exact, whatever g.math
-    if (d <= 4) return chain_threads<4>(g, p, w, stream);
-    if (d <= 8) return chain_threads<8>(g, p, w, stream);
-    return chain_threads<16>(g, p, w, stream);
+  if (const chain_thread_plan t = plan_chain_threads<C>(B, n, d, prefixes); t.applies) {
+    // Many small chains: exact, whatever g.math.
+    if (d <= 4) return chain_threads<4>(g, p, t, w, stream);
+    if (d <= 8) return chain_threads<8>(g, p, t, w, stream);
+    return chain_threads<16>(g, p, t, w, stream);
   }
   if (d <= chunk_engine_max_d) {
     // Whatever g.math: at d ≤ 64 the chain is bound by latency, not arithmetic, so exact

@@ -64,13 +64,11 @@ struct log_forward_lanes : lane_pack_problem<log_recurrence_forward_problem<T, V
   }
   __device__ PARSCAN_INLINE void stage_lane_step(const lane_cursor& c, int i, unsigned char* slot,
                                                  int tensor_stride) const {
-    stage_bytes<staged_lane_bytes>(slot, c.a + i * c.da);
-    stage_bytes<staged_lane_bytes>(slot + tensor_stride, c.b + i * c.db);
+    stage_lane_inputs<staged_lane_bytes>(c, i, slot, tensor_stride);
   }
   __device__ PARSCAN_INLINE acc_type staged_element(const unsigned char* slot, int tensor_stride) const {
     T ra[K], rb[K];
-    read_staged_bytes(slot, 1, ra);
-    read_staged_bytes(slot + tensor_stride, 1, rb);
+    read_lane_inputs(slot, tensor_stride, ra, rb);
     acc_type r;
 #pragma unroll
     for (int j = 0; j < K; ++j) {

@@ -58,6 +58,20 @@ struct lane_pack_problem {
   }
 };
 
+/// Step i of a forward lane cursor's two inputs (c.a and c.b, element strides c.da and c.db),
+/// staged at slot and slot + tensor_stride; read_lane_inputs reads them back. The gated and the
+/// log-space forwards' lane packs stage the same way.
+template <int Bytes, class Cursor>
+__device__ PARSCAN_INLINE void stage_lane_inputs(const Cursor& c, int i, unsigned char* slot, int tensor_stride) {
+  stage_bytes<Bytes>(slot, c.a + i * c.da);
+  stage_bytes<Bytes>(slot + tensor_stride, c.b + i * c.db);
+}
+template <class T, int K>
+__device__ PARSCAN_INLINE void read_lane_inputs(const unsigned char* slot, int tensor_stride, T (&a)[K], T (&b)[K]) {
+  read_staged_bytes(slot, 1, a);
+  read_staged_bytes(slot + tensor_stride, 1, b);
+}
+
 /// The gate form of a lane-pack Problem: read from the call (run_time_gates), or fixed at
 /// compile time, linear or log. The staged lane tiles' loops run on a copy with the form fixed
 /// (specialized(), agent/staged_lane_tiles.cuh's with_specialized), so that a linear gate's
@@ -143,13 +157,11 @@ struct recurrence_forward_lanes_of : lane_pack_problem<recurrence_forward_proble
   }
   __device__ PARSCAN_INLINE void stage_lane_step(const lane_cursor& c, int i, unsigned char* slot,
                                                  int tensor_stride) const {
-    stage_bytes<staged_lane_bytes>(slot, c.a + i * c.da);
-    stage_bytes<staged_lane_bytes>(slot + tensor_stride, c.b + i * c.db);
+    stage_lane_inputs<staged_lane_bytes>(c, i, slot, tensor_stride);
   }
   __device__ PARSCAN_INLINE acc_type staged_element(const unsigned char* slot, int tensor_stride) const {
     T ra[K], rb[K];
-    read_staged_bytes(slot, 1, ra);
-    read_staged_bytes(slot + tensor_stride, 1, rb);
+    read_lane_inputs(slot, tensor_stride, ra, rb);
     C g[K];
     detail::load_gates(ra, gates::log_form(base), g);
     acc_type r;
