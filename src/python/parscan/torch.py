@@ -119,6 +119,16 @@ def _call_on(path, kernel, op, args):
     return op(*args)
 
 
+def _forward_with_final(run, kernel, op, args, return_final):
+    """x, or (x, x_final) with return_final, of a forward op whose results are (x, x_final): a
+    direct eager call that does not return x_final does not compute it (run(*args, False))."""
+    path = _eager_path(args)
+    if path == "direct" and not return_final:
+        return run(*args, False)[0]
+    x, x_final = _call_on(path, kernel, op, args)
+    return (x, x_final) if return_final else x
+
+
 def _register_autograd(kernel, name, backward, setup_context):
     """The gradient formula of op parscan::<name> made from kernel, registered with the op and kept
     as an autograd.Function for _call."""
@@ -244,12 +254,8 @@ def gated_recurrence(a, b, x0=None, *, dim=-1, reverse=False, gate="linear", ret
     gate="log" takes log a. Returns x (a new contiguous tensor), and with ``return_final`` also
     the last state computed. Differentiable in a, b and x0 (complex: PyTorch's convention).
     """
-    args = (a, b, x0, dim, reverse, gate)
-    path = _eager_path(args)
-    if path == "direct" and not return_final:  # x_final is neither returned nor computed
-        return _gated_run(*args, False)[0]
-    x, x_final = _call_on(path, _gated_forward, _ops.gated_recurrence, args)
-    return (x, x_final) if return_final else x
+    return _forward_with_final(_gated_run, _gated_forward, _ops.gated_recurrence, (a, b, x0, dim, reverse, gate),
+                               return_final)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -554,12 +560,8 @@ def matrix_recurrence(W, b, x0=None, *, dim=-2, reverse=False, return_final=Fals
 
     Differentiable in W, b and x0 through parscan's backward.
     """
-    args = (W, b, x0, dim, reverse)
-    path = _eager_path(args)
-    if path == "direct" and not return_final:  # x_final is neither returned nor computed
-        return _matrix_run(*args, False)[0]
-    x, x_final = _call_on(path, _matrix_forward, _ops.matrix_recurrence, args)
-    return (x, x_final) if return_final else x
+    return _forward_with_final(_matrix_run, _matrix_forward, _ops.matrix_recurrence, (W, b, x0, dim, reverse),
+                               return_final)
 
 
 @_custom_op("parscan::matrix_chain")
