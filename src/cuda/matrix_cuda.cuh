@@ -316,7 +316,6 @@ inline constexpr index_t chain_thread_min_factors = PARSCAN_CHAIN_THREAD_MIN_FAC
 /// chunk engine's carry levels).
 struct chain_thread_plan {
   bool applies = false;
-  int group = 0;              // threads per task
   index_t first_chunks = 0;   // chunks per chain of the first launch (1: that launch does it all)
   index_t second_chunks = 0;  // what the workspace keeps next: the carries of prefixes
                               // (first_chunks − 1), or the chunks of the totals' second level
@@ -325,11 +324,11 @@ template <class C>
 chain_thread_plan plan_chain_threads(index_t B, index_t n, index_t d, bool prefixes) {
   chain_thread_plan t;
   if (d > chain_thread_max_d || B * n < chain_thread_min_factors) return t;
-  t.group = chain_thread_group_at<C>(d);
-  t.first_chunks = chain_thread_chunks(B, n, t.group, prefixes);
-  if (prefixes && B * t.first_chunks * t.group < 8192) return t;
+  const int group = chain_thread_group_at<C>(d);  // threads per task
+  t.first_chunks = chain_thread_chunks(B, n, group, prefixes);
+  if (prefixes && B * t.first_chunks * group < 8192) return t;
   t.applies = true;
-  t.second_chunks = prefixes ? t.first_chunks - 1 : chain_thread_chunks(B, t.first_chunks, t.group, false);
+  t.second_chunks = prefixes ? t.first_chunks - 1 : chain_thread_chunks(B, t.first_chunks, group, false);
   return t;
 }
 
@@ -459,7 +458,7 @@ status chain_threads(const matrix_chain_args<T>& g, const detail::matrix_chain_p
     w.prefixes = each;
     return chain_thread_launch<D>(w, stream);
   };
-  const index_t c0 = plan.first_chunks;  // (plan.group is G: D is d padded to 4, 8 or 16)
+  const index_t c0 = plan.first_chunks;  // planned with G threads a task: D is d padded to 4, 8 or 16
   C* const buf0 = static_cast<C*>(ws);
   C* const buf1 = reinterpret_cast<C*>(static_cast<char*>(ws) +
                                        ws_bytes(static_cast<std::size_t>(B * c0 * dd), sizeof(C)));
