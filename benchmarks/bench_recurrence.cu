@@ -288,22 +288,28 @@ int main(int argc, char** argv) {
   auto f16 = [&](case_spec c) { if (wanted(c.name)) rows.push_back(run_case<parscan::float16>(c, copy, max_err_16)); };
   auto c64 = [&](case_spec c) { if (wanted(c.name)) rows.push_back(run_case<parscan::complex<float>>(c, copy, max_err)); };
 
+  // The floor for the T = 128 rows: a copy of as many bytes (read a, b; write x), as cold.
+  auto copy_of_t128 = [&](const char* dtype, size_t element_bytes) {
+    const std::string name = std::string("copy, fwd ") + dtype + " T=128's bytes";
+    if (!wanted(name)) return;
+    const size_t moved = size_t(3) * 8 * 1536 * 128 * element_bytes;
+    const double us = bench::copy_us(moved);
+    char mb[32];
+    std::snprintf(mb, sizeof mb, "%.1f MB", moved / 1e6);
+    rows.push_back({name, dtype, "-", "copy", mb, us, moved / us / 1e3, 100 * (moved / us / 1e3) / copy});
+  };
   std::vector<index_t> pow2 = {128, 1024, 4096, 16384, 65536};
   if (quick) pow2 = {128, 1024, 4096};
   for (index_t T : pow2) f32({"fwd f32 T=" + std::to_string(T), 8, 1536, T, tc});
-  if (wanted("copy, fwd f32 T=128's bytes")) {  // The floor for the T = 128 row: a copy of as many bytes (read a, b; write x), as cold.
-    const size_t moved = size_t(3) * 8 * 1536 * 128 * sizeof(float);
-    const double us = bench::copy_us(moved);
-    rows.push_back({"copy, fwd f32 T=128's bytes", "f32", "-", "copy", "18.9 MB", us, moved / us / 1e3,
-                    100 * (moved / us / 1e3) / copy});
-  }
+  copy_of_t128("f32", sizeof(float));
   for (index_t T : {index_t(1000), index_t(10000), index_t(50000), index_t(100003), index_t(8192), index_t(32768),
                     index_t(131072)}) {
     if (quick && T > 10000) continue;
     f32({"fwd f32 T=" + std::to_string(T), 8, 1536, T, tc});
   }
   for (index_t T : pow2) bf16({"fwd bf16 T=" + std::to_string(T), 8, 1536, T, tc});
-  for (index_t T : {index_t(4096), index_t(16384)}) f16({"fwd f16 T=" + std::to_string(T), 8, 1536, T, tc});
+  copy_of_t128("bf16", sizeof(parscan::bfloat16));
+  for (index_t T : {index_t(128), index_t(4096), index_t(16384)}) f16({"fwd f16 T=" + std::to_string(T), 8, 1536, T, tc});
   for (index_t T : {index_t(1024), index_t(4096), index_t(16384)}) {
     const std::string t = " T=" + std::to_string(T);
     f32({"fwd f32 channel-last" + t, 8, 1536, T, cl});

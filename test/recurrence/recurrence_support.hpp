@@ -764,8 +764,8 @@ struct shape3 {
   index_t B, D, T;
 };
 
-/// The sweep: T over {1,2,3,31,32,33,127,128,129,1000,1024,4097,10007,65537} and one
-/// T = 200003, B·D over {1,3,32,33,96,1000,12288}, at most ~4M elements on the host.
+/// The sweep: T over {1,2,3,31,32,33,64,127,128,129,1000,1024,4097,10007,65537} and one
+/// T = 200003, B·D over {1,3,32,33,96,1000,3093,12288}, at most ~4M elements on the host.
 inline std::vector<shape3> sweep_shapes() {
   std::vector<shape3> v;
   const shape3 bds[] = {{1, 1, 0}, {1, 3, 0}, {2, 16, 0}, {3, 11, 0}, {2, 48, 0}, {8, 125, 0}};  // B·D 1..1000
@@ -775,6 +775,9 @@ inline std::vector<shape3> sweep_shapes() {
       {1, 1, 1000},   {3, 11, 1000},   {8, 125, 1000}, {1, 3, 1024},  {2, 16, 1024}, {2, 48, 1024},
       {1, 3, 4097},   {2, 48, 4097},   {8, 125, 2048}, {1, 1, 10007}, {2, 16, 10007}, {2, 48, 10007},
       {1, 1, 65537},  {3, 11, 65537},  {1, 3, 200003}, {4, 3072, 1},  {4, 3072, 32},  {4, 3072, 129},
+      // An odd count of sequences of 16 runs or fewer (two to a warp) and of 17–32 (a warp each):
+      // more of them than the device keeps resident.
+      {3, 1031, 64},  {3, 1031, 128},
   };
   for (const shape3& s : big) v.push_back(s);
 #if PARSCAN_TEST_ON_DEVICE

@@ -47,6 +47,31 @@ __global__ void __launch_bounds__(Warps* warp_threads) scan_warp_loop_kernel(Pro
   for (index_t s = first_warp; s < sequences; s += all_warps) scan_sequence_in_warp<Chunks>(P, op, s);
 }
 
+/// Sequences of at most one tile of Lanes lanes (Lanes < 32, Chunks = 1): each warp scans
+/// 32 / Lanes of them at once, one in each segment of Lanes lanes, so that a short sequence
+/// does not leave most of its warp idle. (A bfloat16 sequence of 128 steps is 16 runs: on a
+/// whole warp, half the lanes ran the partial-run paths for nothing, and the forward at
+/// (8, 1536, 128) issued twice the float forward's instructions a sequence; ncu on an H100.)
+template <int Warps, int Lanes, class Problem, class Op>
+__global__ void __launch_bounds__(Warps* warp_threads) scan_segment_tiles_kernel(Problem P, Op op, index_t sequences) {
+  using Acc = typename Problem::acc_type;
+  constexpr index_t per_warp = warp_threads / Lanes;
+  const index_t first = (static_cast<index_t>(blockIdx.x) * Warps + threadIdx.x / warp_threads) * per_warp;
+  const index_t stride = static_cast<index_t>(gridDim.x) * Warps * per_warp;
+  for (index_t base = first; base < sequences; base += stride) {  // uniform across the warp
+    const index_t mine = base + lane_id() / Lanes;
+    const bool active = mine < sequences;
+    // A segment past the last sequence scans the warp's first from its second tile, which is
+    // past the end: it reads, writes and finishes nothing, but takes part in the shuffles.
+    const index_t s = active ? mine : base, k = active ? 0 : 1;
+    const maybe<Acc> before = active ? P.initial(s) : maybe<Acc>{};
+    tile_items<Problem, 1> now;
+    load_tile<1, 1, Lanes>(P, s, k, now);
+    scan_tile<1, 1, Lanes>(P, op, s, k, now, static_cast<tile_scan_smem<Acc, 1>*>(nullptr),
+                           [&](const Acc&) { return before; });
+  }
+}
+
 /// Sequence s of P, whole, by the calling warp, with its next Stages-1 tiles in flight through
 /// this warp's slots of `ring` (a staging_ring of Stages slots), from `running`. P.length > 0.
 template <int Chunks, int Stages, class Problem, class Op, class Ring>

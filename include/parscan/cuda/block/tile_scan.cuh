@@ -6,7 +6,9 @@
 // Order of work: every lane folds its V steps, the warp scans the folds chunk by chunk, the
 // warps' totals are scanned through shared memory, and `tile_prefix` — run by one warp with
 // the tile's aggregate — supplies everything before the tile (a running carry or a
-// look-back). With Warps = 1 a warp is a whole tile and never waits on its block.
+// look-back). With Warps = 1 a warp is a whole tile and never waits on its block; with
+// Lanes < 32 as well, each segment of Lanes lanes is a tile of its own sequence (every lane
+// names its own sequence s), so one warp scans 32 / Lanes short sequences at once.
 // Every combination happens in a fixed order, so results never depend on timing.
 //
 // The elements come from and go to a Problem, which hides where they live:
@@ -40,8 +42,10 @@ struct alignas(16) tile_scan_smem {
   }
 };
 
-template <class Problem, int Warps, int Chunks>
-constexpr index_t tile_steps = static_cast<index_t>(Warps) * Chunks * warp_threads * Problem::run;
+/// Steps of a tile of Warps warps × Chunks chunks; a tile of Lanes < 32 lanes is a segment of one
+/// warp (Warps = 1), which scans 32 / Lanes such tiles at once, one in each segment.
+template <class Problem, int Warps, int Chunks, int Lanes = warp_threads>
+constexpr index_t tile_steps = static_cast<index_t>(Warps) * Chunks * Lanes * Problem::run;
 
 /// The elements of one tile, in registers: lane l of warp w holds, for each chunk j, the run of
 /// V steps at tile start + (w·Chunks + j)·32·V + l·V.
@@ -50,38 +54,46 @@ struct tile_items {
   typename Problem::acc_type v[Chunks][Problem::run];
 };
 
-template <int Warps, int Chunks, class Problem>
+template <int Warps, int Chunks, class Problem, int Lanes = warp_threads>
 __device__ PARSCAN_INLINE index_t segment_start(index_t k) {
-  constexpr index_t chunk = static_cast<index_t>(warp_threads) * Problem::run;
+  static_assert(Lanes == warp_threads || Warps == 1, "tiles of part of a warp are one warp's segments");
+  constexpr index_t chunk = static_cast<index_t>(Lanes) * Problem::run;
   const int warp = Warps == 1 ? 0 : static_cast<int>(threadIdx.x) / warp_threads;
-  return k * tile_steps<Problem, Warps, Chunks> + warp * (Chunks * chunk);
+  return k * tile_steps<Problem, Warps, Chunks, Lanes> + warp * (Chunks * chunk);
+}
+
+/// The calling lane's place in its tile's segment of Lanes lanes.
+template <int Lanes>
+__device__ PARSCAN_INLINE int segment_lane() {
+  return lane_id() & (Lanes - 1);
 }
 
 /// Issues the loads of tile k of sequence s (the registers fill in the background, so a
 /// caller can load the next tile before scanning this one).
-template <int Warps, int Chunks, class Problem>
+template <int Warps, int Chunks, int Lanes = warp_threads, class Problem>
 __device__ PARSCAN_INLINE void load_tile(const Problem& P, index_t s, index_t k, tile_items<Problem, Chunks>& items) {
-  constexpr index_t chunk = static_cast<index_t>(warp_threads) * Problem::run;
-  const index_t segment = segment_start<Warps, Chunks, Problem>(k);
+  constexpr index_t chunk = static_cast<index_t>(Lanes) * Problem::run;
+  const index_t segment = segment_start<Warps, Chunks, Problem, Lanes>(k);
   const auto cur = P.at(s);
+  const int lane = segment_lane<Lanes>();
 #pragma unroll
-  for (int j = 0; j < Chunks; ++j) P.load_run(cur, segment + j * chunk + lane_id() * Problem::run, items.v[j]);
+  for (int j = 0; j < Chunks; ++j) P.load_run(cur, segment + j * chunk + lane * Problem::run, items.v[j]);
 }
 
 /// Scans the loaded tile k of sequence s and stores it. `tile_prefix` is run by one warp with
 /// the tile's aggregate and returns what precedes the tile. `smem` is unused when Warps == 1.
 /// `store(j, first, run)` writes chunk j's run of results at step `first` (the staged kernels
 /// write from their ring; otherwise Problem::store_run).
-template <int Warps, int Chunks, class Problem, class Op, class TilePrefix, class Store>
+template <int Warps, int Chunks, int Lanes = warp_threads, class Problem, class Op, class TilePrefix, class Store>
 __device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t s, index_t k,
                                          tile_items<Problem, Chunks>& tile,
                                          tile_scan_smem<typename Problem::acc_type, Warps>* smem,
                                          TilePrefix&& tile_prefix, Store&& store) {
   using Acc = typename Problem::acc_type;
   constexpr int V = Problem::run;
-  constexpr index_t chunk = static_cast<index_t>(warp_threads) * V;
-  const int lane = lane_id(), warp = Warps == 1 ? 0 : static_cast<int>(threadIdx.x) / warp_threads;
-  const index_t segment = segment_start<Warps, Chunks, Problem>(k);
+  constexpr index_t chunk = static_cast<index_t>(Lanes) * V;
+  const int lane = segment_lane<Lanes>(), warp = Warps == 1 ? 0 : static_cast<int>(threadIdx.x) / warp_threads;
+  const index_t segment = segment_start<Warps, Chunks, Problem, Lanes>(k);
   auto& items = tile.v;
 
   Acc lane_inclusive[Chunks], chunk_total[Chunks];
@@ -90,8 +102,8 @@ __device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t
     Acc fold = items[j][0];
 #pragma unroll
     for (int v = 1; v < V; ++v) fold = op(fold, items[j][v]);
-    lane_inclusive[j] = warp_inclusive_scan(fold, op);
-    chunk_total[j] = shfl_idx(lane_inclusive[j], warp_threads - 1);
+    lane_inclusive[j] = warp_inclusive_scan<Lanes>(fold, op);
+    chunk_total[j] = shfl_idx(lane_inclusive[j], Lanes - 1, Lanes);
   }
   Acc warp_total = chunk_total[0];
 #pragma unroll
@@ -118,7 +130,7 @@ __device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t
   const index_t length = P.length;
 #pragma unroll
   for (int j = 0; j < Chunks; ++j) {
-    const Acc lane_before = shfl_up(lane_inclusive[j], 1);
+    const Acc lane_before = shfl_up(lane_inclusive[j], 1, Lanes);
     const maybe<Acc> lane_prefix = lane == 0 ? run : combine(run, maybe<Acc>{lane_before, true}, op);
     const index_t first = segment + j * chunk + lane * V;
     // The step of this run that ends the sequence, or -1: one compare per run, not per step.
@@ -138,13 +150,13 @@ __device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t
   }
 }
 
-template <int Warps, int Chunks, class Problem, class Op, class TilePrefix>
+template <int Warps, int Chunks, int Lanes = warp_threads, class Problem, class Op, class TilePrefix>
 __device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t s, index_t k,
                                          tile_items<Problem, Chunks>& tile,
                                          tile_scan_smem<typename Problem::acc_type, Warps>* smem,
                                          TilePrefix&& tile_prefix) {
   using Acc = typename Problem::acc_type;
-  scan_tile<Warps, Chunks>(P, op, s, k, tile, smem, tile_prefix,
+  scan_tile<Warps, Chunks, Lanes>(P, op, s, k, tile, smem, tile_prefix,
                            [&](int, index_t first, const Acc (&run)[Problem::run]) { P.store_run(P.at(s), first, run); });
 }
 

@@ -205,6 +205,9 @@ using bulk_reduce_shape = bulk_shape_of<Problem, 8, 40 * 1024, 2>;
 template <class Problem>
 using short_tile_shape = tile_shape_of<Problem, Problem::run, 4, 8, 8, 0, 0>;
 
+/// Sequences of at most this many runs take half a warp each (scan_segment_tiles_kernel).
+constexpr int segment_tile_lanes = warp_threads / 2;
+
 /// A reduce of few long sequences folds spans of this many tiles (from the length alone, so
 /// the order of combination never depends on the device): at most max_reduce_spans spans.
 constexpr index_t max_reduce_spans = 4096;
@@ -392,6 +395,15 @@ status dispatch_lane_tiles(const Problem& P, const Op& op, index_t sequences, co
 /// groups over many blocks).
 inline bool lane_loop_fills(index_t sequences, int multiprocessors) {
   return (sequences + warp_threads - 1) / warp_threads >= 2 * static_cast<index_t>(multiprocessors);
+}
+
+/// Segments of Lanes lanes, each scanning one sequence of at most one run a lane, Warps warps a
+/// block: no workspace, no inter-block traffic.
+template <int Warps, int Lanes, class Problem, class Op>
+status launch_segment_tiles(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
+  constexpr index_t per_block = static_cast<index_t>(Warps) * (warp_threads / Lanes);
+  return launch(scan_segment_tiles_kernel<Warps, Lanes, Problem, Op>, (sequences + per_block - 1) / per_block,
+                Warps * warp_threads, 0, be, P, op, sequences);
 }
 
 /// Warps that loop over whole sequences: no workspace, no inter-block traffic.
@@ -740,6 +752,8 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
   const auto warp_loop = [&] {
     using short_shape = short_tile_shape<Problem>;
     if constexpr (shape::per_lane > short_shape::per_lane) {
+      if (P.length <= tile_steps<Problem, 1, 1, segment_tile_lanes>)
+        return launch_segment_tiles<short_shape::loop_warps, segment_tile_lanes>(P, op, sequences, be);
       if (P.length <= short_shape::loop_tile) return launch_warp_loop<short_shape>(P, op, sequences, be);
     }
     return launch_warp_loop<shape>(P, op, sequences, be);

@@ -31,28 +31,31 @@ __device__ PARSCAN_INLINE T shuffle_with(const T& v, Shuffle shuffle) {
   return r;
 }
 
+// `width` (a power of two up to 32) splits the warp into independent segments of that many
+// lanes, as the CUDA intrinsics do; the default is the whole warp.
 template <class T>
-__device__ PARSCAN_INLINE T shfl_up(const T& v, int delta) {
-  return shuffle_with(v, [delta](unsigned w) { return __shfl_up_sync(full_mask, w, delta); });
+__device__ PARSCAN_INLINE T shfl_up(const T& v, int delta, int width = warp_threads) {
+  return shuffle_with(v, [delta, width](unsigned w) { return __shfl_up_sync(full_mask, w, delta, width); });
 }
 template <class T>
 __device__ PARSCAN_INLINE T shfl_down(const T& v, int delta) {
   return shuffle_with(v, [delta](unsigned w) { return __shfl_down_sync(full_mask, w, delta); });
 }
 template <class T>
-__device__ PARSCAN_INLINE T shfl_idx(const T& v, int lane) {
-  return shuffle_with(v, [lane](unsigned w) { return __shfl_sync(full_mask, w, lane); });
+__device__ PARSCAN_INLINE T shfl_idx(const T& v, int lane, int width = warp_threads) {
+  return shuffle_with(v, [lane, width](unsigned w) { return __shfl_sync(full_mask, w, lane, width); });
 }
 
 __device__ PARSCAN_INLINE int lane_id() { return static_cast<int>(threadIdx.x) & (warp_threads - 1); }
 
-/// Inclusive scan across the 32 lanes: lane i gets v_0 ⊕ … ⊕ v_i (lower lane = earlier).
-template <class T, class Op>
+/// Inclusive scan across the 32 lanes: lane i gets v_0 ⊕ … ⊕ v_i (lower lane = earlier). With
+/// Lanes < 32, each segment of Lanes lanes scans on its own.
+template <int Lanes = warp_threads, class T, class Op>
 __device__ PARSCAN_INLINE T warp_inclusive_scan(T v, const Op& op) {
-  const int lane = lane_id();
+  const int lane = lane_id() & (Lanes - 1);
 #pragma unroll
-  for (int d = 1; d < warp_threads; d *= 2) {
-    const T other = shfl_up(v, d);
+  for (int d = 1; d < Lanes; d *= 2) {
+    const T other = shfl_up(v, d, Lanes);
     if (lane >= d) v = op(other, v);
   }
   return v;
