@@ -782,7 +782,9 @@ inline std::vector<shape3> sweep_shapes() {
   for (const shape3& s : big) v.push_back(s);
 #if PARSCAN_TEST_ON_DEVICE
   // The GPU can afford the shapes of real layers, and very long sequences.
-  const shape3 gpu[] = {{8, 1536, 4096}, {2, 8, index_t(1) << 20}, {4, 3072, 1000}, {1, 1, 1000003}};
+  // {13, 3071, 33}: an odd count of short sequences, several groups of them to each resident
+  // warp, so the segment tiles' ring of staged groups wraps around.
+  const shape3 gpu[] = {{8, 1536, 4096}, {2, 8, index_t(1) << 20}, {4, 3072, 1000}, {1, 1, 1000003}, {13, 3071, 33}};
   for (const shape3& s : gpu) v.push_back(s);
 #endif
   return v;

@@ -48,11 +48,13 @@ __device__ PARSCAN_INLINE const unsigned char* staged_lane_word(const unsigned c
 /// A ring of Stages tiles per block in dynamic shared memory, filled by cp.async so that loads
 /// stay in flight without holding registers. Every lane copies its own 16-byte runs and later
 /// reads back only those, so no barrier is needed between a copy and its read; a run that
-/// cannot be staged (misaligned, strided, the sequence's end) is read directly instead.
-template <int BlockWarps, int Chunks, int Stages, class Problem>
+/// cannot be staged (misaligned, strided, the sequence's end) is read directly instead. With
+/// Lanes < 32 a warp's tile is one per segment of Lanes lanes (block/tile_scan.cuh), each lane
+/// with its own sequence's cursor.
+template <int BlockWarps, int Chunks, int Stages, class Problem, int Lanes = warp_threads>
 struct staging_ring {
   static constexpr int V = Problem::run;
-  static constexpr index_t chunk = static_cast<index_t>(warp_threads) * V;
+  static constexpr index_t chunk = static_cast<index_t>(Lanes) * V;
   static constexpr int tensor_stride = warp_threads * 16;  // one 16-byte run per lane
   static constexpr int chunk_bytes = Problem::staged_tensors * tensor_stride + staged_lane_bytes<Problem> * warp_threads;
   static constexpr int slot_bytes = BlockWarps * Chunks * chunk_bytes;
@@ -78,9 +80,10 @@ struct staging_ring {
   /// `slot`.
   __device__ PARSCAN_INLINE void stage(const Problem& P, const cursor& cur, index_t segment, int slot) const {
     unsigned mask = 0;
+    const int lane = segment_lane<Lanes>();
 #pragma unroll
     for (int j = 0; j < Chunks; ++j)
-      if (P.stage_run(cur, segment + j * chunk + lane_id() * V, run_at(slot, j), tensor_stride)) mask |= 1u << j;
+      if (P.stage_run(cur, segment + j * chunk + lane * V, run_at(slot, j), tensor_stride)) mask |= 1u << j;
     staged(slot) = mask;
   }
   /// The segment staged in `slot`, into registers (after the copies have been waited for).
@@ -88,10 +91,10 @@ struct staging_ring {
   __device__ PARSCAN_INLINE unsigned load(const Problem& P, const cursor& cur, index_t segment, int slot,
                                           tile_items<Problem, Chunks>& items) const {
     const unsigned mask = staged(slot);
+    const int lane = segment_lane<Lanes>();
 #pragma unroll
     for (int j = 0; j < Chunks; ++j)
-      P.load_staged(cur, segment + j * chunk + lane_id() * V, run_at(slot, j), tensor_stride, (mask >> j) & 1u,
-                    items.v[j]);
+      P.load_staged(cur, segment + j * chunk + lane * V, run_at(slot, j), tensor_stride, (mask >> j) & 1u, items.v[j]);
     return mask;
   }
   /// Writes chunk j's results (the run at step `first`) of the segment in `slot`: from what the
@@ -105,5 +108,25 @@ struct staging_ring {
     P.store_run(cur, first, items);
   }
 };
+
+/// Runs `consume(i, slot)` for i = 0 … count-1 in order, with `stage(i, slot)` (which starts
+/// cp.async copies into ring slot `slot`) issued Stages-1 items ahead, one commit group an
+/// item, so that item i's copies are complete when it is consumed. Every lane of the warp
+/// calls it with the same count.
+template <int Stages, class Stage, class Consume>
+__device__ PARSCAN_INLINE void pipeline_through_ring(index_t count, Stage&& stage, Consume&& consume) {
+  for (index_t i = 0; i < Stages - 1; ++i) {
+    if (i < count) stage(i, static_cast<int>(i));
+    async_commit();  // one group per item, empty or not, so the wait below counts items
+  }
+  for (index_t i = 0; i < count; ++i) {
+    const index_t ahead = i + Stages - 1;
+    if (ahead < count) stage(ahead, static_cast<int>(ahead % Stages));
+    async_commit();
+    async_wait<Stages - 1>();  // item i's group is complete
+    consume(i, static_cast<int>(i % Stages));
+  }
+  async_wait<0>();
+}
 
 }  // namespace parscan::cuda_detail

@@ -47,31 +47,6 @@ __global__ void __launch_bounds__(Warps* warp_threads) scan_warp_loop_kernel(Pro
   for (index_t s = first_warp; s < sequences; s += all_warps) scan_sequence_in_warp<Chunks>(P, op, s);
 }
 
-/// Sequences of at most one tile of Lanes lanes (Lanes < 32, Chunks = 1): each warp scans
-/// 32 / Lanes of them at once, one in each segment of Lanes lanes, so that a short sequence
-/// does not leave most of its warp idle. (A bfloat16 sequence of 128 steps is 16 runs: on a
-/// whole warp, half the lanes ran the partial-run paths for nothing, and the forward at
-/// (8, 1536, 128) issued twice the float forward's instructions a sequence; ncu on an H100.)
-template <int Warps, int Lanes, class Problem, class Op>
-__global__ void __launch_bounds__(Warps* warp_threads) scan_segment_tiles_kernel(Problem P, Op op, index_t sequences) {
-  using Acc = typename Problem::acc_type;
-  constexpr index_t per_warp = warp_threads / Lanes;
-  const index_t first = (static_cast<index_t>(blockIdx.x) * Warps + threadIdx.x / warp_threads) * per_warp;
-  const index_t stride = static_cast<index_t>(gridDim.x) * Warps * per_warp;
-  for (index_t base = first; base < sequences; base += stride) {  // uniform across the warp
-    const index_t mine = base + lane_id() / Lanes;
-    const bool active = mine < sequences;
-    // A segment past the last sequence scans the warp's first from its second tile, which is
-    // past the end: it reads, writes and finishes nothing, but takes part in the shuffles.
-    const index_t s = active ? mine : base, k = active ? 0 : 1;
-    const maybe<Acc> before = active ? P.initial(s) : maybe<Acc>{};
-    tile_items<Problem, 1> now;
-    load_tile<1, 1, Lanes>(P, s, k, now);
-    scan_tile<1, 1, Lanes>(P, op, s, k, now, static_cast<tile_scan_smem<Acc, 1>*>(nullptr),
-                           [&](const Acc&) { return before; });
-  }
-}
-
 /// Sequence s of P, whole, by the calling warp, with its next Stages-1 tiles in flight through
 /// this warp's slots of `ring` (a staging_ring of Stages slots), from `running`. P.length > 0.
 template <int Chunks, int Stages, class Problem, class Op, class Ring>
@@ -81,29 +56,69 @@ __device__ PARSCAN_INLINE void scan_sequence_in_warp_staged(const Problem& P, co
   constexpr index_t tile = tile_steps<Problem, 1, Chunks>;
   const index_t tiles = (P.length + tile - 1) / tile;
   const auto cur = P.at(s);
-  for (index_t k = 0; k < Stages - 1; ++k) {
-    if (k < tiles) ring.stage(P, cur, k * tile, static_cast<int>(k));
-    async_commit();  // one group per tile, empty or not, so the wait below counts tiles
-  }
-  for (index_t k = 0; k < tiles; ++k) {
-    const index_t ahead = k + Stages - 1;
-    if (ahead < tiles) ring.stage(P, cur, ahead * tile, static_cast<int>(ahead % Stages));
-    async_commit();
-    async_wait<Stages - 1>();  // tile k's group is complete
-    tile_items<Problem, Chunks> now;
-    const int slot = static_cast<int>(k % Stages);
-    const unsigned staged = ring.load(P, cur, k * tile, slot, now);
-    scan_tile<1, Chunks>(
-        P, op, s, k, now, static_cast<tile_scan_smem<Acc, 1>*>(nullptr),
-        [&](const Acc& aggregate) {
-          const maybe<Acc> before = running;
-          running = combine(running, maybe<Acc>{aggregate, true}, op);
-          return before;
-        },
-        [&](int j, index_t first, const Acc (&run)[Problem::run]) { ring.store(P, cur, first, slot, j, staged, run); });
-  }
-  async_wait<0>();
+  pipeline_through_ring<Stages>(
+      tiles, [&](index_t k, int slot) { ring.stage(P, cur, k * tile, slot); },
+      [&](index_t k, int slot) {
+        tile_items<Problem, Chunks> now;
+        const unsigned staged = ring.load(P, cur, k * tile, slot, now);
+        scan_tile<1, Chunks>(
+            P, op, s, k, now, static_cast<tile_scan_smem<Acc, 1>*>(nullptr),
+            [&](const Acc& aggregate) {
+              const maybe<Acc> before = running;
+              running = combine(running, maybe<Acc>{aggregate, true}, op);
+              return before;
+            },
+            [&](int j, index_t first, const Acc (&run)[Problem::run]) { ring.store(P, cur, first, slot, j, staged, run); });
+      });
   __syncwarp();  // the next sequence's copies reuse the slots this warp just read
+}
+
+/// Sequences of at most one tile of Lanes lanes and one run a lane: each warp scans 32 / Lanes
+/// of them at once, one in each segment of Lanes lanes, so that a short sequence does not leave
+/// most of its warp idle. (A bfloat16 sequence of 128 steps is 16 runs: on a whole warp, half
+/// the lanes ran the partial-run paths for nothing, and the forward at (8, 1536, 128) issued
+/// 2.2 times the float forward's instructions a sequence; ncu on an H100.) A persistent grid:
+/// each warp takes every gridDim·Warps-th group of sequences, the next Stages-1 groups' runs in
+/// flight through the staging ring while it scans one, since a tile this short is mostly the
+/// wait for its loads.
+template <int Warps, int Lanes, int Stages, class Problem, class Op>
+__global__ void __launch_bounds__(Warps* warp_threads)
+    scan_segment_tiles_kernel(Problem P, Op op, index_t sequences) {
+  using Acc = typename Problem::acc_type;
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+  const staging_ring<Warps, 1, Stages, Problem, Lanes> ring{dynamic_smem};
+  constexpr index_t per_warp = warp_threads / Lanes, tile = tile_steps<Problem, 1, 1, Lanes>;
+  const index_t first = (static_cast<index_t>(blockIdx.x) * Warps + threadIdx.x / warp_threads) * per_warp;
+  const index_t stride = static_cast<index_t>(gridDim.x) * Warps * per_warp;
+  const index_t groups = first < sequences ? (sequences - first + stride - 1) / stride : 0;  // the same in every lane
+  // Group i's sequence for this lane's segment, and whether it is one: a segment past the last
+  // sequence takes the group's first from its second tile, which is past the end, so it reads,
+  // writes and finishes nothing but takes part in the shuffles.
+  struct place {
+    index_t s;
+    bool real;
+  };
+  const auto place_of = [&](index_t i) {
+    const index_t base = first + i * stride, mine = base + lane_id() / Lanes;
+    return mine < sequences ? place{mine, true} : place{base, false};
+  };
+  pipeline_through_ring<Stages>(
+      groups,
+      [&](index_t i, int slot) {
+        const place q = place_of(i);
+        ring.stage(P, P.at(q.s), q.real ? 0 : tile, slot);
+      },
+      [&](index_t i, int slot) {
+        const place q = place_of(i);
+        const index_t k = q.real ? 0 : 1;
+        const auto cur = P.at(q.s);
+        const maybe<Acc> before = q.real ? P.initial(q.s) : maybe<Acc>{};
+        tile_items<Problem, 1> now;
+        const unsigned staged = ring.load(P, cur, k * tile, slot, now);
+        scan_tile<1, 1, Lanes>(
+            P, op, q.s, k, now, static_cast<tile_scan_smem<Acc, 1>*>(nullptr), [&](const Acc&) { return before; },
+            [&](int j, index_t at, const Acc (&run)[Problem::run]) { ring.store(P, cur, at, slot, j, staged, run); });
+      });
 }
 
 /// Blocks per SM that the staged warp loop's registers must allow for Problem, where the

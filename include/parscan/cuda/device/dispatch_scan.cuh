@@ -205,8 +205,8 @@ using bulk_reduce_shape = bulk_shape_of<Problem, 8, 40 * 1024, 2>;
 template <class Problem>
 using short_tile_shape = tile_shape_of<Problem, Problem::run, 4, 8, 8, 0, 0>;
 
-/// Sequences of at most this many runs take half a warp each (scan_segment_tiles_kernel).
-constexpr int segment_tile_lanes = warp_threads / 2;
+/// Segment tiles' blocks (4 warps, as the warp loop's) and groups in flight a warp.
+constexpr int segment_tile_warps = 4, segment_tile_stages = 3;
 
 /// A reduce of few long sequences folds spans of this many tiles (from the length alone, so
 /// the order of combination never depends on the device): at most max_reduce_spans spans.
@@ -397,13 +397,22 @@ inline bool lane_loop_fills(index_t sequences, int multiprocessors) {
   return (sequences + warp_threads - 1) / warp_threads >= 2 * static_cast<index_t>(multiprocessors);
 }
 
-/// Segments of Lanes lanes, each scanning one sequence of at most one run a lane, Warps warps a
-/// block: no workspace, no inter-block traffic.
-template <int Warps, int Lanes, class Problem, class Op>
-status launch_segment_tiles(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
-  constexpr index_t per_block = static_cast<index_t>(Warps) * (warp_threads / Lanes);
-  return launch(scan_segment_tiles_kernel<Warps, Lanes, Problem, Op>, (sequences + per_block - 1) / per_block,
-                Warps * warp_threads, 0, be, P, op, sequences);
+/// Segment tiles (scan_segment_tiles_kernel): sequences of at most one run a lane of Lanes lanes,
+/// 32 / Lanes of them a warp, segment_tile_stages groups in flight a warp; a persistent grid of
+/// at most as many blocks as fit on the device at once. No workspace, no inter-block traffic.
+template <int Lanes, class Problem, class Op>
+status launch_segment_tiles(const Problem& P, const Op& op, index_t sequences, const device_facts& dev,
+                            const cuda_backend& be) {
+  constexpr int warps = segment_tile_warps, stages = segment_tile_stages;
+  constexpr auto kernel = scan_segment_tiles_kernel<warps, Lanes, stages, Problem, Op>;
+  constexpr int threads = warps * warp_threads;
+  constexpr int smem = staging_ring<warps, 1, stages, Problem, Lanes>::bytes;
+  const int per_sm = blocks_per_multiprocessor<kernel>(threads, dev.device, smem);
+  if (per_sm == 0) return status::exceeds_device_limits;
+  constexpr index_t per_block = static_cast<index_t>(warps) * (warp_threads / Lanes);
+  const index_t needed = (sequences + per_block - 1) / per_block;
+  const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
+  return launch(kernel, needed < resident ? needed : resident, threads, smem, be, P, op, sequences);
 }
 
 /// Warps that loop over whole sequences: no workspace, no inter-block traffic.
@@ -752,9 +761,15 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
   const auto warp_loop = [&] {
     using short_shape = short_tile_shape<Problem>;
     if constexpr (shape::per_lane > short_shape::per_lane) {
-      if (P.length <= tile_steps<Problem, 1, 1, segment_tile_lanes>)
-        return launch_segment_tiles<short_shape::loop_warps, segment_tile_lanes>(P, op, sequences, be);
-      if (P.length <= short_shape::loop_tile) return launch_warp_loop<short_shape>(P, op, sequences, be);
+      // Sequences of at most 16 runs two to a warp, of at most 32 one (segment tiles); without
+      // staging, one to a warp in the warp loop's short shape.
+      if constexpr (shape::staged) {
+        if (P.length <= tile_steps<Problem, 1, 1, warp_threads / 2>)
+          return launch_segment_tiles<warp_threads / 2>(P, op, sequences, dev, be);
+        if (P.length <= short_shape::loop_tile) return launch_segment_tiles<warp_threads>(P, op, sequences, dev, be);
+      } else {
+        if (P.length <= short_shape::loop_tile) return launch_warp_loop<short_shape>(P, op, sequences, be);
+      }
     }
     return launch_warp_loop<shape>(P, op, sequences, be);
   };
