@@ -80,13 +80,25 @@ __device__ PARSCAN_INLINE void scan_sequence_in_warp_staged(const Problem& P, co
 /// 2.2 times the float forward's instructions a sequence; ncu on an H100.) A persistent grid:
 /// each warp takes every gridDim·Warps-th group of sequences, the next Stages-1 groups' runs in
 /// flight through the staging ring while it scans one, since a tile this short is mostly the
-/// wait for its loads.
+/// wait for its loads. Each lane's cursor is computed once, when its group is staged, and kept
+/// beside the ring until the group is scanned (segment_tiles_smem).
+template <int Warps, int Lanes, int Stages, class Problem>
+struct segment_tiles_smem {
+  using ring = staging_ring<Warps, 1, Stages, Problem, Lanes>;
+  using cursor = typename Problem::cursor;
+  static constexpr bool keeps_cursors = std::is_trivially_copyable_v<cursor>;
+  static constexpr int bytes = ring::bytes + (keeps_cursors ? Stages * Warps * warp_threads * int(sizeof(cursor)) : 0);
+};
+
 template <int Warps, int Lanes, int Stages, class Problem, class Op>
 __global__ void __launch_bounds__(Warps* warp_threads)
     scan_segment_tiles_kernel(Problem P, Op op, index_t sequences) {
   using Acc = typename Problem::acc_type;
+  using smem = segment_tiles_smem<Warps, Lanes, Stages, Problem>;
+  using cursor = typename smem::cursor;
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
-  const staging_ring<Warps, 1, Stages, Problem, Lanes> ring{dynamic_smem};
+  const typename smem::ring ring{dynamic_smem};
+  cursor* const kept = reinterpret_cast<cursor*>(dynamic_smem + smem::ring::bytes) + threadIdx.x;
   constexpr index_t per_warp = warp_threads / Lanes, tile = tile_steps<Problem, 1, 1, Lanes>;
   const index_t first = (static_cast<index_t>(blockIdx.x) * Warps + threadIdx.x / warp_threads) * per_warp;
   const index_t stride = static_cast<index_t>(gridDim.x) * Warps * per_warp;
@@ -106,12 +118,17 @@ __global__ void __launch_bounds__(Warps* warp_threads)
       groups,
       [&](index_t i, int slot) {
         const place q = place_of(i);
-        ring.stage(P, P.at(q.s), q.real ? 0 : tile, slot);
+        const cursor cur = P.at(q.s);
+        if constexpr (smem::keeps_cursors) kept[slot * Warps * warp_threads] = cur;
+        ring.stage(P, cur, q.real ? 0 : tile, slot);
       },
       [&](index_t i, int slot) {
         const place q = place_of(i);
         const index_t k = q.real ? 0 : 1;
-        const auto cur = P.at(q.s);
+        const cursor cur = [&] {
+          if constexpr (smem::keeps_cursors) return kept[slot * Warps * warp_threads];
+          else return P.at(q.s);
+        }();
         const maybe<Acc> before = q.real ? P.initial(q.s) : maybe<Acc>{};
         tile_items<Problem, 1> now;
         const unsigned staged = ring.load(P, cur, k * tile, slot, now);

@@ -406,7 +406,7 @@ status launch_segment_tiles(const Problem& P, const Op& op, index_t sequences, c
   constexpr int warps = segment_tile_warps, stages = segment_tile_stages;
   constexpr auto kernel = scan_segment_tiles_kernel<warps, Lanes, stages, Problem, Op>;
   constexpr int threads = warps * warp_threads;
-  constexpr int smem = staging_ring<warps, 1, stages, Problem, Lanes>::bytes;
+  constexpr int smem = segment_tiles_smem<warps, Lanes, stages, Problem>::bytes;
   const int per_sm = blocks_per_multiprocessor<kernel>(threads, dev.device, smem);
   if (per_sm == 0) return status::exceeds_device_limits;
   constexpr index_t per_block = static_cast<index_t>(warps) * (warp_threads / Lanes);
