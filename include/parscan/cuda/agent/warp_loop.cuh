@@ -1,7 +1,8 @@
 // parscan/cuda/agent/warp_loop.cuh — the warp loop: each warp owns whole sequences and walks
 // their tiles in order, carrying the running prefix in registers. No barriers and no
 // inter-block traffic; chosen when there are enough sequences to give every resident warp its
-// own.
+// own. Sequences of one tile of at most a run a lane take segment tiles instead: a warp scans
+// one or two of them at once, the next groups staged while it scans.
 #pragma once
 
 #include <type_traits>
