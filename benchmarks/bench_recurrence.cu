@@ -309,7 +309,8 @@ int main(int argc, char** argv) {
   }
   for (index_t T : pow2) bf16({"fwd bf16 T=" + std::to_string(T), 8, 1536, T, tc});
   copy_of_t128("bf16", sizeof(parscan::bfloat16));
-  for (index_t T : {index_t(128), index_t(4096), index_t(16384)}) f16({"fwd f16 T=" + std::to_string(T), 8, 1536, T, tc});
+  for (index_t T : {index_t(128), index_t(4096), index_t(16384)})
+    f16({"fwd f16 T=" + std::to_string(T), 8, 1536, T, tc});
   for (index_t T : {index_t(1024), index_t(4096), index_t(16384)}) {
     const std::string t = " T=" + std::to_string(T);
     f32({"fwd f32 channel-last" + t, 8, 1536, T, cl});

@@ -69,7 +69,9 @@ __device__ PARSCAN_INLINE void scan_sequence_in_warp_staged(const Problem& P, co
               running = combine(running, maybe<Acc>{aggregate, true}, op);
               return before;
             },
-            [&](int j, index_t first, const Acc (&run)[Problem::run]) { ring.store(P, cur, first, slot, j, staged, run); });
+            [&](int j, index_t first, const Acc (&run)[Problem::run]) {
+              ring.store(P, cur, first, slot, j, staged, run);
+            });
       });
   __syncwarp();  // the next sequence's copies reuse the slots this warp just read
 }

@@ -156,8 +156,9 @@ __device__ PARSCAN_INLINE void scan_tile(const Problem& P, const Op& op, index_t
                                          tile_scan_smem<typename Problem::acc_type, Warps>* smem,
                                          TilePrefix&& tile_prefix) {
   using Acc = typename Problem::acc_type;
-  scan_tile<Warps, Chunks, Lanes>(P, op, s, k, tile, smem, tile_prefix,
-                           [&](int, index_t first, const Acc (&run)[Problem::run]) { P.store_run(P.at(s), first, run); });
+  scan_tile<Warps, Chunks, Lanes>(
+      P, op, s, k, tile, smem, tile_prefix,
+      [&](int, index_t first, const Acc (&run)[Problem::run]) { P.store_run(P.at(s), first, run); });
 }
 
 }  // namespace parscan::cuda_detail

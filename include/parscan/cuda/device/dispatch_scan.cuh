@@ -200,8 +200,10 @@ using bulk_shape =
 template <class Problem>
 using bulk_reduce_shape = bulk_shape_of<Problem, 8, 40 * 1024, 2>;
 
-/// For sequences no longer than one 32-step-per-warp tile: one run per lane and no staging,
-/// so a short sequence does not leave most of its warp idle (T = 128 ran 2.2× faster so).
+/// For sequences no longer than one 32-step-per-warp tile: one run per lane, so a short
+/// sequence does not leave most of its warp idle (T = 128 ran 2.2× faster so). Problems that
+/// stage take these sequences as segment tiles (launch_segment_tiles); the shape's loop_tile
+/// bounds them, and the warp loop runs it, without staging, for the rest.
 template <class Problem>
 using short_tile_shape = tile_shape_of<Problem, Problem::run, 4, 8, 8, 0, 0>;
 
