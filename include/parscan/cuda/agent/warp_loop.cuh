@@ -89,7 +89,8 @@ template <int Warps, int Lanes, int Stages, class Problem>
 struct segment_tiles_smem {
   using ring = staging_ring<Warps, 1, Stages, Problem, Lanes>;
   using cursor = typename Problem::cursor;
-  static constexpr bool keeps_cursors = std::is_trivially_copyable_v<cursor>;
+  // (An iterator holding a lambda is trivially copyable but not assignable: recomputed.)
+  static constexpr bool keeps_cursors = std::is_trivially_copyable_v<cursor> && std::is_copy_assignable_v<cursor>;
   static constexpr int bytes = ring::bytes + (keeps_cursors ? Stages * Warps * warp_threads * int(sizeof(cursor)) : 0);
 };
 
