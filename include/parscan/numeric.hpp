@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include <cuda/std/cmath>
 #include <cuda/std/complex>
@@ -124,6 +125,29 @@ template <class T> struct compute_type { using type = T; };
 template <> struct compute_type<bfloat16> { using type = float; };
 template <> struct compute_type<float16> { using type = float; };
 template <class T> using compute_t = typename compute_type<T>::type;
+
+namespace detail {
+
+/// N stored elements in the compute type C. bfloat16 pairs that share a 32-bit word widen with
+/// one instruction each (the low half shifted up, the high half masked): converted one at a
+/// time, each half was first extracted to 16 bits, two instructions (SASS of the bulk tiles).
+template <class C, class T, int N>
+PARSCAN_HD PARSCAN_INLINE void widen(const T (&in)[N], C (&out)[N]) {
+  if constexpr (sizeof(T) == 2 && sizeof(C) == 4 && N % 2 == 0 && std::is_same_v<T, bfloat16>) {
+    std::uint32_t word[N / 2];
+    std::memcpy(word, in, sizeof(word));
+    PARSCAN_UNROLL
+    for (int i = 0; i < N / 2; ++i) {
+      out[2 * i] = bits_float(word[i] << 16);
+      out[2 * i + 1] = bits_float(word[i] & 0xffff0000u);
+    }
+  } else {
+    PARSCAN_UNROLL
+    for (int i = 0; i < N; ++i) out[i] = static_cast<C>(in[i]);
+  }
+}
+
+}  // namespace detail
 
 /// x·y as the operators and recurrences multiply. Complex operands take the textbook formula,
 /// (ac − bd) + (ad + bc)i, each half one fused multiply-add. cuda::std::complex's operator*

@@ -49,12 +49,10 @@ PARSCAN_HD PARSCAN_INLINE C load_gate(const T& stored, bool log_form) {
 /// a basic block a step, around each step's inlined exp).
 template <class C, class T, int N>
 PARSCAN_HD PARSCAN_INLINE void load_gates(const T (&stored)[N], bool log_form, C (&gates)[N]) {
+  widen(stored, gates);
   if (log_form) {
     PARSCAN_UNROLL
-    for (int v = 0; v < N; ++v) gates[v] = exp_gate(static_cast<C>(stored[v]));
-  } else {
-    PARSCAN_UNROLL
-    for (int v = 0; v < N; ++v) gates[v] = static_cast<C>(stored[v]);
+    for (int v = 0; v < N; ++v) gates[v] = exp_gate(gates[v]);
   }
 }
 

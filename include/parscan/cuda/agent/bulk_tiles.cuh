@@ -63,8 +63,9 @@ constexpr index_t bulk_tile_steps = static_cast<index_t>(Warps) * Chunks * warp_
 /// output one tensor of `bulk_output`, of the same size (void where it has none); per call,
 /// stages_bulk() says whether the sequences are contiguous and 16-byte aligned, and on the
 /// device bulk_in(s, i) / bulk_out(s) give sequence s's first element of input i / the output,
-/// bulk_item(e) makes the accumulator of a step from its element in each input, and
-/// bulk_result(acc) the output element from an inclusive (or exclusive) prefix.
+/// bulk_items(e, items) makes the accumulators of a run of steps from their elements in each
+/// input (e[i][v], in memory order: a run at once, so that a Problem can convert it in one
+/// piece), and bulk_result(acc) the output element from an inclusive (or exclusive) prefix.
 template <class Problem, class = void>
 constexpr bool has_bulk_tiles = false;
 template <class Problem>
@@ -100,16 +101,6 @@ struct alignas(16) bulk_tile_smem {
   }
 };
 
-/// The accumulator of the step whose element sits at index i of each input's run (`raw`).
-template <class Problem, int V>
-__device__ PARSCAN_INLINE typename Problem::acc_type bulk_item_at(
-    const Problem& P, const typename Problem::bulk_element (&raw)[Problem::bulk_tensors][V], int i) {
-  typename Problem::bulk_element e[Problem::bulk_tensors];
-#pragma unroll
-  for (int n = 0; n < Problem::bulk_tensors; ++n) e[n] = raw[n][i];
-  return P.bulk_item(e);
-}
-
 /// Reads the run of V steps at processing position p of a tile of `count` steps staged in
 /// `tile` (input n at tile + n·tensor_bytes), in processing order. Full runs of a full tile are
 /// one 16-byte access per input; otherwise one element at a time, and only those before
@@ -131,23 +122,27 @@ __device__ PARSCAN_INLINE void read_bulk_run(const Problem& P, const unsigned ch
       const uint4 w = *reinterpret_cast<const uint4*>(reinterpret_cast<const E*>(tile + n * tensor_bytes) + lo);
       memcpy(raw[n], &w, sizeof(w));
     }
-    // Two loops, not one with a computed index, which would put raw in local memory.
+    // Each arm converts into x itself (renaming, no moves); one arm with a computed index
+    // would put raw in local memory.
     if (reverse) {
+      typename Problem::acc_type items[V];
+      P.bulk_items(raw, items);
 #pragma unroll
-      for (int v = 0; v < V; ++v) x[v] = bulk_item_at(P, raw, V - 1 - v);
+      for (int v = 0; v < V; ++v) x[v] = items[V - 1 - v];
     } else {
-#pragma unroll
-      for (int v = 0; v < V; ++v) x[v] = bulk_item_at(P, raw, v);
+      P.bulk_items(raw, x);
     }
   } else {
 #pragma unroll
     for (int v = 0; v < V; ++v) {
       if (Full || p + v < count) {
         const index_t i = reverse ? count - 1 - (p + v) : p + v;
-        E e[N];
+        E e[N][1];
 #pragma unroll
-        for (int n = 0; n < N; ++n) e[n] = reinterpret_cast<const E*>(tile + n * tensor_bytes)[i];
-        x[v] = P.bulk_item(e);
+        for (int n = 0; n < N; ++n) e[n][0] = reinterpret_cast<const E*>(tile + n * tensor_bytes)[i];
+        typename Problem::acc_type item[1];
+        P.bulk_items(e, item);
+        x[v] = item[0];
       } else {
         x[v] = typename Problem::acc_type{};
       }
@@ -275,8 +270,9 @@ __device__ PARSCAN_INLINE void scan_bulk_runs(const Problem& P, const Op& op, in
       if (P.exclusive) x[v] = r;
       r = (v == 0 && !lane_prefix.has) ? e : op(r, e);
       if (!P.exclusive) x[v] = r;
-      if (last_tile && p + v == count - 1) P.finish(s, r);
+      if (!Full && last_tile && p + v == count - 1) P.finish(s, r);
     }
+    if (Full && last_tile && p + V == count) P.finish(s, r);  // a full tile's last step ends a run
     write_bulk_run<V, Full>(P, result, count, p, P.reverse, x);
     run = combine(run, maybe<Acc>{chunk_total, true}, op);
   }

@@ -243,7 +243,11 @@ struct generic_problem : generic_staging<std::is_pointer_v<input_iterator_t<In>>
   }
   __device__ PARSCAN_INLINE const in_value* bulk_in(index_t s, int) const { return in + in_layout.sequence_offset(s); }
   __device__ PARSCAN_INLINE out_value* bulk_out(index_t s) const { return out + out_layout.sequence_offset(s); }
-  __device__ PARSCAN_INLINE Acc bulk_item(const in_value (&e)[1]) const { return static_cast<Acc>(e[0]); }
+  template <int V>
+  __device__ PARSCAN_INLINE void bulk_items(const in_value (&e)[1][V], Acc (&items)[V]) const {
+#pragma unroll
+    for (int v = 0; v < V; ++v) items[v] = static_cast<Acc>(e[0][v]);
+  }
   __device__ PARSCAN_INLINE out_value bulk_result(const Acc& v) const { return static_cast<out_value>(v); }
 
   /// A reduce writes no scan: dispatch_scan then runs its two-pass reduce.

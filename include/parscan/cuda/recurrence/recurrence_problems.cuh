@@ -30,7 +30,7 @@ struct recurrence_forward_problem {
   index_t length;
   bool reverse, log_gate;
   bool lane_major;  // adjacent sequences are adjacent in memory, steps are not (channel-last)
-  bool exclusive = false;
+  static constexpr bool exclusive = false;
 
   struct cursor {
     const T* a;
@@ -82,10 +82,7 @@ struct recurrence_forward_problem {
         const int dir = reverse ? -1 : 1;
         read_staged(slot, dir, ra);
         read_staged(slot + tensor_stride, dir, rb);
-        C gates[run];
-        detail::load_gates(ra, log_gate, gates);
-#pragma unroll
-        for (int v = 0; v < run; ++v) items[v] = acc_type(gates[v], static_cast<C>(rb[v]));
+        items_of(ra, rb, items);
         return;
       }
     }
@@ -97,6 +94,16 @@ struct recurrence_forward_problem {
     for (int v = 0; v < run; ++v) rx[v] = static_cast<T>(items[v].b);
     write_steps(c.x, lx.step_stride, step(pos), reverse ? -1 : 1, count(pos), rx);
   }
+  /// The elements of N whole steps from their stored gates and inputs, with one test of the
+  /// gate form for all of them (load_gates).
+  template <int N>
+  __device__ PARSCAN_INLINE void items_of(const T (&ra)[N], const T (&rb)[N], acc_type (&items)[N]) const {
+    C gates[N], inputs[N];
+    detail::load_gates(ra, log_gate, gates);
+    detail::widen(rb, inputs);
+#pragma unroll
+    for (int v = 0; v < N; ++v) items[v] = acc_type(gates[v], inputs[v]);
+  }
 
   // Bulk tiles (agent/bulk_tiles.cuh): a and b staged whole by the copy engine, x written from
   // each step's prefix; time-contiguous sequences, each starting on a 16-byte boundary.
@@ -107,12 +114,16 @@ struct recurrence_forward_problem {
     return !lane_major && la.step_stride == 1 && lb.step_stride == 1 && lx.step_stride == 1 &&
            bulk_aligned(a, la, sizeof(T)) && bulk_aligned(b, lb, sizeof(T)) && bulk_aligned(x, lx, sizeof(T));
   }
+  // One place for all three tensors (as at()): a division each cost ~35 uniform instructions a
+  // warp and tile (ncu source counters of the bf16 kernel).
   __device__ PARSCAN_INLINE const T* bulk_in(index_t s, int n) const {
-    return n == 0 ? a + la.sequence_offset(s) : b + lb.sequence_offset(s);
+    const sequence_layout::place q = la.place_of(s);
+    return n == 0 ? a + la.offset_of(q) : b + lb.offset_of(q);
   }
-  __device__ PARSCAN_INLINE T* bulk_out(index_t s) const { return x + lx.sequence_offset(s); }
-  __device__ PARSCAN_INLINE acc_type bulk_item(const T (&e)[2]) const {
-    return acc_type(detail::load_gate<C>(e[0], log_gate), static_cast<C>(e[1]));
+  __device__ PARSCAN_INLINE T* bulk_out(index_t s) const { return x + lx.offset_of(la.place_of(s)); }
+  template <int V>
+  __device__ PARSCAN_INLINE void bulk_items(const T (&e)[2][V], acc_type (&items)[V]) const {
+    items_of(e[0], e[1], items);
   }
   __device__ PARSCAN_INLINE T bulk_result(const acc_type& v) const { return static_cast<T>(v.b); }
 
@@ -146,7 +157,7 @@ struct recurrence_backward_problem {
   index_t length;
   bool forward_reverse, log_gate;
   bool lane_major;
-  bool exclusive = true;
+  static constexpr bool exclusive = true;
 
   struct cursor {
     const T* a;
