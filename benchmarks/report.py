@@ -59,7 +59,6 @@ def plot(gpu, rows, png):
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, ax = plt.subplots(figsize=(9, 4.2))
     series = {}
     for r in rows:
         if not r["shape"].startswith("8x"):
@@ -70,6 +69,10 @@ def plot(gpu, rows, png):
         if "x0" in r["case"]:
             continue
         series.setdefault(key, []).append((steps(r["shape"]), r["pct_copy"], r["shape"].split("x")[1]))
+    # A run with no series of two lengths or more (a partial run of one T) has nothing to plot.
+    if not any(len({t for t, _, _ in pts}) > 1 for pts in series.values()):
+        return False
+    fig, ax = plt.subplots(figsize=(9, 4.2))
     for key, pts in sorted(series.items()):
         by_d = {}
         for t, p, d in pts:
