@@ -133,15 +133,15 @@ void forward_odd_lengths() {
 
 /// Few long time-contiguous sequences whose lengths are whole 16-byte runs of every dtype: on
 /// the CUDA backend they run as bulk tiles (a and b staged whole by the copy engine), with
-/// one tile, whole tiles and a partial last one (30720 steps: whole tiles of 5120 f32 and of
-/// 6144 16-bit steps, so x_final comes from a full last tile); dense and padded (s3) sequence
+/// one tile, whole tiles and a partial last one (40960 steps: whole tiles of 5120 f32 and of
+/// 8192 16-bit steps, so x_final comes from a full last tile); dense and padded (s3) sequence
 /// strides, both directions, x0 and x_final, log gates, x == b.
 template <class T>
 void forward_few_long() {
   const std::vector<family> fams = families<T>();
   int i = 0;
   for (const shape3& s : {shape3{1, 1, 5120}, shape3{1, 3, 20480}, shape3{2, 3, 40000}, shape3{1, 2, 131136},
-                          shape3{1, 2, 30720}})
+                          shape3{1, 2, 40960}})
     for (lay l : {lay::tc, lay::s3})
       for (bool rev : {false, true})
         for (bool in_place : {false, true}) {

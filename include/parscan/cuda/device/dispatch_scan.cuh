@@ -180,17 +180,20 @@ struct bulk_shape_of {
 ///
 /// The gated recurrence's forward (two inputs, a and b) keeps the 44 KB shape where a run's
 /// accumulators take at most 32 bytes (f32, f64, complex64). With 16-bit inputs a run is 8
-/// steps, 64 bytes of float pairs, and that shape spilled (48 registers); 24 KB tiles with
-/// registers for six blocks per SM do not (40). On an H100 at 16 × 2^22 steps
-/// (bench_tuning --few-long): f32 345 µs (78.0% of copy) against 363–481 µs for 16–32 KB tiles;
-/// bf16 225 µs with 24 KB tiles against 316 µs with 40 KB.
+/// steps, 64 bytes of float pairs, and that shape spilled (48 registers). On an H100 at
+/// 16 × 2^22 steps (bench_tuning --few-long): f32 345 µs (78.0% of copy) against 363–481 µs
+/// for 16–32 KB tiles; bf16 225 µs with 24 KB tiles and six blocks per SM against 316 µs with
+/// 40 KB. Once a run took one gate-form test and bf16 pairs one instruction each to widen
+/// (2f27fee), 32 KB tiles with five blocks per SM led for 16-bit inputs: 191.1–191.9 µs against
+/// 200.4–201.9 for 24 KB and six, two rounds in one H100 call (f32 kept 44 KB: 344 µs against
+/// 352–359 for the next shapes).
 template <class Problem>
 constexpr bool wide_bulk_runs =
     Problem::bulk_tensors > 1 && sizeof(typename Problem::acc_type) * bulk_run<typename Problem::bulk_element> > 32;
 template <class Problem>
 using bulk_shape =
     std::conditional_t<costly_combine<Problem>, bulk_shape_of<Problem, 8, 40 * 1024, 2, true>,
-                       std::conditional_t<wide_bulk_runs<Problem>, bulk_shape_of<Problem, 8, 24 * 1024, 6>,
+                       std::conditional_t<wide_bulk_runs<Problem>, bulk_shape_of<Problem, 8, 32 * 1024, 5>,
                                           bulk_shape_of<Problem, 8, 44 * 1024, 5>>>;
 
 /// The bulk reduce's shape (agent/bulk_reduce_spans.cuh, two tiles in flight per block): 8 warps,
