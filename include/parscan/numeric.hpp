@@ -133,7 +133,7 @@ namespace detail {
 /// time, each half was first extracted to 16 bits, two instructions (SASS of the bulk tiles).
 template <class C, class T, int N>
 PARSCAN_HD PARSCAN_INLINE void widen(const T (&in)[N], C (&out)[N]) {
-  if constexpr (sizeof(T) == 2 && sizeof(C) == 4 && N % 2 == 0 && std::is_same_v<T, bfloat16>) {
+  if constexpr (std::is_same_v<T, bfloat16> && std::is_same_v<C, float> && N % 2 == 0) {
     std::uint32_t word[N / 2];
     std::memcpy(word, in, sizeof(word));
     PARSCAN_UNROLL

@@ -102,7 +102,8 @@ __global__ void __launch_bounds__(Warps* warp_threads)
   using cursor = typename smem::cursor;
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   const typename smem::ring ring{dynamic_smem};
-  cursor* const kept = reinterpret_cast<cursor*>(dynamic_smem + smem::ring::bytes) + threadIdx.x;
+  cursor* const kept_base = reinterpret_cast<cursor*>(dynamic_smem + smem::ring::bytes) + threadIdx.x;
+  const auto kept = [kept_base](int slot) -> cursor& { return kept_base[slot * Warps * warp_threads]; };
   constexpr index_t per_warp = warp_threads / Lanes, tile = tile_steps<Problem, 1, 1, Lanes>;
   const index_t first = (static_cast<index_t>(blockIdx.x) * Warps + threadIdx.x / warp_threads) * per_warp;
   const index_t stride = static_cast<index_t>(gridDim.x) * Warps * per_warp;
@@ -123,14 +124,14 @@ __global__ void __launch_bounds__(Warps* warp_threads)
       [&](index_t i, int slot) {
         const place q = place_of(i);
         const cursor cur = P.at(q.s);
-        if constexpr (smem::keeps_cursors) kept[slot * Warps * warp_threads] = cur;
+        if constexpr (smem::keeps_cursors) kept(slot) = cur;
         ring.stage(P, cur, q.real ? 0 : tile, slot);
       },
       [&](index_t i, int slot) {
         const place q = place_of(i);
         const index_t k = q.real ? 0 : 1;
         const cursor cur = [&] {
-          if constexpr (smem::keeps_cursors) return kept[slot * Warps * warp_threads];
+          if constexpr (smem::keeps_cursors) return kept(slot);
           else return P.at(q.s);
         }();
         const maybe<Acc> before = q.real ? P.initial(q.s) : maybe<Acc>{};
