@@ -415,6 +415,28 @@ void lane_pack_options() {
       }
 }
 
+/// More blocks than one wave of the device in each packed loop, so that on CUDA they take the
+/// sequences longest first (varlen_recurrence.cuh's packed_loop_order): 600 sequences of 0–40
+/// steps with long ones late in the index order. D = 64: the float forward's lane loop has
+/// 1200 blocks, the time-contiguous warp loop 38400 warps; strided, D = 512 on the device: the
+/// step-by-step kernel has 1200 blocks of 256 threads (a wave is at most 8 · 132 on an H100).
+template <class T>
+void many_sequences() {
+  std::vector<index_t> lengths;
+  for (index_t i = 0; i < 600; ++i) lengths.push_back(i % 13 == 5 ? 0 : (i * 37) % 41);
+  lengths[581] = 2500, lengths[590] = 700, lengths[7] = 1;
+  int i = 0;
+  for (lay l : {lay::cl, lay::tc, lay::s3}) {
+    ++i;
+    case_opts o;
+    o.lengths = lengths, o.layout = l, o.D = l == lay::s3 && parscan_test::on_device ? 512 : 64;
+    o.x0 = i != 2, o.reverse = i == 2, o.trailing = i == 3 ? 4 : 0;
+    run_forward<T>(o);
+    o.x_given = i != 1, o.dxfinal = true;
+    run_backward<T>(o);
+  }
+}
+
 /// Bad shapes and offsets: the status, and nothing written. Offsets in host memory (host
 /// backend) are checked in full; on CUDA only what is readable without the device.
 template <class T>
@@ -517,4 +539,5 @@ VARLEN_FOR_EACH_DTYPE("backward: length mixes x layouts x options", "[backward]"
 VARLEN_FOR_EACH_DTYPE("backward: every option in both dense layouts", "[backward]", backward_options)
 VARLEN_FOR_EACH_DTYPE("channel-last lane packs: many sequences and every option", "[forward][backward]",
                       lane_pack_options)
+VARLEN_FOR_EACH_DTYPE("many sequences: more blocks than a wave", "[forward][backward]", many_sequences)
 VARLEN_FOR_EACH_DTYPE("bad offsets and arguments return their status and write nothing", "[errors]", bad_arguments)

@@ -16,7 +16,9 @@
 //     lane's running value, the lane loop;
 //   * any other strides: one thread per (sequence, channel), step by step.
 // The batch's agents otherwise take one length for every sequence of a launch (Problem::length)
-// and size their tile states from it; the loops need neither.
+// and size their tile states from it; the loops need neither. Where a loop's grid takes more
+// than one wave, its blocks take the sequences longest first (packed_loop_order), so that the
+// grid's last blocks hold the shortest jobs.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +29,7 @@
 #include "../agent/staged_lane_tiles.cuh"
 #include "../agent/warp_loop.cuh"
 #include "../device/dispatch_scan.cuh"
+#include "../device/longest_first.cuh"
 #include "../runtime.cuh"
 #include "../thread/step_scan.cuh"
 #include "recurrence_head_pads.cuh"
@@ -197,11 +200,12 @@ status dispatch_packed_lane_tiles(const Problem& P, const Op& op, const std::int
 /// value), so the total is always there to finish with.
 template <class Problem, class Op>
 __global__ void __launch_bounds__(varlen_block_threads)
-    varlen_recurrence_kernel(Problem P, Op op, const std::int64_t* cu_seqlens, index_t sequences, index_t channels) {
+    varlen_recurrence_kernel(Problem P, Op op, const std::int64_t* cu_seqlens, const index_t* order, index_t sequences,
+                             index_t channels) {
   const index_t jobs = sequences * channels;
   const index_t stride = static_cast<index_t>(gridDim.x) * varlen_block_threads;
   for (index_t i = static_cast<index_t>(blockIdx.x) * varlen_block_threads + threadIdx.x; i < jobs; i += stride) {
-    const index_t n = i / channels, d = i - n * channels;
+    const index_t q = i / channels, d = i - q * channels, n = sequence_at(order, q);
     const index_t start = cu_seqlens[n];
     const Problem Q = sequence_of(P, n, start, cu_seqlens[n + 1] - start, channels);
     auto running = Q.initial(d);  // always present
@@ -214,12 +218,13 @@ __global__ void __launch_bounds__(varlen_block_threads)
 /// each with its next Stages-1 tiles in flight (staging_ring), as the batched warp loop.
 template <int Warps, int Chunks, int Stages, class Problem, class Op>
 __global__ void __launch_bounds__(Warps* warp_threads)
-    varlen_warp_loop_kernel(Problem P, Op op, const std::int64_t* cu_seqlens, index_t sequences, index_t channels) {
+    varlen_warp_loop_kernel(Problem P, Op op, const std::int64_t* cu_seqlens, const index_t* order, index_t sequences,
+                            index_t channels) {
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   const index_t jobs = sequences * channels;
   const index_t all_warps = static_cast<index_t>(gridDim.x) * Warps;
   for (index_t i = static_cast<index_t>(blockIdx.x) * Warps + threadIdx.x / warp_threads; i < jobs; i += all_warps) {
-    const index_t n = i / channels, d = i - n * channels;
+    const index_t q = i / channels, d = i - q * channels, n = sequence_at(order, q);
     const index_t start = cu_seqlens[n];
     const Problem Q = sequence_of(P, n, start, cu_seqlens[n + 1] - start, channels);
     if (Q.length == 0) {
@@ -249,17 +254,46 @@ constexpr int varlen_lane_loop_blocks<Problem, std::void_t<typename Problem::bas
 /// Problem (`lanes` = D / K).
 template <int Warps, int Steps, class Problem, class Op>
 __global__ void __launch_bounds__(Warps* warp_threads, varlen_lane_loop_blocks<Problem>)
-    varlen_lane_loop_kernel(Problem P, Op op, const std::int64_t* cu_seqlens, index_t sequences, index_t channels,
-                            index_t lanes) {
+    varlen_lane_loop_kernel(Problem P, Op op, const std::int64_t* cu_seqlens, const index_t* order, index_t sequences,
+                            index_t channels, index_t lanes) {
   __shared__ lane_tile_smem<typename Problem::acc_type, Warps> sm;
   const index_t groups = (lanes + warp_threads - 1) / warp_threads;
   for (index_t job = blockIdx.x; job < sequences * groups; job += gridDim.x) {
-    const index_t n = job / groups, g = job - n * groups;
+    const index_t q = job / groups, g = job - q * groups, n = sequence_at(order, q);
     const index_t start = cu_seqlens[n];
     scan_lane_group_in_block<Warps, Steps>(sequence_of(P, n, start, cu_seqlens[n + 1] - start, channels), op, lanes, g,
                                            sm);
   }
 }
+
+/// The order in which a packed loop's blocks take their sequences: longest first
+/// (device/longest_first.cuh) where the grid takes more than one wave of the device, so that
+/// the last blocks to start hold the shortest jobs. Where every block starts at once the order
+/// changes nothing, and nothing is sorted: get() is null, the index order. The workspace holds
+/// the order until the loop's launch is queued behind the sort.
+class packed_loop_order {
+ public:
+  explicit packed_loop_order(const cuda_backend& be) : be_(be), ws_(be) {}
+
+  template <auto Kernel>
+  status plan(index_t blocks, int threads, int smem, const std::int64_t* cu_seqlens, index_t sequences,
+              index_t total_length) {
+    const device_facts dev = current_device();
+    if (dev.st != status::success) return dev.st;
+    const index_t wave =
+        static_cast<index_t>(blocks_per_multiprocessor<Kernel>(threads, dev.device, smem)) * dev.multiprocessors;
+    const std::size_t bytes = longest_first_bytes(sequences, total_length);
+    if (blocks <= wave || bytes == 0) return status::success;
+    if (status st = ws_.acquire(bytes); st != status::success) return st;
+    return longest_first(cu_seqlens, sequences, total_length, ws_.get(), be_.stream, order_);
+  }
+  const index_t* get() const { return order_; }
+
+ private:
+  const cuda_backend& be_;
+  workspace_lease ws_;
+  const index_t* order_ = nullptr;
+};
 
 /// The lane loop over packed sequences of `lanes` lanes each (the launch of dispatch_varlen's
 /// channel-last case, for a Problem of either kind).
@@ -268,8 +302,13 @@ status launch_varlen_lane_loop(const Problem& P, const Op& op, const std::int64_
                                index_t channels, index_t lanes, const cuda_backend& be) {
   const index_t jobs = sequences * ((lanes + warp_threads - 1) / warp_threads);
   if (jobs == 0) return status::success;
-  return launch(varlen_lane_loop_kernel<lane_loop_warps, lane_loop_steps, Problem, Op>, varlen_grid(jobs),
-                lane_loop_warps * warp_threads, 0, be, P, op, cu_seqlens, sequences, channels, lanes);
+  constexpr auto kernel = varlen_lane_loop_kernel<lane_loop_warps, lane_loop_steps, Problem, Op>;
+  constexpr int threads = lane_loop_warps * warp_threads;
+  packed_loop_order order(be);
+  if (status st = order.plan<kernel>(varlen_grid(jobs), threads, 0, cu_seqlens, sequences, P.length);
+      st != status::success)
+    return st;
+  return launch(kernel, varlen_grid(jobs), threads, 0, be, P, op, cu_seqlens, order.get(), sequences, channels, lanes);
 }
 
 /// How dispatch_varlen covers a Problem: all of its tensors time-contiguous, all lane-major
@@ -302,20 +341,27 @@ status dispatch_varlen(const Problem& P, Op op, const std::int64_t* cu_seqlens, 
       constexpr int stages = shape::loop_stages > 0 ? shape::loop_stages : 2;  // the recurrences stage
       constexpr auto kernel = varlen_warp_loop_kernel<shape::loop_warps, shape::chunks, stages, Problem, Op>;
       constexpr int smem = staging_ring<shape::loop_warps, shape::chunks, stages, Problem>::bytes;
+      constexpr int threads = shape::loop_warps * warp_threads;
       const device_facts dev = current_device();
       if (dev.st != status::success) return dev.st;
-      if (blocks_per_multiprocessor<kernel>(shape::loop_warps * warp_threads, dev.device, smem) <= 0)
-        return status::exceeds_device_limits;
-      return launch(kernel, varlen_grid((jobs + shape::loop_warps - 1) / shape::loop_warps),
-                    shape::loop_warps * warp_threads, smem, be, P, op, cu_seqlens, sequences, channels);
+      if (blocks_per_multiprocessor<kernel>(threads, dev.device, smem) <= 0) return status::exceeds_device_limits;
+      const index_t blocks = varlen_grid((jobs + shape::loop_warps - 1) / shape::loop_warps);
+      packed_loop_order order(be);
+      if (status st = order.plan<kernel>(blocks, threads, smem, cu_seqlens, sequences, P.length); st != status::success)
+        return st;
+      return launch(kernel, blocks, threads, smem, be, P, op, cu_seqlens, order.get(), sequences, channels);
     }
     case varlen_cover::lane_loop:
       return launch_varlen_lane_loop(P, op, cu_seqlens, sequences, channels, channels, be);
     case varlen_cover::threads: break;
   }
-  const index_t blocks = (jobs + varlen_block_threads - 1) / varlen_block_threads;
-  return launch(varlen_recurrence_kernel<Problem, Op>, varlen_grid(blocks), varlen_block_threads, 0, be, P, op,
-                cu_seqlens, sequences, channels);
+  constexpr auto kernel = varlen_recurrence_kernel<Problem, Op>;
+  const index_t blocks = varlen_grid((jobs + varlen_block_threads - 1) / varlen_block_threads);
+  packed_loop_order order(be);
+  if (status st = order.plan<kernel>(blocks, varlen_block_threads, 0, cu_seqlens, sequences, P.length);
+      st != status::success)
+    return st;
+  return launch(kernel, blocks, varlen_block_threads, 0, be, P, op, cu_seqlens, order.get(), sequences, channels);
 }
 
 }  // namespace parscan::cuda_detail
