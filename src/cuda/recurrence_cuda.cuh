@@ -237,13 +237,14 @@ status run_varlen_recurrence(const Problem& P, const std::int64_t* cu_seqlens, i
 }
 
 /// Workspace bytes of a packed Problem: its staged lane tiles' where the layouts let it take them,
-/// else the loops' order of the sequences, longest first (used where a loop's grid takes more
-/// than one wave).
+/// else, unless time-contiguous, the lane loop's order of the sequences (longest first, sorted
+/// where its grid takes more than one wave).
 template <template <class, int> class Lanes, class T, class Problem>
 std::size_t varlen_scan_bytes(const varlen_shape& s, bool packs_fit) {
   constexpr int K = channels_per_lane<T>;
-  if (!packed_lane_tiles_take<T, Problem> || !packs_fit) return longest_first_bytes(s.sequences, s.total_length);
-  return packed_lane_workspace_bytes<Lanes<T, K>>(s.channels / K, s.total_length, s.sequences);
+  if (packed_lane_tiles_take<T, Problem> && packs_fit)
+    return packed_lane_workspace_bytes<Lanes<T, K>>(s.channels / K, s.total_length, s.sequences);
+  return s.layout == recurrence_layout::time_contiguous ? 0 : longest_first_bytes(s.sequences, s.total_length);
 }
 }  // namespace cuda_detail
 

@@ -415,11 +415,12 @@ void lane_pack_options() {
       }
 }
 
-/// More blocks than one wave of the device in each packed loop, so that on CUDA they take the
-/// sequences longest first (varlen_recurrence.cuh's packed_loop_order): 600 sequences of 0–40
-/// steps with long ones late in the index order. D = 64: the float forward's lane loop has
-/// 1200 blocks, the time-contiguous warp loop 38400 warps; strided, D = 512 on the device: the
-/// step-by-step kernel has 1200 blocks of 256 threads (a wave is at most 8 · 132 on an H100).
+/// More blocks than one wave of the device in each packed loop: 600 sequences of 0–40 steps
+/// with long ones late in the index order. D = 64: the float forward's lane loop has 1200
+/// blocks, so on CUDA they take the sequences longest first (varlen_recurrence.cuh's
+/// lane_loop_order); the time-contiguous warp loop 38400 warps; strided, D = 512 on the
+/// device: the step-by-step kernel has 1200 blocks of 256 threads (a wave is at most 8 · 132
+/// on an H100).
 template <class T>
 void many_sequences() {
   std::vector<index_t> lengths;

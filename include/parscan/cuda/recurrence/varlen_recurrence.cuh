@@ -16,8 +16,8 @@
 //     lane's running value, the lane loop;
 //   * any other strides: one thread per (sequence, channel), step by step.
 // The batch's agents otherwise take one length for every sequence of a launch (Problem::length)
-// and size their tile states from it; the loops need neither. Where a loop's grid takes more
-// than one wave, its blocks take the sequences longest first (packed_loop_order), so that the
+// and size their tile states from it; the loops need neither. Where the lane loop's grid takes
+// more than one wave, its blocks take the sequences longest first (lane_loop_order), so that the
 // grid's last blocks hold the shortest jobs.
 #pragma once
 
@@ -200,12 +200,11 @@ status dispatch_packed_lane_tiles(const Problem& P, const Op& op, const std::int
 /// value), so the total is always there to finish with.
 template <class Problem, class Op>
 __global__ void __launch_bounds__(varlen_block_threads)
-    varlen_recurrence_kernel(Problem P, Op op, const std::int64_t* cu_seqlens, const index_t* order, index_t sequences,
-                             index_t channels) {
+    varlen_recurrence_kernel(Problem P, Op op, const std::int64_t* cu_seqlens, index_t sequences, index_t channels) {
   const index_t jobs = sequences * channels;
   const index_t stride = static_cast<index_t>(gridDim.x) * varlen_block_threads;
   for (index_t i = static_cast<index_t>(blockIdx.x) * varlen_block_threads + threadIdx.x; i < jobs; i += stride) {
-    const index_t q = i / channels, d = i - q * channels, n = sequence_at(order, q);
+    const index_t n = i / channels, d = i - n * channels;
     const index_t start = cu_seqlens[n];
     const Problem Q = sequence_of(P, n, start, cu_seqlens[n + 1] - start, channels);
     auto running = Q.initial(d);  // always present
@@ -218,13 +217,12 @@ __global__ void __launch_bounds__(varlen_block_threads)
 /// each with its next Stages-1 tiles in flight (staging_ring), as the batched warp loop.
 template <int Warps, int Chunks, int Stages, class Problem, class Op>
 __global__ void __launch_bounds__(Warps* warp_threads)
-    varlen_warp_loop_kernel(Problem P, Op op, const std::int64_t* cu_seqlens, const index_t* order, index_t sequences,
-                            index_t channels) {
+    varlen_warp_loop_kernel(Problem P, Op op, const std::int64_t* cu_seqlens, index_t sequences, index_t channels) {
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   const index_t jobs = sequences * channels;
   const index_t all_warps = static_cast<index_t>(gridDim.x) * Warps;
   for (index_t i = static_cast<index_t>(blockIdx.x) * Warps + threadIdx.x / warp_threads; i < jobs; i += all_warps) {
-    const index_t q = i / channels, d = i - q * channels, n = sequence_at(order, q);
+    const index_t n = i / channels, d = i - n * channels;
     const index_t start = cu_seqlens[n];
     const Problem Q = sequence_of(P, n, start, cu_seqlens[n + 1] - start, channels);
     if (Q.length == 0) {
@@ -266,14 +264,19 @@ __global__ void __launch_bounds__(Warps* warp_threads, varlen_lane_loop_blocks<P
   }
 }
 
-/// The order in which a packed loop's blocks take their sequences: longest first
-/// (device/longest_first.cuh) where the grid takes more than one wave of the device, so that
-/// the last blocks to start hold the shortest jobs. Where every block starts at once the order
-/// changes nothing, and nothing is sorted: get() is null, the index order. The workspace holds
-/// the order until the loop's launch is queued behind the sort.
-class packed_loop_order {
+/// The order in which the packed lane loop's blocks take their sequences: longest first
+/// (device/longest_first.cuh) where the grid takes more than one wave of the device, so that the
+/// last blocks to start hold the shortest jobs. A block owns a whole (sequence, 32 lanes) job,
+/// so in index order a long sequence late in the batch ran alone at the end: bench_varlen's
+/// random lengths, float forward, 85% of the equal-length batch in index order, 95–96% longest
+/// first (H100). The warp loop's jobs are a channel each, many waves of them; there longest first
+/// was slower (its forwards 95–97% → 90–91% of the batch: the short jobs, latency-bound, all
+/// ran together at the end), so it keeps the index order. Where every block starts at once the
+/// order changes nothing and nothing is sorted: get() is null, the index order. The workspace
+/// holds the order until the loop's launch is queued behind the sort.
+class lane_loop_order {
  public:
-  explicit packed_loop_order(const cuda_backend& be) : be_(be), ws_(be) {}
+  explicit lane_loop_order(const cuda_backend& be) : be_(be), ws_(be) {}
 
   template <auto Kernel>
   status plan(index_t blocks, int threads, int smem, const std::int64_t* cu_seqlens, index_t sequences,
@@ -304,7 +307,7 @@ status launch_varlen_lane_loop(const Problem& P, const Op& op, const std::int64_
   if (jobs == 0) return status::success;
   constexpr auto kernel = varlen_lane_loop_kernel<lane_loop_warps, lane_loop_steps, Problem, Op>;
   constexpr int threads = lane_loop_warps * warp_threads;
-  packed_loop_order order(be);
+  lane_loop_order order(be);
   if (status st = order.plan<kernel>(varlen_grid(jobs), threads, 0, cu_seqlens, sequences, P.length);
       st != status::success)
     return st;
@@ -341,27 +344,20 @@ status dispatch_varlen(const Problem& P, Op op, const std::int64_t* cu_seqlens, 
       constexpr int stages = shape::loop_stages > 0 ? shape::loop_stages : 2;  // the recurrences stage
       constexpr auto kernel = varlen_warp_loop_kernel<shape::loop_warps, shape::chunks, stages, Problem, Op>;
       constexpr int smem = staging_ring<shape::loop_warps, shape::chunks, stages, Problem>::bytes;
-      constexpr int threads = shape::loop_warps * warp_threads;
       const device_facts dev = current_device();
       if (dev.st != status::success) return dev.st;
-      if (blocks_per_multiprocessor<kernel>(threads, dev.device, smem) <= 0) return status::exceeds_device_limits;
-      const index_t blocks = varlen_grid((jobs + shape::loop_warps - 1) / shape::loop_warps);
-      packed_loop_order order(be);
-      if (status st = order.plan<kernel>(blocks, threads, smem, cu_seqlens, sequences, P.length); st != status::success)
-        return st;
-      return launch(kernel, blocks, threads, smem, be, P, op, cu_seqlens, order.get(), sequences, channels);
+      if (blocks_per_multiprocessor<kernel>(shape::loop_warps * warp_threads, dev.device, smem) <= 0)
+        return status::exceeds_device_limits;
+      return launch(kernel, varlen_grid((jobs + shape::loop_warps - 1) / shape::loop_warps),
+                    shape::loop_warps * warp_threads, smem, be, P, op, cu_seqlens, sequences, channels);
     }
     case varlen_cover::lane_loop:
       return launch_varlen_lane_loop(P, op, cu_seqlens, sequences, channels, channels, be);
     case varlen_cover::threads: break;
   }
-  constexpr auto kernel = varlen_recurrence_kernel<Problem, Op>;
-  const index_t blocks = varlen_grid((jobs + varlen_block_threads - 1) / varlen_block_threads);
-  packed_loop_order order(be);
-  if (status st = order.plan<kernel>(blocks, varlen_block_threads, 0, cu_seqlens, sequences, P.length);
-      st != status::success)
-    return st;
-  return launch(kernel, blocks, varlen_block_threads, 0, be, P, op, cu_seqlens, order.get(), sequences, channels);
+  const index_t blocks = (jobs + varlen_block_threads - 1) / varlen_block_threads;
+  return launch(varlen_recurrence_kernel<Problem, Op>, varlen_grid(blocks), varlen_block_threads, 0, be, P, op,
+                cu_seqlens, sequences, channels);
 }
 
 }  // namespace parscan::cuda_detail
