@@ -1,4 +1,4 @@
-// test/recurrence/varlen_order_test.cu — the packed loops' order of sequences, longest first
+// test/recurrence/varlen_order_test.cu — the packed lane loop's order of sequences, longest first
 // (cuda/device/longest_first.cuh; CUDA only). Fresh random lengths with many ties, empty
 // sequences and a few long ones; the order must equal a stable host sort by length (longest
 // first, equal lengths in index order) after clamping to [0, total_length], stay inside its

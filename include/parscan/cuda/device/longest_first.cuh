@@ -1,6 +1,6 @@
-// parscan/cuda/device/longest_first.cuh — packed sequences in the order the packed loops
-// (recurrence/varlen_recurrence.cuh) hand out their jobs: longest first. Blocks start in
-// block order as earlier ones finish, so taking the longest sequences first is
+// parscan/cuda/device/longest_first.cuh — packed sequences longest first: the order in which
+// the packed lane loop (recurrence/varlen_recurrence.cuh, lane_loop_order) hands out its jobs.
+// Blocks start in block order as earlier ones finish, so taking the longest sequences first is
 // longest-processing-time-first list scheduling: the grid's last blocks to start hold the
 // shortest jobs and end together. The sort is CUB's device radix sort on the lengths, in one
 // translation unit of the library (src/cuda/longest_first.cu).
@@ -29,7 +29,7 @@ std::size_t longest_first_bytes(index_t sequences, index_t total_length);
 status longest_first(const std::int64_t* offsets, index_t sequences, index_t total_length, void* workspace,
                      cudaStream_t stream, const index_t*& order);
 
-/// The sequence that a packed loop's q-th job group belongs to: order[q], or q in index order.
+/// The sequence that the q-th job group of a loop belongs to: order[q], or q in index order.
 __device__ PARSCAN_INLINE index_t sequence_at(const index_t* order, index_t q) { return order ? order[q] : q; }
 
 }  // namespace parscan::cuda_detail
