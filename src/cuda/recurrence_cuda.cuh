@@ -79,19 +79,6 @@ std::size_t recurrence_scan_bytes(index_t sequences, index_t length, bool packs_
   return bytes;
 }
 
-/// The backend that the scans of a backward call run on: the call's own, or, where the call
-/// holds workspace of `bytes` whose first `used` bytes keep the recomputed x, the rest of it.
-inline cuda_backend backend_after(const cuda_backend& be, const workspace_lease& ws, std::size_t used,
-                                  std::size_t bytes) {
-  cuda_backend rest = be;
-  if (ws.get()) {
-    rest.workspace = static_cast<char*>(ws.get()) + used;
-    rest.workspace_bytes = bytes - used;
-    rest.allocator = nullptr;
-  }
-  return rest;
-}
-
 // Whether packs of K channels fit the layouts of a forward call, of a backward call, and of the
 // forward that recomputes x (written laid out like b) for a backward call: the workspace sizes
 // look at the layouts only, an upper bound whatever the pointers turn out to be.

@@ -66,6 +66,20 @@ class workspace_lease {
   bool owned_ = false;
 };
 
+/// The backend that the next steps of a call run on: the call's own, or, where the call holds
+/// workspace of `bytes` whose first `used` bytes it keeps for itself (a backward's recomputed x,
+/// a packed plan's slot table), the rest of it.
+inline cuda_backend backend_after(const cuda_backend& be, const workspace_lease& ws, std::size_t used,
+                                  std::size_t bytes) {
+  cuda_backend rest = be;
+  if (ws.get()) {
+    rest.workspace = static_cast<char*>(ws.get()) + used;
+    rest.workspace_bytes = bytes - used;
+    rest.allocator = nullptr;
+  }
+  return rest;
+}
+
 struct device_facts {
   int device = 0;
   int multiprocessors = 0;

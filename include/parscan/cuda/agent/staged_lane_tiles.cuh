@@ -109,13 +109,11 @@ __device__ PARSCAN_INLINE lane_tile_place place_lane_tile(index_t g, index_t k, 
 /// The tiles of a batch: `sequences` sequences of P.length steps, in groups of 32, taken in
 /// time-major order (every group's window 0, then every group's window 1, …), so that a tile's
 /// predecessors in its sequences were taken a wave of tiles earlier. visit(P, tile, f) calls
-/// f(P, place); the kernel keeps one copy of the plan per role, each visiting its tiles in
-/// increasing order (a packed plan keeps a cursor there), after begin(grid size).
+/// f(P, place), for any tile in any order: a plan keeps no state between visits.
 struct batch_lane_tiles {
   index_t groups, tiles_per_group, sequences;
 
   __device__ PARSCAN_INLINE index_t tiles() const { return groups * tiles_per_group; }
-  __device__ PARSCAN_INLINE void begin(index_t) {}
   template <int Warps, int Steps, class Problem, class F>
   __device__ PARSCAN_INLINE void visit(const Problem& P, index_t tile, F&& f) const {
     const index_t k = tile / groups, g = tile - k * groups;
@@ -206,11 +204,10 @@ __global__ void __launch_bounds__((Warps + 1) * warp_threads,
   const int lane = lane_id(), warp = static_cast<int>(threadIdx.x) / warp_threads;
   auto tile_of = [&](index_t n) { return blockIdx.x + n * static_cast<index_t>(gridDim.x); };
   auto slot_of = [](index_t n) { return static_cast<int>(n % Stages); };
-  plan.begin(gridDim.x);
 
-  auto stage = [&](Plan& at, index_t n) {
+  auto stage = [&](index_t n) {
     if (n < count) {
-      at.template visit<Warps, Steps>(P, tile_of(n), [&](const auto& Q, const lane_tile_place& p) {
+      plan.template visit<Warps, Steps>(P, tile_of(n), [&](const auto& Q, const lane_tile_place& p) {
         if (p.n > 0) {
           const auto cur = Q.lane_at(p.s, p.first);
 #pragma unroll
@@ -223,9 +220,9 @@ __global__ void __launch_bounds__((Warps + 1) * warp_threads,
   };
   // Folds tile n (its copies landed) into this thread's total, for the look-back warp. Returns
   // where the tile's aggregate goes in the tile state (-1: not a tile), for publish().
-  auto fold = [&](Plan& at, index_t n) {
+  auto fold = [&](index_t n) {
     index_t aggregate_at = -1;
-    at.template visit<Warps, Steps>(P, tile_of(n), [&](const auto& R, const lane_tile_place& p) {
+    plan.template visit<Warps, Steps>(P, tile_of(n), [&](const auto& R, const lane_tile_place& p) {
       Acc total{};
       with_specialized(R, [&](const auto& Q) {
         if (p.n > 0) total = Q.staged_element(ring.step(slot_of(n), 0), ring_type::tensor_stride);
@@ -240,8 +237,8 @@ __global__ void __launch_bounds__((Warps + 1) * warp_threads,
     return aggregate_at;
   };
   // Stores tile n from its prefix, folding its steps again.
-  auto store = [&](Plan& at, index_t n) {
-    at.template visit<Warps, Steps>(P, tile_of(n), [&](const auto& R, const lane_tile_place& p) {
+  auto store = [&](index_t n) {
+    plan.template visit<Warps, Steps>(P, tile_of(n), [&](const auto& R, const lane_tile_place& p) {
       if (p.n == 0) {
         // A sequence of no steps: its carry out is its carry in.
         if (p.empty_sequence && warp == 0 && p.lane) R.finish(p.s, R.initial(p.s).value);
@@ -282,8 +279,8 @@ __global__ void __launch_bounds__((Warps + 1) * warp_threads,
     st.publish_lanes(st.aggregate, aggregate_at, tile_total.value, tile_aggregate);
   };
   // The look-back of tile n: the warps' totals become their prefixes.
-  auto look_back = [&](Plan& at, index_t n) {
-    at.template visit<Warps, Steps>(P, tile_of(n), [&](const auto& Q, const lane_tile_place& p) {
+  auto look_back = [&](index_t n) {
+    plan.template visit<Warps, Steps>(P, tile_of(n), [&](const auto& Q, const lane_tile_place& p) {
       if (!p.exists) return;
       const int b = static_cast<int>(n & 1);
       maybe<Acc> tile_total{Acc{}, false};
@@ -304,28 +301,24 @@ __global__ void __launch_bounds__((Warps + 1) * warp_threads,
     });
   };
 
-  // Each role visits its tiles in increasing order with a plan of its own, declared in the
-  // branch of the warps that run it, so that a thread keeps only its own roles' cursors.
   if (warp < Warps) {
-    Plan stage_plan = plan, fold_plan = plan, store_plan = plan;
 #pragma unroll
-    for (int j = 0; j < Stages - 1; ++j) stage(stage_plan, j);
+    for (int j = 0; j < Stages - 1; ++j) stage(j);
     async_wait<Stages - 2>();  // tile 0's copies have landed
-    publish(0, fold(fold_plan, 0));
+    publish(0, fold(0));
     for (index_t n = 0; n <= count; ++n) {
       __syncthreads();
-      if (n > 0) store(store_plan, n - 1);
+      if (n > 0) store(n - 1);
       if (n + 1 < count) {
-        stage(stage_plan, n + Stages - 1);
+        stage(n + Stages - 1);
         async_wait<Stages - 2>();  // tile n + 1's copies have landed
-        publish(n + 1, fold(fold_plan, n + 1));
+        publish(n + 1, fold(n + 1));
       }
     }
   } else {
-    Plan look_back_plan = plan;
     for (index_t n = 0; n <= count; ++n) {
       __syncthreads();
-      if (n < count) look_back(look_back_plan, n);
+      if (n < count) look_back(n);
     }
   }
   async_wait<0>();

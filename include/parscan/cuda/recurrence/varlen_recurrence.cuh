@@ -87,111 +87,130 @@ __device__ PARSCAN_INLINE Lanes sequence_of(const Lanes& P, index_t n, index_t s
 /// A tile is a window of Tile steps of 32 lanes (32·K channels) of one sequence. Sequence n
 /// owns the tile slots [G·slot(n), G·slot(n+1)) with slot(n) = ⌊cu_seqlens[n] / Tile⌋ + n and
 /// G lane groups, in time-major order within the sequence (window k of every group, then
-/// window k + 1). slot(n+1) − slot(n) is ⌈length/Tile⌉ windows or one more, so the slots need
-/// no pass over the offsets beforehand, a slot's sequence is found by a search of cu_seqlens,
-/// and at most one slot per (sequence, group) is left unused. A sequence of no steps has one
-/// slot per group, which writes its carry out. The tile state of (sequence, group) is its
-/// own run of slots, so each chain's windows sit one after another as the look-back wants.
+/// window k + 1). slot(n+1) − slot(n) is ⌈length/Tile⌉ windows or one more, so the slot count
+/// is known on the host from the total length, and at most one slot per (sequence, group) is
+/// left unused. A sequence of no steps has one slot per group, which writes its carry out. The
+/// tile state of (sequence, group) is its own run of slots, so each chain's windows sit one
+/// after another as the look-back wants.
 ///
-/// A role's copy of the plan is a cursor: its tiles are t, t + grid, t + 2·grid, …, so it keeps
-/// its sequence and its tile's window and group, and steps them on without dividing; moving to
-/// a later sequence searches cu_seqlens (the next 32 offsets in one warp load). The cursor is
-/// four numbers: every role of the kernel keeps one, in registers.
+/// Before the scan, a kernel writes each slot's sequence, window and group into a table
+/// (packed_lane_slots_kernel: a binary search of the offsets a slot), so that a visit is one
+/// 32-byte load. (The kernel's roles had each kept a cursor over the offsets instead, stepped
+/// a grid of slots a visit and searching the offsets when it left a sequence: ncu of the bf16
+/// forward of bench_varlen's random lengths on an H100 at c49ff7d gave it the batch's issue
+/// rate and stalls, but 11% more instructions and 2.9 M local-memory spill requests against
+/// the batch's 528, at 90% of the batch's speed.)
+struct packed_lane_slot {
+  std::int64_t start, end;  // the sequence's steps
+  int n, k, g, unused;      // sequence, window, lane group
+};
+static_assert(sizeof(packed_lane_slot) == 32, "a slot is two 16-byte loads");
+
 template <index_t Tile>
 struct packed_lane_tiles {
-  const std::int64_t* offsets;  // cu_seqlens, N + 1
-  index_t sequences;            // N
-  index_t channels;             // D: sequence n's states start at n·D
-  index_t lanes;                // lanes of a sequence: D / K
-  index_t groups;               // G = ⌈lanes / 32⌉
-  index_t capacity;             // slots the workspace holds (from the total length)
-  // The cursor: sequence n, whose slots end at hi, and the tile's window k and group g. The
-  // window and group are 32-bit to save registers (the packed kernels spill at 96): a window
-  // of 64 steps or more, so a sequence would need 2^37 steps to overflow it.
-  index_t n = -1, hi = 0;
-  int k = 0, g = 0;
-  int step_k = 0, step_g = 0;  // a grid of slots in windows and groups (begin())
+  const std::int64_t* offsets;    // cu_seqlens, N + 1
+  const packed_lane_slot* slots;  // the slot table, `capacity` entries
+  index_t sequences;              // N
+  index_t channels;               // D: sequence n's states start at n·D
+  index_t lanes;                  // lanes of a sequence: D / K
+  index_t groups;                 // G = ⌈lanes / 32⌉
+  index_t capacity;               // slots the workspace holds (from the total length)
 
-  __device__ PARSCAN_INLINE index_t slots_before(index_t m, index_t offset) const {
+  __device__ PARSCAN_INLINE static index_t slots_before(index_t groups, index_t m, index_t offset) {
     return groups * (offset / Tile + m);
   }
   __device__ PARSCAN_INLINE index_t tiles() const {
-    const index_t all = slots_before(sequences, offsets[sequences]);
+    const index_t all = slots_before(groups, sequences, offsets[sequences]);
     return all < capacity ? all : capacity;  // offsets past total_length break the contract; stay inside
   }
-  /// Before the copies: how far a visit steps (blocks take every grid-th tile).
-  __device__ PARSCAN_INLINE void begin(index_t grid) {
-    step_k = static_cast<int>(grid / groups), step_g = static_cast<int>(grid - step_k * groups);
-  }
-  /// Moves the cursor to the sequence that owns slot t (t never decreases). Whole warps only.
-  __device__ PARSCAN_INLINE void seek(index_t t) {
-    while (t >= hi) {
-      const index_t m = n + 1 + lane_id();
-      const bool real = m < sequences;
-      const index_t m_end = real ? offsets[m + 1] : 0;
-      // The last sequence owns every slot left, so a search always ends.
-      const unsigned found = __ballot_sync(~0u, !real || m == sequences - 1 || t < slots_before(m + 1, m_end));
-      if (found == 0) {  // past all 32
-        n += warp_threads;
-        continue;
-      }
-      const int f = __ffs(found) - 1;
-      n = shfl_idx(m, f), hi = slots_before(n + 1, shfl_idx(m_end, f));
-      if (n >= sequences) return;  // only when the offsets break the contract
-    }
-    const index_t r = t - slots_before(n, n < sequences ? offsets[n] : 0);
-    k = static_cast<int>(r / groups), g = static_cast<int>(r - k * groups);
-  }
   template <int Warps, int Steps, class Problem, class F>
-  __device__ PARSCAN_INLINE void visit(const Problem& P, index_t t, F&& f) {
-    if (t < hi) {  // the same sequence, a grid of slots on
-      g += step_g, k += step_k;
-      if (g >= groups) g -= groups, ++k;
-    } else {
-      seek(t);
-    }
-    const bool real = n < sequences;
-    const index_t start = real ? offsets[n] : 0, end = real ? offsets[n + 1] : 0, length = end - start;
-    const index_t span = end / Tile - start / Tile + 1;  // slots per group
-    lane_tile_place p = place_lane_tile<Warps, Steps>(g, k, lanes, length, slots_before(n, start) + g * span);
-    p.exists = real && k >= 0 && g >= 0 && k < (length + Tile - 1) / Tile;  // (negative: broken offsets)
-    p.empty_sequence = real && length == 0 && k == 0;
+  __device__ PARSCAN_INLINE void visit(const Problem& P, index_t t, F&& f) const {
+    const packed_lane_slot e = slots[t];
+    const index_t length = e.end - e.start;
+    const index_t span = e.end / Tile - e.start / Tile + 1;  // slots per group
+    lane_tile_place p =
+        place_lane_tile<Warps, Steps>(e.g, e.k, lanes, length, slots_before(groups, e.n, e.start) + e.g * span);
+    p.exists = e.k >= 0 && e.g >= 0 && e.k < (length + Tile - 1) / Tile;  // (negative: broken offsets)
+    p.empty_sequence = length == 0 && e.k == 0;
     if (!p.exists) p.n = 0;
-    f(sequence_of(P, n, start, length, channels), p);
+    f(sequence_of(P, e.n, e.start, length, channels), p);
   }
 };
 
-/// Slots of the packed tile plan for `sequences` sequences of `total_length` steps in all:
-/// G·(⌊total_length / tile⌋ + N). False if that overflows.
-inline bool packed_lane_capacity(index_t lanes, index_t total_length, index_t sequences, index_t tile,
-                                 index_t& capacity) {
-  const index_t groups = (lanes + warp_threads - 1) / warp_threads;
-  return !__builtin_mul_overflow(groups, total_length / tile + sequences, &capacity);
+/// Writes the slot table of a packed plan: slot t belongs to the last sequence m whose slots
+/// start at or before t (offsets that break the contract still give a sequence in [0, N)).
+template <index_t Tile>
+__global__ void packed_lane_slots_kernel(const std::int64_t* offsets, index_t sequences, index_t groups,
+                                         index_t capacity, packed_lane_slot* slots) {
+  using plan = packed_lane_tiles<Tile>;
+  const index_t stride = static_cast<index_t>(gridDim.x) * blockDim.x;
+  for (index_t t = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < capacity; t += stride) {
+    index_t lo = 0, hi = sequences - 1;
+    while (lo < hi) {
+      const index_t mid = lo + (hi - lo + 1) / 2;
+      if (plan::slots_before(groups, mid, offsets[mid]) <= t) lo = mid;
+      else hi = mid - 1;
+    }
+    const std::int64_t start = offsets[lo];
+    const index_t r = t - plan::slots_before(groups, lo, start), k = r / groups;
+    slots[t] = packed_lane_slot{start, offsets[lo + 1], static_cast<int>(lo), static_cast<int>(k),
+                                static_cast<int>(r - k * groups), 0};
+  }
 }
 
-/// Workspace bytes of the packed staged lane tiles of Problem (a lane-pack Problem).
+/// Slots of the packed tile plan for `sequences` sequences of `total_length` steps in all:
+/// G·(⌊total_length / tile⌋ + N). False if that overflows, or if a slot's sequence, window or
+/// group would not fit the table's 32-bit fields.
+inline bool packed_lane_capacity(index_t lanes, index_t total_length, index_t sequences, index_t tile,
+                                 index_t& capacity) {
+  constexpr index_t most = 0x7fffffff;
+  const index_t groups = (lanes + warp_threads - 1) / warp_threads;
+  return sequences <= most && total_length / tile + 1 <= most && groups <= most &&
+         !__builtin_mul_overflow(groups, total_length / tile + sequences, &capacity);
+}
+
+/// Bytes of the slot table of `capacity` slots (whole 256-byte pieces, so that the tile state
+/// after it keeps its alignment).
+inline std::size_t packed_lane_table_bytes(index_t capacity) {
+  return (static_cast<std::size_t>(capacity) * sizeof(packed_lane_slot) + 255) / 256 * 256;
+}
+
+/// Workspace bytes of the packed staged lane tiles of Problem (a lane-pack Problem): the slot
+/// table, then the tile state.
 template <class Problem>
 std::size_t packed_lane_workspace_bytes(index_t lanes, index_t total_length, index_t sequences) {
   index_t capacity;
   if (lanes <= 0 || sequences <= 0 ||
       !packed_lane_capacity(lanes, total_length, sequences, staged_lane_shape<Problem>::lane_tile, capacity))
     return 0;
-  return tile_state<typename Problem::acc_type, warp_threads>::bytes(capacity) + 256;
+  return packed_lane_table_bytes(capacity) + tile_state<typename Problem::acc_type, warp_threads>::bytes(capacity) +
+         256;
 }
 
 /// Runs a lane-pack Problem over the whole packed tensor (Problem::length = total_length) as
-/// staged lane tiles of each sequence's `lanes` lanes.
+/// staged lane tiles of each sequence's `lanes` lanes: the slot table, then the scan.
 template <class Problem, class Op>
 status dispatch_packed_lane_tiles(const Problem& P, const Op& op, const std::int64_t* cu_seqlens, index_t sequences,
                                   index_t channels, index_t lanes, const cuda_backend& be) {
   using shape = staged_lane_shape<Problem>;
   if (sequences == 0 || lanes == 0) return status::success;
   index_t capacity;
-  if (!packed_lane_capacity(lanes, P.length, sequences, shape::lane_tile, capacity))
+  if (!packed_lane_capacity(lanes, P.length, sequences, shape::lane_tile, capacity) || capacity > max_grid)
     return status::exceeds_device_limits;
-  const packed_lane_tiles<shape::lane_tile> plan{cu_seqlens, sequences, channels, lanes,
-                                                 (lanes + warp_threads - 1) / warp_threads, capacity};
-  return launch_staged_lane_plan<shape>(P, op, plan, capacity, be);
+  const std::size_t table_bytes = packed_lane_table_bytes(capacity);
+  const std::size_t bytes = packed_lane_workspace_bytes<Problem>(lanes, P.length, sequences);
+  workspace_lease ws(be);
+  if (status st = ws.acquire(bytes); st != status::success) return st;
+  auto* slots = static_cast<packed_lane_slot*>(ws.get());
+  const index_t groups = (lanes + warp_threads - 1) / warp_threads;
+  constexpr int threads = 256;
+  const index_t blocks = (capacity + threads - 1) / threads;
+  if (status st = launch(packed_lane_slots_kernel<shape::lane_tile>, blocks < 65535 ? blocks : 65535, threads, 0, be,
+                         cu_seqlens, sequences, groups, capacity, slots);
+      st != status::success)
+    return st;
+  const packed_lane_tiles<shape::lane_tile> plan{cu_seqlens, slots, sequences, channels, lanes, groups, capacity};
+  return launch_staged_lane_plan<shape>(P, op, plan, capacity, backend_after(be, ws, table_bytes, bytes));
 }
 
 /// Strides neither loop covers: one thread per (sequence, channel), step by step. Problem's
