@@ -304,8 +304,9 @@ class lane_loop_order {
     if (dev.st != status::success) return dev.st;
     const index_t wave =
         static_cast<index_t>(blocks_per_multiprocessor<Kernel>(threads, dev.device, smem)) * dev.multiprocessors;
-    const std::size_t bytes = longest_first_bytes(sequences, total_length);
-    if (blocks <= wave || bytes == 0) return status::success;
+    if (blocks <= wave) return status::success;
+    const std::size_t bytes = longest_first_bytes(sequences, total_length);  // CUB's size query: only where it sorts
+    if (bytes == 0) return status::success;
     if (status st = ws_.acquire(bytes); st != status::success) return st;
     return longest_first(cu_seqlens, sequences, total_length, ws_.get(), be_.stream, order_);
   }
