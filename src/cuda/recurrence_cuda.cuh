@@ -7,6 +7,7 @@
 
 #include <parscan/cuda/device/dispatch_scan.cuh>
 #include <parscan/cuda/generic/generic_problem.cuh>
+#include <parscan/cuda/recurrence/channel_last_chunks.cuh>
 #include <parscan/cuda/recurrence/recurrence_head_pads.cuh>
 #include <parscan/cuda/recurrence/recurrence_lane_packs.cuh>
 #include <parscan/cuda/recurrence/recurrence_problems.cuh>
@@ -46,15 +47,31 @@ bool uses_lane_packs(const recurrence_backward_problem<T>& b) {
          lane_packs_fit<K>(b.ldx, b.dx) && lane_packs_fit<K>(b.lda, b.da) && lane_packs_fit<K>(b.ldb, b.db);
 }
 
-/// Runs a forward or backward Problem: in lane packs when they fit, else one channel per lane
-/// (with head pads where sequences start off 16-byte boundaries). The float forward in lane
-/// packs takes the lane loop where it has groups enough (agent/lane_loop.cuh: 88% of copy
-/// against the staged lane tiles' 51% at (8, 4096, 1536) on an H100); the other dtypes and the
-/// backward were measured slower in the lane loop (bf16 forward 27% against 38%) and keep the
-/// staged lane tiles.
+/// Whether the chunk loop (recurrence/channel_last_chunks.cuh) may take Problem's channel-last
+/// calls of T: the 16-bit forward and backward (chunk_type), where its layouts fit and its jobs
+/// fill the device.
+template <class T, class Problem>
+constexpr bool chunk_loop_takes = chunk_type<T>;
+
+/// Runs a forward or backward Problem. On channel-last layouts with groups enough to fill the
+/// device, a block owns a group of channels for the whole length instead of chaining tiles:
+/// the chunk loop (16-byte words of 8 channels a lane) for the 16-bit types (H100, (8, T, 1536):
+/// backward 54% → 59–61% of copy, forward 46.6 / 57.1 / 60.0% → 51.6 / 58.2 / 60.6% at
+/// T = 1024 / 4096 / 16384), the lane loop (agent/lane_loop.cuh: 88% of copy against the staged
+/// lane tiles' 51% at (8, 4096, 1536)) for the float forward in lane packs. Otherwise in lane
+/// packs when they fit (the staged lane tiles), else one channel per lane (with head pads where
+/// sequences start off 16-byte boundaries).
 template <template <class, int> class Lanes, class T, class Problem>
 status run_recurrence(const Problem& P, index_t sequences, const cuda_backend& be) {
   constexpr int K = channels_per_lane<T>;
+  if constexpr (chunk_loop_takes<T, Problem>) {
+    if (chunk_loop_fits(P)) {
+      const device_facts dev = current_device();
+      if (dev.st != status::success) return dev.st;
+      const index_t jobs = chunk_jobs<T>(P, P.la.groups);
+      if (chunk_loop_fills(jobs, dev.multiprocessors)) return launch_chunk_loop<T>(P, jobs, dev, be);
+    }
+  }
   if (uses_lane_packs(P)) {
     if constexpr (std::is_same_v<T, float> && std::is_same_v<Problem, recurrence_forward_problem<T>>) {
       const device_facts dev = current_device();
@@ -205,13 +222,23 @@ template <class T, class Problem>
 constexpr bool packed_lane_tiles_take =
     !(std::is_same_v<T, float> && std::is_same_v<Problem, recurrence_forward_problem<T>>);
 
-/// Runs a packed forward or backward Problem: where the lane packs fit, in packs, as staged lane
-/// tiles of each sequence or (the float forward) the lane loop; else varlen_recurrence.cuh's
-/// loops on the one-channel Problem.
+/// Runs a packed forward or backward Problem: as the batch's run_recurrence, the chunk loop where
+/// it takes the call and its (sequence, group) jobs fill the device; else where the lane packs
+/// fit, in packs, as staged lane tiles of each sequence or (the float forward) the lane loop;
+/// else varlen_recurrence.cuh's loops on the one-channel Problem.
 template <template <class, int> class Lanes, class T, class Problem>
 status run_varlen_recurrence(const Problem& P, const std::int64_t* cu_seqlens, index_t sequences, index_t channels,
                              const cuda_backend& be) {
   constexpr int K = channels_per_lane<T>;
+  if constexpr (chunk_loop_takes<T, Problem>) {
+    if (chunk_loop_fits(P)) {
+      const device_facts dev = current_device();
+      if (dev.st != status::success) return dev.st;
+      const index_t jobs = chunk_jobs<T>(P, sequences);
+      if (chunk_loop_fills(jobs, dev.multiprocessors))
+        return launch_packed_chunk_loop<T>(P, cu_seqlens, sequences, jobs, be);
+    }
+  }
   if (uses_lane_packs(P)) {
     const Lanes<T, K> packs(P);
     const lanewise_op<affine_op<T>, K> op{};
@@ -224,14 +251,19 @@ status run_varlen_recurrence(const Problem& P, const std::int64_t* cu_seqlens, i
 }
 
 /// Workspace bytes of a packed Problem: its staged lane tiles' where the layouts let it take them,
-/// else, unless time-contiguous, the lane loop's order of the sequences (longest first, sorted
-/// where its grid takes more than one wave).
+/// else, unless time-contiguous, the order of the sequences that the lane loop and the chunk loop
+/// take (longest first, sorted where their grid takes more than one wave); the larger of the two
+/// where the chunk loop may take the call.
 template <template <class, int> class Lanes, class T, class Problem>
 std::size_t varlen_scan_bytes(const varlen_shape& s, bool packs_fit) {
   constexpr int K = channels_per_lane<T>;
-  if (packed_lane_tiles_take<T, Problem> && packs_fit)
-    return packed_lane_workspace_bytes<Lanes<T, K>>(s.channels / K, s.total_length, s.sequences);
-  return s.layout == recurrence_layout::time_contiguous ? 0 : longest_first_bytes(s.sequences, s.total_length);
+  const std::size_t order =
+      s.layout == recurrence_layout::time_contiguous ? 0 : longest_first_bytes(s.sequences, s.total_length);
+  if (packed_lane_tiles_take<T, Problem> && packs_fit) {
+    const std::size_t tiles = packed_lane_workspace_bytes<Lanes<T, K>>(s.channels / K, s.total_length, s.sequences);
+    return chunk_loop_takes<T, Problem> && order > tiles ? order : tiles;
+  }
+  return order;
 }
 }  // namespace cuda_detail
 

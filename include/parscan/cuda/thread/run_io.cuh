@@ -108,6 +108,13 @@ __device__ PARSCAN_INLINE void stage_bytes(void* dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(to), "l"(src), "n"(Bytes) : "memory");
 }
 
+/// Starts an asynchronous copy of one 16-byte word (both ends aligned) into shared memory,
+/// bypassing L1: a streamed input read once.
+__device__ PARSCAN_INLINE void stage_word(void* dst, const void* src) {
+  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(src) : "memory");
+}
+
 /// Reads back, in processing order, V steps of T copied by stage_bytes (sizeof(T)·V bytes) from
 /// the run's lowest address; dir < 0 reverses them.
 template <int V, class T>

@@ -1,0 +1,517 @@
+// parscan/cuda/recurrence/channel_last_chunks.cuh — the gated recurrence on channel-last
+// layouts of a 16-bit type, forward and backward, where a lane owns a chunk: one 16-byte word
+// of 8 adjacent channels over a run of consecutive steps (the "chunk loop").
+//
+// Why a kernel of its own. The staged lane tiles (agent/staged_lane_tiles.cuh) give a lane two
+// 16-bit channels and one 4-byte cp.async a tensor and step; ncu counted ~61 thread
+// instructions a channel-step in the bf16 forward (docs/performance.md). Here every access moves
+// 16 bytes: ~30 a channel-step (ncu). A block owns a group of 4 chunks of one batch row (or
+// packed sequence) for the whole length, as the lane loop does (agent/lane_loop.cuh: no
+// look-back, no workspace), and walks it in tiles of 32·Steps steps:
+//   - all threads copy the next tile's inputs into shared memory with 16-byte cp.async (whole
+//     64-byte rows a quarter warp) while the current tile is scanned;
+//   - warp w takes the tile's chunk w, lane l its steps l·Steps … l·Steps+Steps-1: the lane
+//     folds its run (one independent chain a channel), a shuffle scan over the 32 lanes gives
+//     each lane its state before its run from the warp's carry, and the lane walks its run
+//     again from there, writing its outputs over inputs it has read;
+//   - all threads copy the outputs out in whole rows.
+// Steps past the length are staged as the identity (gate 1, input 0), so the last lane's state
+// is the carry into the next tile, and after the last tile the call's final state.
+// What bounds it (ncu, H100): one warp a chunk for the whole length, so (8, T, 1536) has 1536
+// warps, about 12 an SM, each issuing every ~9 cycles; see docs/performance.md.
+//
+// Shared memory: per tile and tensor, [chunk][slot] words of 16 bytes, where step r of the
+// tile sits at slot (r mod Steps)·32 + r / Steps, XOR-ed with a key below 8: a warp reading
+// step j of its 32 lanes reads 32 adjacent words, and the eight threads of a quarter warp
+// that copy one or two rows write eight different bank groups.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "../../detail/recurrence_math.hpp"
+#include "../../layout.hpp"
+#include "../../numeric.hpp"
+#include "../runtime.cuh"
+#include "../thread/run_io.cuh"
+#include "../warp/warp_shuffle.cuh"
+#include "recurrence_problems.cuh"
+#include "varlen_recurrence.cuh"
+
+namespace parscan::cuda_detail {
+
+/// Channels of a chunk: one 16-byte word.
+template <class T>
+constexpr int chunk_channels = static_cast<int>(16 / sizeof(T));
+
+/// The types the chunk loop serves: the 16-bit ones, computed in float. (A float backward,
+/// 4 channels a chunk, measured no faster than the staged lane tiles: docs/performance.md.)
+template <class T>
+constexpr bool chunk_type = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
+
+/// A block of the chunk loop over `Tensors` staged tensors of T: Warps warps, a chunk each (a
+/// group of Warps chunks side by side), tiles of 32·Steps steps, two tiles in shared memory (one
+/// scanned, one loading).
+template <class T, int Tensors, int Warps, int Steps>
+struct chunk_loop_shape {
+  static constexpr int warps = Warps, steps = Steps, tensors = Tensors;
+  static constexpr int threads = warps * warp_threads;
+  static constexpr int channels = chunk_channels<T>;
+  static constexpr int group_channels = warps * channels;
+  static constexpr int rows = warp_threads * Steps;       // steps a tile
+  static constexpr int tensor_bytes = rows * warps * 16;  // one tensor of one tile
+  static constexpr int stage_bytes = Tensors * tensor_bytes;
+  static constexpr int smem_bytes = 2 * stage_bytes;
+  static_assert(Warps == 4 || Warps == 8, "a quarter warp copies one or two whole rows");
+
+  /// The 16-byte word of step r (of the tile) and chunk c within one tensor of a stage.
+  __device__ PARSCAN_INLINE static int word_of(int r, int c) {
+    const int j = r % Steps;
+    return c * rows + ((j * warp_threads + r / Steps) ^ ((c + warps * j) & 7));
+  }
+};
+
+/// Whether a tensor of layout l at p keeps whole, aligned chunks: channel-last, channels a
+/// multiple of a chunk, strides of whole 16-byte words, the base on a 16-byte boundary.
+template <class T>
+bool chunk_layout_fits(const T* p, const sequence_layout& l) {
+  const auto words = [](index_t elements) { return static_cast<std::size_t>(elements) * sizeof(T) % 16 == 0; };
+  return l.sequence_stride == 1 && l.count % chunk_channels<T> == 0 && words(l.step_stride) &&
+         (l.groups <= 1 || words(l.group_stride)) && reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
+namespace chunk_detail {
+
+/// A staged word as the compute type, and back (16-bit values rounded to nearest even, a pair
+/// an instruction).
+template <class T>
+__device__ PARSCAN_INLINE void unpack(const unsigned char* word, float (&out)[chunk_channels<T>]) {
+  const uint4 w = *reinterpret_cast<const uint4*>(word);
+  T v[chunk_channels<T>];
+  memcpy(v, &w, sizeof(w));
+  detail::widen(v, out);
+}
+template <class T>
+__device__ PARSCAN_INLINE unsigned narrow_pair(float lo, float hi) {
+  unsigned r;
+  if constexpr (std::is_same_v<T, bfloat16>)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+template <class T>
+__device__ PARSCAN_INLINE void pack(const float (&in)[chunk_channels<T>], unsigned char* word) {
+  *reinterpret_cast<uint4*>(word) = make_uint4(narrow_pair<T>(in[0], in[1]), narrow_pair<T>(in[2], in[3]),
+                                               narrow_pair<T>(in[4], in[5]), narrow_pair<T>(in[6], in[7]));
+}
+/// The gates of a staged word (exp of the stored value for log gates).
+template <class T, bool LogGates>
+__device__ PARSCAN_INLINE void gates_of(const unsigned char* word, float (&g)[chunk_channels<T>]) {
+  unpack<T>(word, g);
+  if constexpr (LogGates) {
+#pragma unroll
+    for (int i = 0; i < chunk_channels<T>; ++i) g[i] = detail::exp_gate(g[i]);
+  }
+}
+/// The identity step's stored gate (1, or log 0) as a word.
+template <class T, bool LogGates>
+__device__ PARSCAN_INLINE uint4 identity_gate_word() {
+  const unsigned one = LogGates ? 0u : std::is_same_v<T, bfloat16> ? 0x3f803f80u : 0x3c003c00u;
+  return make_uint4(one, one, one, one);
+}
+__device__ PARSCAN_INLINE void store_word(unsigned char* word, const uint4& w) { *reinterpret_cast<uint4*>(word) = w; }
+
+/// K channels of a per-sequence state vector (x0, x_final, dx_final, dx0: any alignment).
+template <class T, int K>
+__device__ PARSCAN_INLINE void read_state(const T* p, float (&out)[K]) {
+#pragma unroll
+  for (int i = 0; i < K; ++i) out[i] = p ? static_cast<float>(p[i]) : 0.f;
+}
+template <class T, int K>
+__device__ PARSCAN_INLINE void write_state(T* p, const float (&in)[K]) {
+#pragma unroll
+  for (int i = 0; i < K; ++i) p[i] = static_cast<T>(in[i]);
+}
+
+/// Given each lane's run folded as y_end = A·y_start + B, channel by channel, and the warp's
+/// carry (the state before lane 0's run, the same in every lane): the state before this lane's
+/// run, and the carry moved past the warp's last lane.
+template <int K>
+__device__ PARSCAN_INLINE void chain_lane_runs(float (&A)[K], float (&B)[K], float (&carry)[K], float (&before)[K]) {
+  const int lane = static_cast<int>(threadIdx.x % warp_threads);
+#pragma unroll
+  for (int d = 1; d < warp_threads; d *= 2) {
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+      const float a_up = __shfl_up_sync(full_mask, A[i], d), b_up = __shfl_up_sync(full_mask, B[i], d);
+      if (lane >= d) {
+        B[i] = fmaf(A[i], b_up, B[i]);
+        A[i] = A[i] * a_up;
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < K; ++i) {
+    const float end = fmaf(A[i], carry[i], B[i]);
+    const float up = __shfl_up_sync(full_mask, end, 1);
+    before[i] = lane == 0 ? carry[i] : up;
+    carry[i] = __shfl_sync(full_mask, end, warp_threads - 1);
+  }
+}
+
+}  // namespace chunk_detail
+
+/// The forward, x[t] = a[t]·x[t-1] + b[t]: stages a and b, writes x over a; the carry starts at
+/// x0 (or 0) and ends in x_final.
+template <class T, bool LogGates>
+struct forward_chunks {
+  using problem = recurrence_forward_problem<T>;
+  static constexpr int tensors = 2, K = chunk_channels<T>;
+  problem P;
+
+  struct group {
+    const T* a;
+    const T* b;
+    T* x;
+  };
+  __device__ PARSCAN_INLINE group group_at(index_t batch, index_t channel) const {
+    return {P.a + batch * P.la.group_stride + channel, P.b + batch * P.lb.group_stride + channel,
+            P.x + batch * P.lx.group_stride + channel};
+  }
+  __device__ PARSCAN_INLINE const sequence_layout& layout() const { return P.la; }
+  __device__ PARSCAN_INLINE index_t length() const { return P.length; }
+  __device__ PARSCAN_INLINE void initial(index_t s, float (&carry)[K]) const {
+    chunk_detail::read_state<T>(P.x0 ? P.x0 + s : nullptr, carry);
+  }
+  __device__ PARSCAN_INLINE void finish(index_t s, const float (&carry)[K]) const {
+    if (P.x_final) chunk_detail::write_state<T>(P.x_final + s, carry);
+  }
+  /// Step p's words of chunk c (channels c·K …) at word, word + tensor_bytes.
+  __device__ PARSCAN_INLINE void stage(const group& g, int c, index_t p, index_t, unsigned char* word,
+                                       int tensor_bytes) const {
+    if (p < P.length) {
+      const index_t t = P.step(p);
+      stage_word(word, g.a + c * K + t * P.la.step_stride);
+      stage_word(word + tensor_bytes, g.b + c * K + t * P.lb.step_stride);
+    } else {
+      chunk_detail::store_word(word, chunk_detail::identity_gate_word<T, LogGates>());
+      chunk_detail::store_word(word + tensor_bytes, make_uint4(0u, 0u, 0u, 0u));
+    }
+  }
+  __device__ PARSCAN_INLINE void fold(const unsigned char* word, int tensor_bytes, bool first, float (&A)[K],
+                                      float (&B)[K]) const {
+    float g[K], in[K];
+    chunk_detail::gates_of<T, LogGates>(word, g);
+    chunk_detail::unpack<T>(word + tensor_bytes, in);
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+      B[i] = first ? in[i] : fmaf(g[i], B[i], in[i]);
+      A[i] = first ? g[i] : g[i] * A[i];
+    }
+  }
+  __device__ PARSCAN_INLINE void step(unsigned char* word, int tensor_bytes, float (&x)[K]) const {
+    float g[K], in[K];
+    chunk_detail::gates_of<T, LogGates>(word, g);
+    chunk_detail::unpack<T>(word + tensor_bytes, in);
+#pragma unroll
+    for (int i = 0; i < K; ++i) x[i] = fmaf(g[i], x[i], in[i]);
+    chunk_detail::pack<T>(x, word);
+  }
+  __device__ PARSCAN_INLINE void store(const group& g, int c, index_t p, const unsigned char* word, int) const {
+    chunk_detail::store_word(reinterpret_cast<unsigned char*>(g.x + c * K + P.step(p) * P.lx.step_stride),
+                             *reinterpret_cast<const uint4*>(word));
+  }
+};
+
+/// The backward (recurrence_problems.cuh: y[t] = a[t]·(dx[t] + y[next]), db[t] = dx[t] +
+/// y[next], da[t] = db[t]·x[prev], times a[t] for log gates): stages a, dx and x[prev] (x0 or 0
+/// at the forward's first step), writes db over dx and da over x[prev]; the carry starts at
+/// dx_final (or 0) and ends in dx0.
+template <class T, bool LogGates>
+struct backward_chunks {
+  using problem = recurrence_backward_problem<T>;
+  static constexpr int tensors = 3, K = chunk_channels<T>;
+  problem P;
+
+  struct group {
+    const T* a;
+    const T* x;
+    const T* dx;
+    T* da;
+    T* db;
+  };
+  __device__ PARSCAN_INLINE group group_at(index_t batch, index_t channel) const {
+    return {P.a + batch * P.la.group_stride + channel, P.x + batch * P.lx.group_stride + channel,
+            P.dx + batch * P.ldx.group_stride + channel, P.da + batch * P.lda.group_stride + channel,
+            P.db + batch * P.ldb.group_stride + channel};
+  }
+  __device__ PARSCAN_INLINE const sequence_layout& layout() const { return P.la; }
+  __device__ PARSCAN_INLINE index_t length() const { return P.length; }
+  __device__ PARSCAN_INLINE void initial(index_t s, float (&carry)[K]) const {
+    chunk_detail::read_state<T>(P.dx_final ? P.dx_final + s : nullptr, carry);
+  }
+  __device__ PARSCAN_INLINE void finish(index_t s, const float (&carry)[K]) const {
+    if (P.dx0) chunk_detail::write_state<T>(P.dx0 + s, carry);
+  }
+  /// s: the sequence of chunk c's first channel (x0's index).
+  __device__ PARSCAN_INLINE void stage(const group& g, int c, index_t p, index_t s, unsigned char* word,
+                                       int tensor_bytes) const {
+    unsigned char* x_word = word + 2 * tensor_bytes;
+    if (p < P.length) {
+      const index_t t = P.step(p);
+      stage_word(word, g.a + c * K + t * P.la.step_stride);
+      stage_word(word + tensor_bytes, g.dx + c * K + t * P.ldx.step_stride);
+      if (p + 1 < P.length) {
+        stage_word(x_word, g.x + c * K + (t + P.dir()) * P.lx.step_stride);
+      } else {  // the forward's first step: x before it is x0, or 0
+        float x0[K];
+        chunk_detail::read_state<T>(P.x0 ? P.x0 + s : nullptr, x0);
+        chunk_detail::pack<T>(x0, x_word);
+      }
+    } else {
+      chunk_detail::store_word(word, chunk_detail::identity_gate_word<T, LogGates>());
+      chunk_detail::store_word(word + tensor_bytes, make_uint4(0u, 0u, 0u, 0u));
+      chunk_detail::store_word(x_word, make_uint4(0u, 0u, 0u, 0u));
+    }
+  }
+  // The element of a step is (g, g·dx): y_end = g·(dx + y_start).
+  __device__ PARSCAN_INLINE void fold(const unsigned char* word, int tensor_bytes, bool first, float (&A)[K],
+                                      float (&B)[K]) const {
+    float g[K], dx[K];
+    chunk_detail::gates_of<T, LogGates>(word, g);
+    chunk_detail::unpack<T>(word + tensor_bytes, dx);
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+      B[i] = g[i] * (first ? dx[i] : B[i] + dx[i]);
+      A[i] = first ? g[i] : g[i] * A[i];
+    }
+  }
+  __device__ PARSCAN_INLINE void step(unsigned char* word, int tensor_bytes, float (&y)[K]) const {
+    float g[K], dx[K], x_prev[K], da[K];
+    chunk_detail::gates_of<T, LogGates>(word, g);
+    chunk_detail::unpack<T>(word + tensor_bytes, dx);
+    chunk_detail::unpack<T>(word + 2 * tensor_bytes, x_prev);
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+      const float grad = dx[i] + y[i];
+      da[i] = LogGates ? grad * x_prev[i] * g[i] : grad * x_prev[i];
+      dx[i] = grad;  // db
+      y[i] = g[i] * grad;
+    }
+    chunk_detail::pack<T>(dx, word + tensor_bytes);
+    chunk_detail::pack<T>(da, word + 2 * tensor_bytes);
+  }
+  __device__ PARSCAN_INLINE void store(const group& g, int c, index_t p, const unsigned char* word,
+                                       int tensor_bytes) const {
+    const index_t t = P.step(p);
+    chunk_detail::store_word(reinterpret_cast<unsigned char*>(g.db + c * K + t * P.ldb.step_stride),
+                             *reinterpret_cast<const uint4*>(word + tensor_bytes));
+    chunk_detail::store_word(reinterpret_cast<unsigned char*>(g.da + c * K + t * P.lda.step_stride),
+                             *reinterpret_cast<const uint4*>(word + 2 * tensor_bytes));
+  }
+};
+
+/// The jobs of a batch: (batch row, group of 4 chunks) pairs, row by row.
+struct batch_chunk_jobs {
+  __device__ PARSCAN_INLINE index_t count(const sequence_layout& l, index_t per_row) const {
+    return l.groups * per_row;
+  }
+  /// f(the job's Chunks, its batch row, its group in the row).
+  template <class Chunks, class F>
+  __device__ PARSCAN_INLINE void visit(const Chunks& C, index_t job, index_t per_row, F&& f) const {
+    f(C, job / per_row, job % per_row);
+  }
+};
+
+/// The jobs of packed sequences (cu_seqlens): (sequence, group of 4 chunks) pairs, the
+/// sequences in `order` (longest first, or null: index order). A job's Chunks are its
+/// sequence's (varlen_recurrence.cuh's sequence_of), one batch row.
+struct packed_chunk_jobs {
+  const std::int64_t* cu_seqlens;
+  const index_t* order;
+  index_t sequences;
+  __device__ PARSCAN_INLINE index_t count(const sequence_layout&, index_t per_row) const { return sequences * per_row; }
+  template <class Chunks, class F>
+  __device__ PARSCAN_INLINE void visit(const Chunks& C, index_t job, index_t per_row, F&& f) const {
+    const index_t q = job / per_row, n = sequence_at(order, q), start = cu_seqlens[n];
+    f(Chunks{sequence_of(C.P, n, start, cu_seqlens[n + 1] - start, C.P.la.count)}, index_t(0), job - q * per_row);
+  }
+};
+
+/// The chunk loop: block b takes jobs b, b + grid, … (a job: a group of 4 chunks of one batch
+/// row or packed sequence), each for its whole length.
+template <class shape, class Chunks, class Jobs>
+__global__ void __launch_bounds__(shape::threads) recurrence_chunk_loop_kernel(Chunks whole, Jobs jobs) {
+  extern __shared__ uint4 chunk_smem[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>(chunk_smem);
+  constexpr int K = shape::channels, S = shape::steps, TB = shape::tensor_bytes;
+  constexpr int copy_rows = shape::threads / shape::warps;  // rows one pass of the block copies
+  const sequence_layout& l = whole.layout();
+  const index_t per_row = (l.count + shape::group_channels - 1) / shape::group_channels;
+  // The chunk this thread copies (of rows r0, r0 + copy_rows, …), and the chunk its warp scans.
+  const int copy_chunk = static_cast<int>(threadIdx.x % shape::warps),
+            r0 = static_cast<int>(threadIdx.x / shape::warps);
+  const int scan_chunk = static_cast<int>(threadIdx.x / warp_threads),
+            lane = static_cast<int>(threadIdx.x % warp_threads);
+
+  for (index_t job = blockIdx.x; job < jobs.count(l, per_row); job += gridDim.x) {
+    jobs.visit(whole, job, per_row, [&](const Chunks& C, index_t batch, index_t group) {
+      const index_t length = C.length(), tiles = (length + shape::rows - 1) / shape::rows;
+      const index_t first = group * shape::group_channels;
+      const typename Chunks::group grp = C.group_at(batch, first);
+      const bool copies = first + copy_chunk * K < l.count, scans = first + scan_chunk * K < l.count;
+      const index_t copy_s = batch * l.count + first + copy_chunk * K;  // sequences of the chunks' first channels
+      const index_t scan_s = batch * l.count + first + scan_chunk * K;
+      const auto stage_tile = [&](index_t k) {
+        unsigned char* stage = smem + (k % 2) * shape::stage_bytes;
+        if (copies) {
+#pragma unroll
+          for (int i = 0; i < S; ++i) {
+            const int r = r0 + i * copy_rows;
+            C.stage(grp, copy_chunk, k * shape::rows + r, copy_s, stage + 16 * shape::word_of(r, copy_chunk), TB);
+          }
+        }
+        async_commit();
+      };
+
+      float carry[K];
+      if (scans) C.initial(scan_s, carry);
+      if (tiles > 0) stage_tile(0);
+      for (index_t k = 0; k < tiles; ++k) {
+        unsigned char* stage = smem + (k % 2) * shape::stage_bytes;
+        if (k + 1 < tiles) {
+          stage_tile(k + 1);
+          async_wait<1>();
+        } else {
+          async_wait<0>();
+        }
+        __syncthreads();  // tile k staged by every thread
+        if (scans) {
+          const auto word = [&](int j) { return stage + 16 * shape::word_of(lane * S + j, scan_chunk); };
+          float A[K], B[K], y[K];
+#pragma unroll
+          for (int j = 0; j < S; ++j) C.fold(word(j), TB, j == 0, A, B);
+          chunk_detail::chain_lane_runs(A, B, carry, y);
+#pragma unroll
+          for (int j = 0; j < S; ++j) C.step(word(j), TB, y);
+        }
+        __syncthreads();  // tile k's outputs written by every warp
+        if (copies) {
+#pragma unroll
+          for (int i = 0; i < S; ++i) {
+            const int r = r0 + i * copy_rows;
+            const index_t p = k * shape::rows + r;
+            if (p < length) C.store(grp, copy_chunk, p, stage + 16 * shape::word_of(r, copy_chunk), TB);
+          }
+        }
+        __syncthreads();  // the stage read out before tile k + 2 is copied into it
+      }
+      // A sequence of no steps: its carry out is its carry in.
+      if (scans && lane == 0) C.finish(scan_s, carry);
+    });
+  }
+}
+
+/// The chunk loop's blocks: 4 chunks (64-byte rows); forward 256-step tiles of two tensors
+/// (64 KB of shared memory, three blocks an SM), backward 192-step tiles of three (72 KB).
+/// Measured against 8 chunks (128-byte rows) and 128-step tiles, which were 1–3 points of copy
+/// slower forward at T ≥ 4096 (docs/performance.md).
+template <class T>
+using forward_chunk_shape = chunk_loop_shape<T, 2, 4, 8>;
+template <class T>
+using backward_chunk_shape = chunk_loop_shape<T, 3, 4, 6>;
+
+/// Whether a forward or backward Problem's tensors all keep whole, aligned chunks.
+template <class T>
+bool chunk_loop_fits(const recurrence_forward_problem<T>& P) {
+  return chunk_type<T> && P.length > 0 && chunk_layout_fits(P.a, P.la) && chunk_layout_fits(P.b, P.lb) &&
+         chunk_layout_fits(P.x, P.lx);
+}
+template <class T>
+bool chunk_loop_fits(const recurrence_backward_problem<T>& P) {
+  return chunk_type<T> && P.length > 0 && chunk_layout_fits(P.a, P.la) && chunk_layout_fits(P.x, P.lx) &&
+         chunk_layout_fits(P.dx, P.ldx) && chunk_layout_fits(P.da, P.lda) && chunk_layout_fits(P.db, P.ldb);
+}
+
+/// The chunk loop's Chunks and tile shape for a forward or backward Problem of T.
+template <class T, class Problem>
+struct chunk_loop_of;
+template <class T>
+struct chunk_loop_of<T, recurrence_forward_problem<T>> {
+  template <bool LogGates>
+  using chunks = forward_chunks<T, LogGates>;
+  using shape = forward_chunk_shape<T>;
+};
+template <class T>
+struct chunk_loop_of<T, recurrence_backward_problem<T>> {
+  template <bool LogGates>
+  using chunks = backward_chunks<T, LogGates>;
+  using shape = backward_chunk_shape<T>;
+};
+
+/// Calls f(kernel, chunks) with the chunk loop's kernel for P's gate form and Jobs.
+template <class T, class Problem, class Jobs, class F>
+status with_chunk_kernel(const Problem& P, F&& f) {
+  using loop = chunk_loop_of<T, Problem>;
+  using shape = typename loop::shape;
+  if (P.log_gate) {
+    using C = typename loop::template chunks<true>;
+    return f(std::integral_constant<decltype(&recurrence_chunk_loop_kernel<shape, C, Jobs>),
+                                    &recurrence_chunk_loop_kernel<shape, C, Jobs>>{},
+             C{P});
+  }
+  using C = typename loop::template chunks<false>;
+  return f(std::integral_constant<decltype(&recurrence_chunk_loop_kernel<shape, C, Jobs>),
+                                  &recurrence_chunk_loop_kernel<shape, C, Jobs>>{},
+           C{P});
+}
+
+/// Whether the chunk loop has jobs enough for a block a multiprocessor (a job's whole length
+/// goes to one block; with fewer, the staged lane tiles spread the steps further).
+inline bool chunk_loop_fills(index_t jobs, int multiprocessors) {
+  return jobs >= static_cast<index_t>(multiprocessors);
+}
+
+/// Jobs of a Problem of T over `rows` batch rows (or packed sequences) of P.la.count channels.
+template <class T, class Problem>
+index_t chunk_jobs(const Problem& P, index_t rows) {
+  constexpr int group = chunk_loop_of<T, Problem>::shape::group_channels;
+  return rows * ((P.la.count + group - 1) / group);
+}
+
+/// The chunk loop over a batch of `sequences` channel-last sequences (P: chunk_loop_fits, and
+/// its jobs fill the device).
+template <class T, class Problem>
+status launch_chunk_loop(const Problem& P, index_t jobs, const device_facts& dev, const cuda_backend& be) {
+  using shape = typename chunk_loop_of<T, Problem>::shape;
+  return with_chunk_kernel<T, Problem, batch_chunk_jobs>(P, [&](auto kernel, const auto& C) {
+    const int per_sm =
+        blocks_per_multiprocessor<decltype(kernel)::value>(shape::threads, dev.device, shape::smem_bytes);
+    if (per_sm == 0) return status::exceeds_device_limits;
+    const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
+    return launch(decltype(kernel)::value, jobs < resident ? jobs : resident, shape::threads, shape::smem_bytes, be, C,
+                  batch_chunk_jobs{});
+  });
+}
+
+/// The chunk loop over packed sequences (cu_seqlens; P: the whole packed Problem, chunk_loop_fits,
+/// its jobs filling the device): a block a job, longest sequences first where the jobs take more
+/// than one wave (lane_loop_order, as the packed lane loop).
+template <class T, class Problem>
+status launch_packed_chunk_loop(const Problem& P, const std::int64_t* cu_seqlens, index_t sequences, index_t jobs,
+                                const cuda_backend& be) {
+  using shape = typename chunk_loop_of<T, Problem>::shape;
+  return with_chunk_kernel<T, Problem, packed_chunk_jobs>(P, [&](auto kernel, const auto& C) {
+    lane_loop_order order(be);
+    if (status st = order.plan<decltype(kernel)::value>(varlen_grid(jobs), shape::threads, shape::smem_bytes,
+                                                        cu_seqlens, sequences, P.length);
+        st != status::success)
+      return st;
+    return launch(decltype(kernel)::value, varlen_grid(jobs), shape::threads, shape::smem_bytes, be, C,
+                  packed_chunk_jobs{cu_seqlens, order.get(), sequences});
+  });
+}
+
+}  // namespace parscan::cuda_detail
