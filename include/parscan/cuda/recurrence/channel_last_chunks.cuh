@@ -163,25 +163,26 @@ __device__ PARSCAN_INLINE void chain_lane_runs(float (&A)[K], float (&B)[K], flo
 
 }  // namespace chunk_detail
 
+/// What the forward's and the backward's Chunks share: the Problem, whose first layout gives
+/// every tensor's shape, and its cursor at a group's first sequence (its tensors' first
+/// elements there: a group, the Problem's at()).
+template <class Problem>
+struct chunks_of {
+  Problem P;
+  using group = typename Problem::cursor;
+  __device__ PARSCAN_INLINE const sequence_layout& layout() const { return P.la; }
+  __device__ PARSCAN_INLINE index_t length() const { return P.length; }
+  __device__ PARSCAN_INLINE group group_at(index_t s) const { return P.at(s); }
+};
+
 /// The forward, x[t] = a[t]·x[t-1] + b[t]: stages a and b, writes x over a; the carry starts at
 /// x0 (or 0) and ends in x_final.
 template <class T, bool LogGates>
-struct forward_chunks {
-  using problem = recurrence_forward_problem<T>;
-  static constexpr int tensors = 2, K = chunk_channels<T>;
-  problem P;
+struct forward_chunks : chunks_of<recurrence_forward_problem<T>> {
+  using chunks_of<recurrence_forward_problem<T>>::P;
+  static constexpr int K = chunk_channels<T>;
 
-  struct group {
-    const T* a;
-    const T* b;
-    T* x;
-  };
-  __device__ PARSCAN_INLINE group group_at(index_t batch, index_t channel) const {
-    return {P.a + batch * P.la.group_stride + channel, P.b + batch * P.lb.group_stride + channel,
-            P.x + batch * P.lx.group_stride + channel};
-  }
-  __device__ PARSCAN_INLINE const sequence_layout& layout() const { return P.la; }
-  __device__ PARSCAN_INLINE index_t length() const { return P.length; }
+  using typename chunks_of<recurrence_forward_problem<T>>::group;
   __device__ PARSCAN_INLINE void initial(index_t s, float (&carry)[K]) const {
     chunk_detail::read_state<T>(P.x0 ? P.x0 + s : nullptr, carry);
   }
@@ -230,25 +231,11 @@ struct forward_chunks {
 /// at the forward's first step), writes db over dx and da over x[prev]; the carry starts at
 /// dx_final (or 0) and ends in dx0.
 template <class T, bool LogGates>
-struct backward_chunks {
-  using problem = recurrence_backward_problem<T>;
-  static constexpr int tensors = 3, K = chunk_channels<T>;
-  problem P;
+struct backward_chunks : chunks_of<recurrence_backward_problem<T>> {
+  using chunks_of<recurrence_backward_problem<T>>::P;
+  static constexpr int K = chunk_channels<T>;
 
-  struct group {
-    const T* a;
-    const T* x;
-    const T* dx;
-    T* da;
-    T* db;
-  };
-  __device__ PARSCAN_INLINE group group_at(index_t batch, index_t channel) const {
-    return {P.a + batch * P.la.group_stride + channel, P.x + batch * P.lx.group_stride + channel,
-            P.dx + batch * P.ldx.group_stride + channel, P.da + batch * P.lda.group_stride + channel,
-            P.db + batch * P.ldb.group_stride + channel};
-  }
-  __device__ PARSCAN_INLINE const sequence_layout& layout() const { return P.la; }
-  __device__ PARSCAN_INLINE index_t length() const { return P.length; }
+  using typename chunks_of<recurrence_backward_problem<T>>::group;
   __device__ PARSCAN_INLINE void initial(index_t s, float (&carry)[K]) const {
     chunk_detail::read_state<T>(P.dx_final ? P.dx_final + s : nullptr, carry);
   }
@@ -336,7 +323,7 @@ struct packed_chunk_jobs {
   template <class Chunks, class F>
   __device__ PARSCAN_INLINE void visit(const Chunks& C, index_t job, index_t per_row, F&& f) const {
     const index_t q = job / per_row, n = sequence_at(order, q), start = cu_seqlens[n];
-    f(Chunks{sequence_of(C.P, n, start, cu_seqlens[n + 1] - start, C.P.la.count)}, index_t(0), job - q * per_row);
+    f(Chunks{{sequence_of(C.P, n, start, cu_seqlens[n + 1] - start, C.P.la.count)}}, index_t(0), job - q * per_row);
   }
 };
 
@@ -360,7 +347,7 @@ __global__ void __launch_bounds__(shape::threads) recurrence_chunk_loop_kernel(C
     jobs.visit(whole, job, per_row, [&](const Chunks& C, index_t batch, index_t group) {
       const index_t length = C.length(), tiles = (length + shape::rows - 1) / shape::rows;
       const index_t first = group * shape::group_channels;
-      const typename Chunks::group grp = C.group_at(batch, first);
+      const typename Chunks::group grp = C.group_at(batch * l.count + first);
       const bool copies = first + copy_chunk * K < l.count, scans = first + scan_chunk * K < l.count;
       const index_t copy_s = batch * l.count + first + copy_chunk * K;  // sequences of the chunks' first channels
       const index_t scan_s = batch * l.count + first + scan_chunk * K;
@@ -460,12 +447,12 @@ status with_chunk_kernel(const Problem& P, F&& f) {
     using C = typename loop::template chunks<true>;
     return f(std::integral_constant<decltype(&recurrence_chunk_loop_kernel<shape, C, Jobs>),
                                     &recurrence_chunk_loop_kernel<shape, C, Jobs>>{},
-             C{P});
+             C{{P}});
   }
   using C = typename loop::template chunks<false>;
   return f(std::integral_constant<decltype(&recurrence_chunk_loop_kernel<shape, C, Jobs>),
                                   &recurrence_chunk_loop_kernel<shape, C, Jobs>>{},
-           C{P});
+           C{{P}});
 }
 
 /// Whether the chunk loop has jobs enough for a block a multiprocessor (a job's whole length
