@@ -47,24 +47,20 @@ bool uses_lane_packs(const recurrence_backward_problem<T>& b) {
          lane_packs_fit<K>(b.ldx, b.dx) && lane_packs_fit<K>(b.lda, b.da) && lane_packs_fit<K>(b.ldb, b.db);
 }
 
-/// Whether the chunk loop (recurrence/channel_last_chunks.cuh) may take Problem's channel-last
-/// calls of T: the 16-bit forward and backward (chunk_type), where its layouts fit and its jobs
-/// fill the device.
-template <class T, class Problem>
-constexpr bool chunk_loop_takes = chunk_type<T>;
-
 /// Runs a forward or backward Problem. On channel-last layouts with groups enough to fill the
 /// device, a block owns a group of channels for the whole length instead of chaining tiles:
-/// the chunk loop (16-byte words of 8 channels a lane) for the 16-bit types (H100, (8, T, 1536):
-/// backward 54% → 59–61% of copy, forward 46.6 / 57.1 / 60.0% → 51.6 / 58.2 / 60.6% at
-/// T = 1024 / 4096 / 16384), the lane loop (agent/lane_loop.cuh: 88% of copy against the staged
-/// lane tiles' 51% at (8, 4096, 1536)) for the float forward in lane packs. Otherwise in lane
-/// packs when they fit (the staged lane tiles), else one channel per lane (with head pads where
-/// sequences start off 16-byte boundaries).
+/// the chunk loop (recurrence/channel_last_chunks.cuh: 16-byte words of 8 channels a lane) for
+/// the 16-bit types where every tensor keeps whole chunks (H100, (8, T, 1536), against the
+/// staged lane tiles in one process: forward 47 / 57 / 60% → 52 / 59 / 61% of copy at
+/// T = 1024 / 4096 / 16384, backward 51 / 55 / 54% → 55 / 60 / 61%), the lane loop
+/// (agent/lane_loop.cuh: 88% of copy against the staged lane tiles' 51% at (8, 4096, 1536)) for
+/// the float forward in lane packs. Otherwise in lane packs when they fit (the staged lane
+/// tiles), else one channel per lane (with head pads where sequences start off 16-byte
+/// boundaries).
 template <template <class, int> class Lanes, class T, class Problem>
 status run_recurrence(const Problem& P, index_t sequences, const cuda_backend& be) {
   constexpr int K = channels_per_lane<T>;
-  if constexpr (chunk_loop_takes<T, Problem>) {
+  if constexpr (chunk_type<T>) {
     if (chunk_loop_fits(P)) {
       const device_facts dev = current_device();
       if (dev.st != status::success) return dev.st;
@@ -230,7 +226,7 @@ template <template <class, int> class Lanes, class T, class Problem>
 status run_varlen_recurrence(const Problem& P, const std::int64_t* cu_seqlens, index_t sequences, index_t channels,
                              const cuda_backend& be) {
   constexpr int K = channels_per_lane<T>;
-  if constexpr (chunk_loop_takes<T, Problem>) {
+  if constexpr (chunk_type<T>) {
     if (chunk_loop_fits(P)) {
       const device_facts dev = current_device();
       if (dev.st != status::success) return dev.st;
@@ -261,7 +257,7 @@ std::size_t varlen_scan_bytes(const varlen_shape& s, bool packs_fit) {
       s.layout == recurrence_layout::time_contiguous ? 0 : longest_first_bytes(s.sequences, s.total_length);
   if (packed_lane_tiles_take<T, Problem> && packs_fit) {
     const std::size_t tiles = packed_lane_workspace_bytes<Lanes<T, K>>(s.channels / K, s.total_length, s.sequences);
-    return chunk_loop_takes<T, Problem> && order > tiles ? order : tiles;
+    return chunk_type<T> && order > tiles ? order : tiles;
   }
   return order;
 }

@@ -259,9 +259,9 @@ inline std::vector<shape3> lane_pack_shapes() {
     // H200: 264): whole groups, and groups that straddle batch rows (D = 1000).
     v.push_back({8, 1088, 300});
     v.push_back({9, 1000, 77});
-    // The 16-bit forward's chunk loop (groups of 32 channels, 256-step tiles): more groups than
-    // an H100 or H200 keeps resident (a block takes several), the last group of a row one
-    // chunk wide, two whole tiles and a partial one.
+    // The 16-bit chunk loop (groups of 32 channels; tiles of 256 steps forward, 192 backward):
+    // more groups than an H100 or H200 keeps resident (a block takes several), the last group
+    // of a row one chunk wide, whole tiles and a partial one.
     v.push_back({13, 1032, 520});
   }
   return v;
