@@ -17,13 +17,15 @@
 //   - all threads copy the outputs out in whole rows.
 // Steps past the length are staged as the identity (gate 1, input 0), so the last lane's state
 // is the carry into the next tile, and after the last tile the call's final state.
-// What bounds it (ncu, H100): one warp a chunk for the whole length, so (8, T, 1536) has 1536
-// warps, about 12 an SM, each issuing every ~9 cycles; see docs/performance.md.
+// What bounds it, measured: docs/performance.md ("The chunk loop").
 //
-// Shared memory: per tile and tensor, [chunk][slot] words of 16 bytes, where step r of the
-// tile sits at slot (r mod Steps)·32 + r / Steps, XOR-ed with a key below 8: a warp reading
-// step j of its 32 lanes reads 32 adjacent words, and the eight threads of a quarter warp
-// that copy one or two rows write eight different bank groups.
+// Shared memory: per tile and tensor, slots of one 64-byte row (the group's 4 chunks, in
+// order), step j of lane l's run at slot j·32 + l, and a 16-byte pad after every two slots.
+// Whole rows keep cp.async coalesced: it merges two threads' halves of a 32-byte sector only
+// where they land side by side in shared memory (a probe measured 68% of copy for the staging
+// alone with each chunk's words apart, 84% with whole rows; docs/performance.md). The pad makes
+// a warp's read of one step of its 32 lanes (one chunk of 32 slots) touch every bank group
+// once a quarter warp, and a quarter warp's copy of two slots (one 128-byte span) too.
 #pragma once
 
 #include <cstdint>
@@ -50,25 +52,25 @@ constexpr int chunk_channels = static_cast<int>(16 / sizeof(T));
 template <class T>
 constexpr bool chunk_type = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
 
-/// A block of the chunk loop over `Tensors` staged tensors of T: Warps warps, a chunk each (a
-/// group of Warps chunks side by side), tiles of 32·Steps steps, two tiles in shared memory (one
-/// scanned, one loading).
-template <class T, int Tensors, int Warps, int Steps>
+/// A block of the chunk loop over `Tensors` staged tensors of T: 4 warps, a chunk each (a group
+/// of 4 chunks side by side), tiles of 32·Steps steps, two tiles in shared memory (one scanned,
+/// one loading).
+template <class T, int Tensors, int Steps>
 struct chunk_loop_shape {
-  static constexpr int warps = Warps, steps = Steps, tensors = Tensors;
+  static constexpr int warps = 4, steps = Steps, tensors = Tensors;
   static constexpr int threads = warps * warp_threads;
   static constexpr int channels = chunk_channels<T>;
   static constexpr int group_channels = warps * channels;
-  static constexpr int rows = warp_threads * Steps;       // steps a tile
-  static constexpr int tensor_bytes = rows * warps * 16;  // one tensor of one tile
+  static constexpr int rows = warp_threads * Steps;  // steps (slots) a tile
+  static constexpr int row_bytes = warps * 16, pair_bytes = 2 * row_bytes + 16;
+  static constexpr int tensor_bytes = rows / 2 * pair_bytes;  // one tensor of one tile
   static constexpr int stage_bytes = Tensors * tensor_bytes;
   static constexpr int smem_bytes = 2 * stage_bytes;
-  static_assert(Warps == 4 || Warps == 8, "a quarter warp copies one or two whole rows");
 
-  /// The 16-byte word of step r (of the tile) and chunk c within one tensor of a stage.
-  __device__ PARSCAN_INLINE static int word_of(int r, int c) {
-    const int j = r % Steps;
-    return c * rows + ((j * warp_threads + r / Steps) ^ ((c + warps * j) & 7));
+  /// The byte offset of step j of lane l's run, chunk c, within one tensor of a stage.
+  __device__ PARSCAN_INLINE static int word_of(int l, int j, int c) {
+    const int slot = j * warp_threads + l;
+    return slot / 2 * pair_bytes + slot % 2 * row_bytes + c * 16;
   }
 };
 
@@ -201,6 +203,20 @@ struct forward_chunks : chunks_of<recurrence_forward_problem<T>> {
       chunk_detail::store_word(word + tensor_bytes, make_uint4(0u, 0u, 0u, 0u));
     }
   }
+  /// Steps p … p+N-1 of chunk c, all before the length, at word(0) … word(N-1): no tests, and
+  /// the addresses walk a step a copy.
+  static constexpr int lookahead = 0;  // steps past a run that staging it reads
+  template <int N, class Word>
+  __device__ PARSCAN_INLINE void stage_whole(const group& g, int c, index_t p, Word&& word, int tensor_bytes) const {
+    const index_t t = P.step(p), d = P.reverse ? -1 : 1;
+    const T* a = g.a + c * K + t * P.la.step_stride;
+    const T* b = g.b + c * K + t * P.lb.step_stride;
+#pragma unroll
+    for (int i = 0; i < N; ++i, a += d * P.la.step_stride, b += d * P.lb.step_stride) {
+      stage_word(word(i), a);
+      stage_word(word(i) + tensor_bytes, b);
+    }
+  }
   __device__ PARSCAN_INLINE void fold(const unsigned char* word, int tensor_bytes, bool first, float (&A)[K],
                                       float (&B)[K]) const {
     float g[K], in[K];
@@ -223,6 +239,14 @@ struct forward_chunks : chunks_of<recurrence_forward_problem<T>> {
   __device__ PARSCAN_INLINE void store(const group& g, int c, index_t p, const unsigned char* word, int) const {
     chunk_detail::store_word(reinterpret_cast<unsigned char*>(g.x + c * K + P.step(p) * P.lx.step_stride),
                              *reinterpret_cast<const uint4*>(word));
+  }
+  template <int N, class Word>
+  __device__ PARSCAN_INLINE void store_whole(const group& g, int c, index_t p, Word&& word, int) const {
+    const index_t d = P.reverse ? -P.lx.step_stride : P.lx.step_stride;
+    T* x = g.x + c * K + P.step(p) * P.lx.step_stride;
+#pragma unroll
+    for (int i = 0; i < N; ++i, x += d)
+      chunk_detail::store_word(reinterpret_cast<unsigned char*>(x), *reinterpret_cast<const uint4*>(word(i)));
   }
 };
 
@@ -263,6 +287,20 @@ struct backward_chunks : chunks_of<recurrence_backward_problem<T>> {
       chunk_detail::store_word(x_word, make_uint4(0u, 0u, 0u, 0u));
     }
   }
+  static constexpr int lookahead = 1;  // x[prev] of a run's last step is the next step's x
+  template <int N, class Word>
+  __device__ PARSCAN_INLINE void stage_whole(const group& g, int c, index_t p, Word&& word, int tensor_bytes) const {
+    const index_t t = P.step(p), d = P.dir();
+    const T* a = g.a + c * K + t * P.la.step_stride;
+    const T* dx = g.dx + c * K + t * P.ldx.step_stride;
+    const T* x = g.x + c * K + (t + d) * P.lx.step_stride;
+#pragma unroll
+    for (int i = 0; i < N; ++i, a += d * P.la.step_stride, dx += d * P.ldx.step_stride, x += d * P.lx.step_stride) {
+      stage_word(word(i), a);
+      stage_word(word(i) + tensor_bytes, dx);
+      stage_word(word(i) + 2 * tensor_bytes, x);
+    }
+  }
   // The element of a step is (g, g·dx): y_end = g·(dx + y_start).
   __device__ PARSCAN_INLINE void fold(const unsigned char* word, int tensor_bytes, bool first, float (&A)[K],
                                       float (&B)[K]) const {
@@ -298,6 +336,19 @@ struct backward_chunks : chunks_of<recurrence_backward_problem<T>> {
     chunk_detail::store_word(reinterpret_cast<unsigned char*>(g.da + c * K + t * P.lda.step_stride),
                              *reinterpret_cast<const uint4*>(word + 2 * tensor_bytes));
   }
+  template <int N, class Word>
+  __device__ PARSCAN_INLINE void store_whole(const group& g, int c, index_t p, Word&& word, int tensor_bytes) const {
+    const index_t t = P.step(p), d = P.dir();
+    T* db = g.db + c * K + t * P.ldb.step_stride;
+    T* da = g.da + c * K + t * P.lda.step_stride;
+#pragma unroll
+    for (int i = 0; i < N; ++i, db += d * P.ldb.step_stride, da += d * P.lda.step_stride) {
+      chunk_detail::store_word(reinterpret_cast<unsigned char*>(db),
+                               *reinterpret_cast<const uint4*>(word(i) + tensor_bytes));
+      chunk_detail::store_word(reinterpret_cast<unsigned char*>(da),
+                               *reinterpret_cast<const uint4*>(word(i) + 2 * tensor_bytes));
+    }
+  }
 };
 
 /// The jobs of a batch: (batch row, group of 4 chunks) pairs, row by row.
@@ -328,18 +379,17 @@ struct packed_chunk_jobs {
 };
 
 /// The chunk loop: block b takes jobs b, b + grid, … (a job: a group of 4 chunks of one batch
-/// row or packed sequence), each for its whole length.
+/// row or packed sequence), each for its whole length. Thread t copies chunk t mod 4 of lane
+/// t / 4's run in and out; warp w scans chunk w.
 template <class shape, class Chunks, class Jobs>
 __global__ void __launch_bounds__(shape::threads) recurrence_chunk_loop_kernel(Chunks whole, Jobs jobs) {
   extern __shared__ uint4 chunk_smem[];
   unsigned char* smem = reinterpret_cast<unsigned char*>(chunk_smem);
   constexpr int K = shape::channels, S = shape::steps, TB = shape::tensor_bytes;
-  constexpr int copy_rows = shape::threads / shape::warps;  // rows one pass of the block copies
   const sequence_layout& l = whole.layout();
   const index_t per_row = (l.count + shape::group_channels - 1) / shape::group_channels;
-  // The chunk this thread copies (of rows r0, r0 + copy_rows, …), and the chunk its warp scans.
   const int copy_chunk = static_cast<int>(threadIdx.x % shape::warps),
-            r0 = static_cast<int>(threadIdx.x / shape::warps);
+            copy_run = static_cast<int>(threadIdx.x / shape::warps);
   const int scan_chunk = static_cast<int>(threadIdx.x / warp_threads),
             lane = static_cast<int>(threadIdx.x % warp_threads);
 
@@ -351,14 +401,19 @@ __global__ void __launch_bounds__(shape::threads) recurrence_chunk_loop_kernel(C
       const bool copies = first + copy_chunk * K < l.count, scans = first + scan_chunk * K < l.count;
       const index_t copy_s = batch * l.count + first + copy_chunk * K;  // sequences of the chunks' first channels
       const index_t scan_s = batch * l.count + first + scan_chunk * K;
-      const auto stage_tile = [&](index_t k) {
+      // The run this thread copies of tile k: its first step, and its words in the tile's stage.
+      const auto copy_words = [&](index_t k) {
         unsigned char* stage = smem + (k % 2) * shape::stage_bytes;
-        if (copies) {
+        return [stage, copy_run, copy_chunk](int i) { return stage + shape::word_of(copy_run, i, copy_chunk); };
+      };
+      const auto stage_tile = [&](index_t k) {
+        const index_t p = k * shape::rows + copy_run * S;
+        const auto word = copy_words(k);
+        if (copies && p + S + Chunks::lookahead <= length) {
+          C.template stage_whole<S>(grp, copy_chunk, p, word, TB);
+        } else if (copies) {  // the last tile: steps past the length are the identity
 #pragma unroll
-          for (int i = 0; i < S; ++i) {
-            const int r = r0 + i * copy_rows;
-            C.stage(grp, copy_chunk, k * shape::rows + r, copy_s, stage + 16 * shape::word_of(r, copy_chunk), TB);
-          }
+          for (int i = 0; i < S; ++i) C.stage(grp, copy_chunk, p + i, copy_s, word(i), TB);
         }
         async_commit();
       };
@@ -367,7 +422,6 @@ __global__ void __launch_bounds__(shape::threads) recurrence_chunk_loop_kernel(C
       if (scans) C.initial(scan_s, carry);
       if (tiles > 0) stage_tile(0);
       for (index_t k = 0; k < tiles; ++k) {
-        unsigned char* stage = smem + (k % 2) * shape::stage_bytes;
         if (k + 1 < tiles) {
           stage_tile(k + 1);
           async_wait<1>();
@@ -376,7 +430,8 @@ __global__ void __launch_bounds__(shape::threads) recurrence_chunk_loop_kernel(C
         }
         __syncthreads();  // tile k staged by every thread
         if (scans) {
-          const auto word = [&](int j) { return stage + 16 * shape::word_of(lane * S + j, scan_chunk); };
+          unsigned char* stage = smem + (k % 2) * shape::stage_bytes;
+          const auto word = [&](int j) { return stage + shape::word_of(lane, j, scan_chunk); };
           float A[K], B[K], y[K];
 #pragma unroll
           for (int j = 0; j < S; ++j) C.fold(word(j), TB, j == 0, A, B);
@@ -385,13 +440,14 @@ __global__ void __launch_bounds__(shape::threads) recurrence_chunk_loop_kernel(C
           for (int j = 0; j < S; ++j) C.step(word(j), TB, y);
         }
         __syncthreads();  // tile k's outputs written by every warp
-        if (copies) {
+        const index_t p = k * shape::rows + copy_run * S;
+        const auto word = copy_words(k);
+        if (copies && p + S <= length) {
+          C.template store_whole<S>(grp, copy_chunk, p, word, TB);
+        } else if (copies) {
 #pragma unroll
-          for (int i = 0; i < S; ++i) {
-            const int r = r0 + i * copy_rows;
-            const index_t p = k * shape::rows + r;
-            if (p < length) C.store(grp, copy_chunk, p, stage + 16 * shape::word_of(r, copy_chunk), TB);
-          }
+          for (int i = 0; i < S; ++i)
+            if (p + i < length) C.store(grp, copy_chunk, p + i, word(i), TB);
         }
         __syncthreads();  // the stage read out before tile k + 2 is copied into it
       }
@@ -401,14 +457,13 @@ __global__ void __launch_bounds__(shape::threads) recurrence_chunk_loop_kernel(C
   }
 }
 
-/// The chunk loop's blocks: 4 chunks (64-byte rows); forward 256-step tiles of two tensors
-/// (64 KB of shared memory, three blocks an SM), backward 192-step tiles of three (72 KB).
-/// Measured against 8 chunks (128-byte rows) and 128-step tiles, which were 1–3 points of copy
-/// slower forward at T ≥ 4096 (docs/performance.md).
+/// The chunk loop's tiles: forward 256 steps of two tensors (72 KB of shared memory, three
+/// blocks an SM), backward 160 steps of three (67.5 KB, three blocks; 192 steps would leave
+/// room for two).
 template <class T>
-using forward_chunk_shape = chunk_loop_shape<T, 2, 4, 8>;
+using forward_chunk_shape = chunk_loop_shape<T, 2, 8>;
 template <class T>
-using backward_chunk_shape = chunk_loop_shape<T, 3, 4, 6>;
+using backward_chunk_shape = chunk_loop_shape<T, 3, 5>;
 
 /// Whether a forward or backward Problem's tensors all keep whole, aligned chunks.
 template <class T>
