@@ -49,10 +49,11 @@ bool uses_lane_packs(const recurrence_backward_problem<T>& b) {
 
 /// Runs a forward or backward Problem. On channel-last layouts with groups enough to fill the
 /// device, a block owns a group of channels for the whole length instead of chaining tiles:
-/// the chunk loop (recurrence/channel_last_chunks.cuh: 16-byte words of 8 channels a lane) for
-/// the 16-bit types where every tensor keeps whole chunks (H100, (8, T, 1536), against the
-/// staged lane tiles in one process: forward 47 / 57 / 60% → 52 / 59 / 61% of copy at
-/// T = 1024 / 4096 / 16384, backward 51 / 55 / 54% → 55 / 60 / 61%), the lane loop
+/// the chunk loop (recurrence/channel_last_chunks.cuh: 16-byte words of 8 channels a lane, a
+/// block per 64 or 32 channels) for the 16-bit types where every tensor keeps whole chunks
+/// (H100, (8, T, 1536), against the staged lane tiles in one process: forward 47 / 57 / 60% of
+/// copy at T = 1024 / 4096 / 16384, backward 51 / 55 / 54%; the chunk loop now 68 / 72 / 78–80%
+/// and 65–66 / 72 / 76–78%, docs/performance.md), the lane loop
 /// (agent/lane_loop.cuh: 88% of copy against the staged lane tiles' 51% at (8, 4096, 1536)) for
 /// the float forward in lane packs. Otherwise in lane packs when they fit (the staged lane
 /// tiles), else one channel per lane (with head pads where sequences start off 16-byte
@@ -64,8 +65,8 @@ status run_recurrence(const Problem& P, index_t sequences, const cuda_backend& b
     if (chunk_loop_fits(P)) {
       const device_facts dev = current_device();
       if (dev.st != status::success) return dev.st;
-      const index_t jobs = chunk_jobs<T>(P, P.la.groups);
-      if (chunk_loop_fills(jobs, dev.multiprocessors)) return launch_chunk_loop<T>(P, jobs, dev, be);
+      const chunk_group g = chunk_group_for<T>(P.la.count, P.la.groups, dev.multiprocessors);
+      if (g.width > 0) return launch_chunk_loop<T>(P, g, dev, be);
     }
   }
   if (uses_lane_packs(P)) {
@@ -230,9 +231,8 @@ status run_varlen_recurrence(const Problem& P, const std::int64_t* cu_seqlens, i
     if (chunk_loop_fits(P)) {
       const device_facts dev = current_device();
       if (dev.st != status::success) return dev.st;
-      const index_t jobs = chunk_jobs<T>(P, sequences);
-      if (chunk_loop_fills(jobs, dev.multiprocessors))
-        return launch_packed_chunk_loop<T>(P, cu_seqlens, sequences, jobs, be);
+      const chunk_group g = chunk_group_for<T>(P.la.count, sequences, dev.multiprocessors);
+      if (g.width > 0) return launch_packed_chunk_loop<T>(P, cu_seqlens, sequences, g, be);
     }
   }
   if (uses_lane_packs(P)) {

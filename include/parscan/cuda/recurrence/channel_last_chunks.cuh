@@ -52,25 +52,33 @@ constexpr int chunk_channels = static_cast<int>(16 / sizeof(T));
 template <class T>
 constexpr bool chunk_type = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
 
-/// A block of the chunk loop over `Tensors` staged tensors of T: 4 warps, a chunk each (a group
-/// of 4 chunks side by side), tiles of 32·Steps steps, two tiles in shared memory (one scanned,
-/// one loading).
-template <class T, int Tensors, int Steps>
+/// A block of the chunk loop over `Tensors` staged tensors of T: a group of `Chunks` chunks side
+/// by side (one row of 16·Chunks bytes a step), a warp a chunk, runs of `Steps` steps a lane
+/// (tiles of 32·Steps steps), two tiles in shared memory (one scanned, one loading).
+template <class T, int Tensors, int Steps, int Chunks>
 struct chunk_loop_shape {
-  static constexpr int warps = 4, steps = Steps, tensors = Tensors;
+  static constexpr int chunks = Chunks, warps = Chunks, steps = Steps, tensors = Tensors;
   static constexpr int threads = warps * warp_threads;
   static constexpr int channels = chunk_channels<T>;
-  static constexpr int group_channels = warps * channels;
+  static constexpr int group_channels = Chunks * channels;
   static constexpr int rows = warp_threads * Steps;  // steps (slots) a tile
-  static constexpr int row_bytes = warps * 16, pair_bytes = 2 * row_bytes + 16;
+  static constexpr int row_bytes = Chunks * 16;
+  static_assert(Chunks == 4 || Chunks == 8, "64- or 128-byte rows");
+  // 64-byte rows: a 16-byte pad after every two; 128-byte rows: none (their 32-byte halves of
+  // sectors permuted instead, below).
+  static constexpr int pair_bytes = Chunks == 4 ? 2 * row_bytes + 16 : 2 * row_bytes;
   static constexpr int tensor_bytes = rows / 2 * pair_bytes;  // one tensor of one tile
   static constexpr int stage_bytes = Tensors * tensor_bytes;
   static constexpr int smem_bytes = 2 * stage_bytes;
 
-  /// The byte offset of step j of lane l's run, chunk c, within one tensor of a stage.
+  /// The byte offset of step j of lane l's run, chunk c, within one tensor of a stage. In a
+  /// 128-byte row, the row's four 32-byte sectors are XOR-permuted by the slot (a sector's two
+  /// chunks stay side by side, so cp.async still merges them): a warp's read of one chunk of
+  /// 32 slots then meets each of four bank groups twice a quarter warp, not one eight times.
   __device__ PARSCAN_INLINE static int word_of(int l, int j, int c) {
     const int slot = j * warp_threads + l;
-    return slot / 2 * pair_bytes + slot % 2 * row_bytes + c * 16;
+    if constexpr (Chunks == 4) return slot / 2 * pair_bytes + slot % 2 * row_bytes + c * 16;
+    return slot * row_bytes + ((c / 2) ^ (slot % 4)) * 32 + c % 2 * 16;
   }
 };
 
@@ -125,16 +133,18 @@ __device__ PARSCAN_INLINE uint4 identity_gate_word() {
 }
 __device__ PARSCAN_INLINE void store_word(unsigned char* word, const uint4& w) { *reinterpret_cast<uint4*>(word) = w; }
 
-/// K channels of a per-sequence state vector (x0, x_final, dx_final, dx0: any alignment).
+/// K channels from sequence s on of a per-sequence state vector (x0, x_final, dx_final, dx0:
+/// any alignment; null: zeros read, nothing written).
 template <class T, int K>
-__device__ PARSCAN_INLINE void read_state(const T* p, float (&out)[K]) {
+__device__ PARSCAN_INLINE void read_state(const T* p, index_t s, float (&out)[K]) {
 #pragma unroll
-  for (int i = 0; i < K; ++i) out[i] = p ? static_cast<float>(p[i]) : 0.f;
+  for (int i = 0; i < K; ++i) out[i] = p ? static_cast<float>(p[s + i]) : 0.f;
 }
 template <class T, int K>
-__device__ PARSCAN_INLINE void write_state(T* p, const float (&in)[K]) {
+__device__ PARSCAN_INLINE void write_state(T* p, index_t s, const float (&in)[K]) {
+  if (!p) return;
 #pragma unroll
-  for (int i = 0; i < K; ++i) p[i] = static_cast<T>(in[i]);
+  for (int i = 0; i < K; ++i) p[s + i] = static_cast<T>(in[i]);
 }
 
 /// Given each lane's run folded as y_end = A·y_start + B, channel by channel, and the warp's
@@ -185,12 +195,9 @@ struct forward_chunks : chunks_of<recurrence_forward_problem<T>> {
   static constexpr int K = chunk_channels<T>;
 
   using typename chunks_of<recurrence_forward_problem<T>>::group;
-  __device__ PARSCAN_INLINE void initial(index_t s, float (&carry)[K]) const {
-    chunk_detail::read_state<T>(P.x0 ? P.x0 + s : nullptr, carry);
-  }
-  __device__ PARSCAN_INLINE void finish(index_t s, const float (&carry)[K]) const {
-    if (P.x_final) chunk_detail::write_state<T>(P.x_final + s, carry);
-  }
+  // The carry's state vectors in and out.
+  __device__ PARSCAN_INLINE const T* carry_in() const { return P.x0; }
+  __device__ PARSCAN_INLINE T* carry_out() const { return P.x_final; }
   /// Step p's words of chunk c (channels c·K …) at word, word + tensor_bytes.
   __device__ PARSCAN_INLINE void stage(const group& g, int c, index_t p, index_t, unsigned char* word,
                                        int tensor_bytes) const {
@@ -260,12 +267,8 @@ struct backward_chunks : chunks_of<recurrence_backward_problem<T>> {
   static constexpr int K = chunk_channels<T>;
 
   using typename chunks_of<recurrence_backward_problem<T>>::group;
-  __device__ PARSCAN_INLINE void initial(index_t s, float (&carry)[K]) const {
-    chunk_detail::read_state<T>(P.dx_final ? P.dx_final + s : nullptr, carry);
-  }
-  __device__ PARSCAN_INLINE void finish(index_t s, const float (&carry)[K]) const {
-    if (P.dx0) chunk_detail::write_state<T>(P.dx0 + s, carry);
-  }
+  __device__ PARSCAN_INLINE const T* carry_in() const { return P.dx_final; }
+  __device__ PARSCAN_INLINE T* carry_out() const { return P.dx0; }
   /// s: the sequence of chunk c's first channel (x0's index).
   __device__ PARSCAN_INLINE void stage(const group& g, int c, index_t p, index_t s, unsigned char* word,
                                        int tensor_bytes) const {
@@ -278,7 +281,7 @@ struct backward_chunks : chunks_of<recurrence_backward_problem<T>> {
         stage_word(x_word, g.x + c * K + (t + P.dir()) * P.lx.step_stride);
       } else {  // the forward's first step: x before it is x0, or 0
         float x0[K];
-        chunk_detail::read_state<T>(P.x0 ? P.x0 + s : nullptr, x0);
+        chunk_detail::read_state(P.x0, s, x0);
         chunk_detail::pack<T>(x0, x_word);
       }
     } else {
@@ -379,8 +382,8 @@ struct packed_chunk_jobs {
 };
 
 /// The chunk loop: block b takes jobs b, b + grid, … (a job: a group of 4 chunks of one batch
-/// row or packed sequence), each for its whole length. Thread t copies chunk t mod 4 of lane
-/// t / 4's run in and out; warp w scans chunk w.
+/// row or packed sequence), each for its whole length. Thread t copies chunk t mod Chunks of
+/// lane t / Chunks' run in and out; warp w scans chunk w.
 template <class shape, class Chunks, class Jobs>
 __global__ void __launch_bounds__(shape::threads) recurrence_chunk_loop_kernel(Chunks whole, Jobs jobs) {
   extern __shared__ uint4 chunk_smem[];
@@ -388,8 +391,8 @@ __global__ void __launch_bounds__(shape::threads) recurrence_chunk_loop_kernel(C
   constexpr int K = shape::channels, S = shape::steps, TB = shape::tensor_bytes;
   const sequence_layout& l = whole.layout();
   const index_t per_row = (l.count + shape::group_channels - 1) / shape::group_channels;
-  const int copy_chunk = static_cast<int>(threadIdx.x % shape::warps),
-            copy_run = static_cast<int>(threadIdx.x / shape::warps);
+  const int copy_chunk = static_cast<int>(threadIdx.x % shape::chunks),
+            copy_run = static_cast<int>(threadIdx.x / shape::chunks);
   const int scan_chunk = static_cast<int>(threadIdx.x / warp_threads),
             lane = static_cast<int>(threadIdx.x % warp_threads);
 
@@ -419,7 +422,7 @@ __global__ void __launch_bounds__(shape::threads) recurrence_chunk_loop_kernel(C
       };
 
       float carry[K];
-      if (scans) C.initial(scan_s, carry);
+      if (scans) chunk_detail::read_state(C.carry_in(), scan_s, carry);
       if (tiles > 0) stage_tile(0);
       for (index_t k = 0; k < tiles; ++k) {
         if (k + 1 < tiles) {
@@ -452,18 +455,18 @@ __global__ void __launch_bounds__(shape::threads) recurrence_chunk_loop_kernel(C
         __syncthreads();  // the stage read out before tile k + 2 is copied into it
       }
       // A sequence of no steps: its carry out is its carry in.
-      if (scans && lane == 0) C.finish(scan_s, carry);
+      if (scans && lane == 0) chunk_detail::write_state(C.carry_out(), scan_s, carry);
     });
   }
 }
 
-/// The chunk loop's tiles: forward 256 steps of two tensors (72 KB of shared memory, three
-/// blocks an SM), backward 160 steps of three (67.5 KB, three blocks; 192 steps would leave
-/// room for two).
-template <class T>
-using forward_chunk_shape = chunk_loop_shape<T, 2, 8>;
-template <class T>
-using backward_chunk_shape = chunk_loop_shape<T, 3, 5>;
+/// The chunk loop's tiles. 64-byte rows: forward 256 steps of two tensors (72 KB of shared
+/// memory, three blocks an SM), backward 160 steps of three (67.5 KB, three blocks; 192 steps
+/// would leave room for two). 128-byte rows: forward 128 steps (64 KB), backward 96 (72 KB).
+template <class T, int Chunks>
+using forward_chunk_shape = chunk_loop_shape<T, 2, Chunks == 4 ? 8 : 4, Chunks>;
+template <class T, int Chunks>
+using backward_chunk_shape = chunk_loop_shape<T, 3, Chunks == 4 ? 5 : 3, Chunks>;
 
 /// Whether a forward or backward Problem's tensors all keep whole, aligned chunks.
 template <class T>
@@ -477,83 +480,96 @@ bool chunk_loop_fits(const recurrence_backward_problem<T>& P) {
          chunk_layout_fits(P.dx, P.ldx) && chunk_layout_fits(P.da, P.lda) && chunk_layout_fits(P.db, P.ldb);
 }
 
-/// The chunk loop's Chunks and tile shape for a forward or backward Problem of T.
-template <class T, class Problem>
+/// The chunk loop's Chunks and tile shape for a forward or backward Problem of T, groups of
+/// `Width` chunks.
+template <class T, class Problem, int Width>
 struct chunk_loop_of;
-template <class T>
-struct chunk_loop_of<T, recurrence_forward_problem<T>> {
+template <class T, int Width>
+struct chunk_loop_of<T, recurrence_forward_problem<T>, Width> {
   template <bool LogGates>
   using chunks = forward_chunks<T, LogGates>;
-  using shape = forward_chunk_shape<T>;
+  using shape = forward_chunk_shape<T, Width>;
 };
-template <class T>
-struct chunk_loop_of<T, recurrence_backward_problem<T>> {
+template <class T, int Width>
+struct chunk_loop_of<T, recurrence_backward_problem<T>, Width> {
   template <bool LogGates>
   using chunks = backward_chunks<T, LogGates>;
-  using shape = backward_chunk_shape<T>;
+  using shape = backward_chunk_shape<T, Width>;
 };
 
-/// Calls f(kernel, chunks) with the chunk loop's kernel for P's gate form and Jobs.
-template <class T, class Problem, class Jobs, class F>
+/// Calls f(kernel, chunks) with the chunk loop's kernel for P's gate form, groups of Width
+/// chunks and Jobs.
+template <class T, int Width, class Problem, class Jobs, class F>
 status with_chunk_kernel(const Problem& P, F&& f) {
-  using loop = chunk_loop_of<T, Problem>;
+  using loop = chunk_loop_of<T, Problem, Width>;
   using shape = typename loop::shape;
   if (P.log_gate) {
     using C = typename loop::template chunks<true>;
     return f(std::integral_constant<decltype(&recurrence_chunk_loop_kernel<shape, C, Jobs>),
                                     &recurrence_chunk_loop_kernel<shape, C, Jobs>>{},
-             C{{P}});
+             shape{}, C{{P}});
   }
   using C = typename loop::template chunks<false>;
   return f(std::integral_constant<decltype(&recurrence_chunk_loop_kernel<shape, C, Jobs>),
                                   &recurrence_chunk_loop_kernel<shape, C, Jobs>>{},
-           C{{P}});
+           shape{}, C{{P}});
 }
 
-/// Whether the chunk loop has jobs enough for a block a multiprocessor (a job's whole length
-/// goes to one block; with fewer, the staged lane tiles spread the steps further).
-inline bool chunk_loop_fills(index_t jobs, int multiprocessors) {
-  return jobs >= static_cast<index_t>(multiprocessors);
+/// The chunk loop's group for `rows` batch rows (or packed sequences) of P.la.count channels:
+/// its width in chunks and its jobs (rows × groups a row). 128-byte rows where their jobs fill
+/// the device, else 64-byte rows where theirs do (a job's whole length goes to one block; with
+/// fewer jobs than multiprocessors the staged lane tiles spread the steps further); width 0:
+/// neither. Why wide first: a probe of the rows alone (H100, (8, 15360, 1536) bf16, read two
+/// write one, no scan) moved 65% of copy in 64-byte rows, 86% in 128-byte and 90–94% in
+/// 256-byte rows (docs/performance.md).
+struct chunk_group {
+  int width;
+  index_t jobs;
+};
+template <class T>
+chunk_group chunk_group_for(index_t channels, index_t rows, int multiprocessors) {
+  for (int width : {8, 4}) {
+    const index_t group = static_cast<index_t>(width * chunk_channels<T>);
+    const index_t jobs = rows * ((channels + group - 1) / group);
+    if (jobs >= static_cast<index_t>(multiprocessors)) return {width, jobs};
+  }
+  return {0, 0};
 }
 
-/// Jobs of a Problem of T over `rows` batch rows (or packed sequences) of P.la.count channels.
+/// The chunk loop over a batch of channel-last sequences (P: chunk_loop_fits; g: its group,
+/// width 4 or 8).
 template <class T, class Problem>
-index_t chunk_jobs(const Problem& P, index_t rows) {
-  constexpr int group = chunk_loop_of<T, Problem>::shape::group_channels;
-  return rows * ((P.la.count + group - 1) / group);
-}
-
-/// The chunk loop over a batch of `sequences` channel-last sequences (P: chunk_loop_fits, and
-/// its jobs fill the device).
-template <class T, class Problem>
-status launch_chunk_loop(const Problem& P, index_t jobs, const device_facts& dev, const cuda_backend& be) {
-  using shape = typename chunk_loop_of<T, Problem>::shape;
-  return with_chunk_kernel<T, Problem, batch_chunk_jobs>(P, [&](auto kernel, const auto& C) {
-    const int per_sm =
-        blocks_per_multiprocessor<decltype(kernel)::value>(shape::threads, dev.device, shape::smem_bytes);
+status launch_chunk_loop(const Problem& P, chunk_group g, const device_facts& dev, const cuda_backend& be) {
+  const auto go = [&](auto kernel, auto shape, const auto& C) {
+    using S = decltype(shape);
+    const int per_sm = blocks_per_multiprocessor<decltype(kernel)::value>(S::threads, dev.device, S::smem_bytes);
     if (per_sm == 0) return status::exceeds_device_limits;
     const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
-    return launch(decltype(kernel)::value, jobs < resident ? jobs : resident, shape::threads, shape::smem_bytes, be, C,
+    return launch(decltype(kernel)::value, g.jobs < resident ? g.jobs : resident, S::threads, S::smem_bytes, be, C,
                   batch_chunk_jobs{});
-  });
+  };
+  return g.width == 8 ? with_chunk_kernel<T, 8, Problem, batch_chunk_jobs>(P, go)
+                      : with_chunk_kernel<T, 4, Problem, batch_chunk_jobs>(P, go);
 }
 
-/// The chunk loop over packed sequences (cu_seqlens; P: the whole packed Problem, chunk_loop_fits,
-/// its jobs filling the device): a block a job, longest sequences first where the jobs take more
-/// than one wave (lane_loop_order, as the packed lane loop).
+/// The chunk loop over packed sequences (cu_seqlens; P: the whole packed Problem, chunk_loop_fits;
+/// g: its group): a block a job, longest sequences first where the jobs take more than one wave
+/// (lane_loop_order, as the packed lane loop).
 template <class T, class Problem>
-status launch_packed_chunk_loop(const Problem& P, const std::int64_t* cu_seqlens, index_t sequences, index_t jobs,
+status launch_packed_chunk_loop(const Problem& P, const std::int64_t* cu_seqlens, index_t sequences, chunk_group g,
                                 const cuda_backend& be) {
-  using shape = typename chunk_loop_of<T, Problem>::shape;
-  return with_chunk_kernel<T, Problem, packed_chunk_jobs>(P, [&](auto kernel, const auto& C) {
+  const auto go = [&](auto kernel, auto shape, const auto& C) {
+    using S = decltype(shape);
     lane_loop_order order(be);
-    if (status st = order.plan<decltype(kernel)::value>(varlen_grid(jobs), shape::threads, shape::smem_bytes,
-                                                        cu_seqlens, sequences, P.length);
+    if (status st = order.plan<decltype(kernel)::value>(varlen_grid(g.jobs), S::threads, S::smem_bytes, cu_seqlens,
+                                                        sequences, P.length);
         st != status::success)
       return st;
-    return launch(decltype(kernel)::value, varlen_grid(jobs), shape::threads, shape::smem_bytes, be, C,
+    return launch(decltype(kernel)::value, varlen_grid(g.jobs), S::threads, S::smem_bytes, be, C,
                   packed_chunk_jobs{cu_seqlens, order.get(), sequences});
-  });
+  };
+  return g.width == 8 ? with_chunk_kernel<T, 8, Problem, packed_chunk_jobs>(P, go)
+                      : with_chunk_kernel<T, 4, Problem, packed_chunk_jobs>(P, go);
 }
 
 }  // namespace parscan::cuda_detail
