@@ -259,13 +259,14 @@ inline std::vector<shape3> lane_pack_shapes() {
     // H200: 264): whole groups, and groups that straddle batch rows (D = 1000).
     v.push_back({8, 1088, 300});
     v.push_back({9, 1000, 77});
-    // The 16-bit chunk loop. Groups of 32 channels (64-byte rows; tiles of 256 steps forward,
-    // 160 backward; 221 jobs, fewer than 132 in groups of 64): more groups than an H100 or H200
-    // keeps resident (a block takes several), the last group of a row one chunk wide, whole
-    // tiles and a partial one. Groups of 64 channels (128-byte rows; tiles of 128 and 96 steps;
-    // 9 · 18 = 162 jobs): the last group one chunk wide, whole tiles and a partial one.
+    // The 16-bit chunk loop ({B, D, T}; on a GPU of 132 SMs, as the H100 and H200). Groups of
+    // 64 channels (128-byte rows; tiles of 128 steps forward, 96 backward): 13 · 17 = 221 jobs,
+    // the last group of a row one chunk wide; (8, 1088, 300) above: whole groups. Groups of 32
+    // channels (64-byte rows; tiles of 256 and 160 steps), where 5 · 17 = 85 wide jobs would
+    // not fill the device: 5 · 33 = 165 jobs, the last group one chunk wide. Both: whole tiles
+    // and a partial one.
     v.push_back({13, 1032, 520});
-    v.push_back({9, 300, 1096});
+    v.push_back({5, 1032, 520});
   }
   return v;
 }
