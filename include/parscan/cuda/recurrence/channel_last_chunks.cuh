@@ -5,11 +5,12 @@
 // Why a kernel of its own. The staged lane tiles (agent/staged_lane_tiles.cuh) give a lane two
 // 16-bit channels and one 4-byte cp.async a tensor and step; ncu counted ~61 thread
 // instructions a channel-step in the bf16 forward (docs/performance.md). Here every access moves
-// 16 bytes: ~30 a channel-step (ncu). A block owns a group of 4 chunks of one batch row (or
-// packed sequence) for the whole length, as the lane loop does (agent/lane_loop.cuh: no
-// look-back, no workspace), and walks it in tiles of 32·Steps steps:
-//   - all threads copy the next tile's inputs into shared memory with 16-byte cp.async (whole
-//     64-byte rows a quarter warp) while the current tile is scanned;
+// 16 bytes: ~30 a channel-step (ncu). A block owns a group of 8 or 4 chunks (64 or 32 channels)
+// of one batch row (or packed sequence) for the whole length, as the lane loop does
+// (agent/lane_loop.cuh: no look-back, no workspace), and walks it in tiles of 32·Steps steps:
+//   - all threads copy the next tile's inputs into shared memory with 16-byte cp.async (thread t
+//     chunk t mod Chunks of lane t / Chunks' run; a quarter warp one or two whole rows) while
+//     the current tile is scanned;
 //   - warp w takes the tile's chunk w, lane l its steps l·Steps … l·Steps+Steps-1: the lane
 //     folds its run (one independent chain a channel), a shuffle scan over the 32 lanes gives
 //     each lane its state before its run from the warp's carry, and the lane walks its run
@@ -17,15 +18,17 @@
 //   - all threads copy the outputs out in whole rows.
 // Steps past the length are staged as the identity (gate 1, input 0), so the last lane's state
 // is the carry into the next tile, and after the last tile the call's final state.
-// What bounds it, measured: docs/performance.md ("The chunk loop").
+// Groups of 8 chunks (128-byte rows) wherever their jobs fill the device: a probe of the access
+// pattern alone moved 65% of copy in 64-byte rows and 86% in 128-byte ones. What bounds it,
+// measured: docs/performance.md ("The chunk loop", "Whole rows").
 //
-// Shared memory: per tile and tensor, slots of one 64-byte row (the group's 4 chunks, in
-// order), step j of lane l's run at slot j·32 + l, and a 16-byte pad after every two slots.
-// Whole rows keep cp.async coalesced: it merges two threads' halves of a 32-byte sector only
-// where they land side by side in shared memory (a probe measured 68% of copy for the staging
-// alone with each chunk's words apart, 84% with whole rows; docs/performance.md). The pad makes
-// a warp's read of one step of its 32 lanes (one chunk of 32 slots) touch every bank group
-// once a quarter warp, and a quarter warp's copy of two slots (one 128-byte span) too.
+// Shared memory: per tile and tensor, slots of one row (the group's chunks), step j of lane l's
+// run at slot j·32 + l. Whole rows keep cp.async coalesced: it merges two threads' halves of a
+// 32-byte sector only where they land side by side in shared memory (a probe measured 68% of
+// copy for the staging alone with each chunk's words apart, 84% with whole rows). 64-byte rows
+// take a 16-byte pad after every two slots, 128-byte rows a permutation of their sectors
+// (chunk_loop_shape::word_of), so that a warp's read of one chunk of 32 slots and a quarter
+// warp's copy of its rows spread over the bank groups.
 #pragma once
 
 #include <cstdint>
