@@ -407,7 +407,7 @@ __global__ void __launch_bounds__(shape::threads) recurrence_chunk_loop_kernel(C
       const bool copies = first + copy_chunk * K < l.count, scans = first + scan_chunk * K < l.count;
       const index_t copy_s = batch * l.count + first + copy_chunk * K;  // sequences of the chunks' first channels
       const index_t scan_s = batch * l.count + first + scan_chunk * K;
-      // The run this thread copies of tile k: its first step, and its words in the tile's stage.
+      // The words of the run this thread copies of tile k, in the tile's stage.
       const auto copy_words = [&](index_t k) {
         unsigned char* stage = smem + (k % 2) * shape::stage_bytes;
         return [stage, copy_run, copy_chunk](int i) { return stage + shape::word_of(copy_run, i, copy_chunk); };
@@ -500,8 +500,8 @@ struct chunk_loop_of<T, recurrence_backward_problem<T>, Width> {
   using shape = backward_chunk_shape<T, Width>;
 };
 
-/// Calls f(kernel, chunks) with the chunk loop's kernel for P's gate form, groups of Width
-/// chunks and Jobs.
+/// Calls f(kernel, shape, chunks) with the chunk loop's kernel for P's gate form, groups of
+/// Width chunks and Jobs (kernel as a std::integral_constant, shape a value of its type).
 template <class T, int Width, class Problem, class Jobs, class F>
 status with_chunk_kernel(const Problem& P, F&& f) {
   using loop = chunk_loop_of<T, Problem, Width>;
