@@ -49,11 +49,12 @@ bool uses_lane_packs(const recurrence_backward_problem<T>& b) {
 
 /// Runs a forward or backward Problem. On channel-last layouts with groups enough to fill the
 /// device, a block owns a group of channels for the whole length instead of chaining tiles:
-/// the chunk loop (recurrence/channel_last_chunks.cuh: 16-byte words of 8 channels a lane, a
-/// block per 64 or 32 channels) for the 16-bit types where every tensor keeps whole chunks
-/// (H100, (8, T, 1536), against the staged lane tiles in one process: forward 47 / 57 / 60% of
-/// copy at T = 1024 / 4096 / 16384, backward 51 / 55 / 54%; the chunk loop now 68 / 72 / 78–80%
-/// and 65–66 / 72 / 76–78%, docs/performance.md), the lane loop
+/// the chunk loop (recurrence/channel_last_chunks.cuh: a 16-byte word of channels a lane, a
+/// block per 8 or 4 words) for the 16-bit types and the float backward where every tensor keeps
+/// whole chunks (H100, (8, T, 1536), against the staged lane tiles in one process: bf16 forward
+/// 47 / 57 / 60% of copy at T = 1024 / 4096 / 16384, backward 51 / 55 / 54%, float backward
+/// 57–59 / 60 / 58%; the chunk loop 68 / 72 / 78–80%, 65–66 / 72 / 76–78% and 78 / 85 / 89%,
+/// docs/performance.md), the lane loop
 /// (agent/lane_loop.cuh: 88% of copy against the staged lane tiles' 51% at (8, 4096, 1536)) for
 /// the float forward in lane packs. Otherwise in lane packs when they fit (the staged lane
 /// tiles), else one channel per lane (with head pads where sequences start off 16-byte
@@ -61,7 +62,7 @@ bool uses_lane_packs(const recurrence_backward_problem<T>& b) {
 template <template <class, int> class Lanes, class T, class Problem>
 status run_recurrence(const Problem& P, index_t sequences, const cuda_backend& be) {
   constexpr int K = channels_per_lane<T>;
-  if constexpr (chunk_type<T>) {
+  if constexpr (chunk_loop_takes<T, Problem>) {
     if (chunk_loop_fits(P)) {
       const device_facts dev = current_device();
       if (dev.st != status::success) return dev.st;
@@ -227,7 +228,7 @@ template <template <class, int> class Lanes, class T, class Problem>
 status run_varlen_recurrence(const Problem& P, const std::int64_t* cu_seqlens, index_t sequences, index_t channels,
                              const cuda_backend& be) {
   constexpr int K = channels_per_lane<T>;
-  if constexpr (chunk_type<T>) {
+  if constexpr (chunk_loop_takes<T, Problem>) {
     if (chunk_loop_fits(P)) {
       const device_facts dev = current_device();
       if (dev.st != status::success) return dev.st;
@@ -257,7 +258,7 @@ std::size_t varlen_scan_bytes(const varlen_shape& s, bool packs_fit) {
       s.layout == recurrence_layout::time_contiguous ? 0 : longest_first_bytes(s.sequences, s.total_length);
   if (packed_lane_tiles_take<T, Problem> && packs_fit) {
     const std::size_t tiles = packed_lane_workspace_bytes<Lanes<T, K>>(s.channels / K, s.total_length, s.sequences);
-    return chunk_type<T> && order > tiles ? order : tiles;
+    return chunk_loop_takes<T, Problem> && order > tiles ? order : tiles;
   }
   return order;
 }

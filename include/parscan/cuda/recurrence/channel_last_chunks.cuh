@@ -1,12 +1,13 @@
 // parscan/cuda/recurrence/channel_last_chunks.cuh — the gated recurrence on channel-last
-// layouts of a 16-bit type, forward and backward, where a lane owns a chunk: one 16-byte word
-// of 8 adjacent channels over a run of consecutive steps (the "chunk loop").
+// layouts of a 16-bit type (forward and backward) or of float (backward), where a lane owns a
+// chunk: one 16-byte word of adjacent channels (8, or 4 floats) over a run of consecutive steps
+// (the "chunk loop").
 //
 // Why a kernel of its own. The staged lane tiles (agent/staged_lane_tiles.cuh) give a lane two
 // 16-bit channels and one 4-byte cp.async a tensor and step; ncu counted ~61 thread
 // instructions a channel-step in the bf16 forward (docs/performance.md). Here every access moves
-// 16 bytes: ~30 a channel-step (ncu). A block owns a group of 8 or 4 chunks (64 or 32 channels)
-// of one batch row (or packed sequence) for the whole length, as the lane loop does
+// 16 bytes: ~30 a channel-step (ncu). A block owns a group of 8 or 4 chunks (64 or 32 16-bit
+// channels) of one batch row (or packed sequence) for the whole length, as the lane loop does
 // (agent/lane_loop.cuh: no look-back, no workspace), and walks it in tiles of 32·Steps steps:
 //   - all threads copy the next tile's inputs into shared memory with 16-byte cp.async (thread t
 //     chunk t mod Chunks of lane t / Chunks' run; a quarter warp one or two whole rows) while
@@ -50,10 +51,16 @@ namespace parscan::cuda_detail {
 template <class T>
 constexpr int chunk_channels = static_cast<int>(16 / sizeof(T));
 
-/// The types the chunk loop serves: the 16-bit ones, computed in float. (A float backward,
-/// 4 channels a chunk, measured no faster than the staged lane tiles: docs/performance.md.)
+/// The types whose 16-byte chunks the loop computes, in float: the 16-bit ones (8 channels a
+/// chunk) and float (4).
 template <class T>
-constexpr bool chunk_type = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
+constexpr bool chunk_type = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16> || std::is_same_v<T, float>;
+
+/// The calls the chunk loop takes: the 16-bit types both ways; float only backward, since the
+/// float forward's lane loop (agent/lane_loop.cuh) moves 81–91% of copy in 128-byte rows already.
+template <class T, class Problem>
+constexpr bool chunk_loop_takes = chunk_type<T> && (!std::is_same_v<T, float> ||
+                                                    std::is_same_v<Problem, recurrence_backward_problem<T>>);
 
 /// A block of the chunk loop over `Tensors` staged tensors of T: a group of `Chunks` chunks side
 /// by side (one row of 16·Chunks bytes a step), a warp a chunk, runs of `Steps` steps a lane
@@ -97,7 +104,7 @@ bool chunk_layout_fits(const T* p, const sequence_layout& l) {
 namespace chunk_detail {
 
 /// A staged word as the compute type, and back (16-bit values rounded to nearest even, a pair
-/// an instruction).
+/// an instruction; floats as they are).
 template <class T>
 __device__ PARSCAN_INLINE void unpack(const unsigned char* word, float (&out)[chunk_channels<T>]) {
   const uint4 w = *reinterpret_cast<const uint4*>(word);
@@ -116,8 +123,12 @@ __device__ PARSCAN_INLINE unsigned narrow_pair(float lo, float hi) {
 }
 template <class T>
 __device__ PARSCAN_INLINE void pack(const float (&in)[chunk_channels<T>], unsigned char* word) {
-  *reinterpret_cast<uint4*>(word) = make_uint4(narrow_pair<T>(in[0], in[1]), narrow_pair<T>(in[2], in[3]),
-                                               narrow_pair<T>(in[4], in[5]), narrow_pair<T>(in[6], in[7]));
+  if constexpr (std::is_same_v<T, float>)
+    *reinterpret_cast<uint4*>(word) =
+        make_uint4(__float_as_uint(in[0]), __float_as_uint(in[1]), __float_as_uint(in[2]), __float_as_uint(in[3]));
+  else
+    *reinterpret_cast<uint4*>(word) = make_uint4(narrow_pair<T>(in[0], in[1]), narrow_pair<T>(in[2], in[3]),
+                                                 narrow_pair<T>(in[4], in[5]), narrow_pair<T>(in[6], in[7]));
 }
 /// The gates of a staged word (exp of the stored value for log gates).
 template <class T, bool LogGates>
@@ -131,7 +142,10 @@ __device__ PARSCAN_INLINE void gates_of(const unsigned char* word, float (&g)[ch
 /// The identity step's stored gate (1, or log 0) as a word.
 template <class T, bool LogGates>
 __device__ PARSCAN_INLINE uint4 identity_gate_word() {
-  const unsigned one = LogGates ? 0u : std::is_same_v<T, bfloat16> ? 0x3f803f80u : 0x3c003c00u;
+  const unsigned one = LogGates                      ? 0u
+                       : std::is_same_v<T, float>    ? 0x3f800000u
+                       : std::is_same_v<T, bfloat16> ? 0x3f803f80u
+                                                     : 0x3c003c00u;
   return make_uint4(one, one, one, one);
 }
 __device__ PARSCAN_INLINE void store_word(unsigned char* word, const uint4& w) { *reinterpret_cast<uint4*>(word) = w; }
@@ -474,13 +488,14 @@ using backward_chunk_shape = chunk_loop_shape<T, 3, Chunks == 4 ? 5 : 3, Chunks>
 /// Whether a forward or backward Problem's tensors all keep whole, aligned chunks.
 template <class T>
 bool chunk_loop_fits(const recurrence_forward_problem<T>& P) {
-  return chunk_type<T> && P.length > 0 && chunk_layout_fits(P.a, P.la) && chunk_layout_fits(P.b, P.lb) &&
-         chunk_layout_fits(P.x, P.lx);
+  return chunk_loop_takes<T, recurrence_forward_problem<T>> && P.length > 0 && chunk_layout_fits(P.a, P.la) &&
+         chunk_layout_fits(P.b, P.lb) && chunk_layout_fits(P.x, P.lx);
 }
 template <class T>
 bool chunk_loop_fits(const recurrence_backward_problem<T>& P) {
-  return chunk_type<T> && P.length > 0 && chunk_layout_fits(P.a, P.la) && chunk_layout_fits(P.x, P.lx) &&
-         chunk_layout_fits(P.dx, P.ldx) && chunk_layout_fits(P.da, P.lda) && chunk_layout_fits(P.db, P.ldb);
+  return chunk_loop_takes<T, recurrence_backward_problem<T>> && P.length > 0 && chunk_layout_fits(P.a, P.la) &&
+         chunk_layout_fits(P.x, P.lx) && chunk_layout_fits(P.dx, P.ldx) && chunk_layout_fits(P.da, P.lda) &&
+         chunk_layout_fits(P.db, P.ldb);
 }
 
 /// The chunk loop's Chunks and tile shape for a forward or backward Problem of T, groups of
