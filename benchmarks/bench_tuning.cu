@@ -456,10 +456,11 @@ void generic_bulk(const generic_case<T>& c, double tol, result_sink& sink) {
   });
 }
 
-// The generic channel-last float sum (8, 4096, D): the library's dispatch against the staged
-// lane tiles with one sequence a lane and in packs of 2 and 4 (generic/generic_lane_packs.cuh),
-// and the lane loop (agent/lane_loop.cuh), scans and reduces, each checked on its first and
-// last channel against a float64 loop.
+// The generic channel-last float sum (8, 4096, D): the library's dispatch (the chunk loop,
+// generic/generic_chunks.cuh, where its jobs fill the device) against the staged lane tiles
+// with one sequence a lane and in packs of 2 and 4 (generic/generic_lane_packs.cuh), and the
+// lane loop (agent/lane_loop.cuh), scans and reduces, each checked on its first and last channel
+// against a float64 loop.
 void lane_loop_generic(index_t D, result_sink& sink) {
   using problem = cd::generic_problem<float, float, float>;
   using op_t = parscan::sum_op<float>;

@@ -815,6 +815,62 @@ TEST_CASE(PARSCAN_TEST_NAME("generic scans: wide channel-last batches"), PARSCAN
   with_case(c, [&](auto tag) { check_scan<decltype(tag)>(cfg); });
 }
 
+#if defined(PARSCAN_TEST_CUDA) && PARSCAN_TEST_CUDA
+namespace parscan_scan_cases {
+// A float sum on integers of at most 2^10 in magnitude: every partial sum of these lengths is
+// exact (below 2^24). The 4-byte case of the chunk loop besides affine<bfloat16>.
+struct sum_f32_case {
+  static constexpr const char* name = "sum_op<float> on integers";
+  using in_t = float;
+  using out_t = float;
+  using op_t = parscan::sum_op<float>;
+  using acc_t = parscan::accumulator_t<op_t, in_t>;
+  using ref_t = double;
+  static constexpr bool exact = true;
+  static constexpr double tolerance = 0.0;
+  static in_t draw(rng& r) { return static_cast<float>(r.small_int(-(1 << 10), 1 << 10)); }
+  static acc_t draw_acc(rng& r) { return draw(r); }
+  static ref_t from_in(const in_t& v) { return v; }
+  static ref_t from_out(const out_t& v) { return v; }
+  static ref_t from_acc(const acc_t& v) { return v; }
+  static ref_t ref_op(const ref_t& e, const ref_t& l) { return e + l; }
+  static bool equal(const ref_t& x, const ref_t& y) { return x == y; }
+};
+}  // namespace parscan_scan_cases
+
+// The CUDA backend's chunk loop (generic/generic_chunks.cuh) for elements of 4 bytes (float sum,
+// affine<bfloat16>) and 8 (int64 sum, affine<float>): channel-last batches of 1448 channels
+// whose jobs fill an H100 or H200 (132 SMs) in 128-byte rows ((3, L, 1448); 8-byte elements also
+// (2, L, 1448)), in 64-byte rows ((2, L, 1448) of 4-byte elements, (1, L, 1448) of 8-byte
+// ones), or in neither ((1, L, 1448) of 4 bytes: lane packs). The last group of a row is partial
+// (8 channels of 32 or 16); lengths of one step, of a partial tile, and of several tiles and a
+// partial one (tiles of 256 and 512 steps). Reverse scans run in place.
+TEST_CASE(PARSCAN_TEST_NAME("generic scans: channel-last batches in 16-byte chunks"), PARSCAN_TEST_TAGS("[scan][batch]")) {
+  using namespace parscan_scan_cases;
+  static const char* const names[] = {"channel_last(1, L, 1448)", "channel_last(2, L, 1448)", "channel_last(3, L, 1448)"};
+  const int c = GENERATE(range(0, 4));
+  const int B = GENERATE(1, 2, 3);
+  const auto L = static_cast<index_t>(GENERATE(1, 300, 1100));
+  const int k = GENERATE(0, 1, 2);
+  const int d = GENERATE(0, 1);
+  const int carry = GENERATE(0, 3);
+  run_config cfg;
+  cfg.kind = kind_of(k);
+  cfg.dir = dir_of(d);
+  cfg.layout_name = names[B - 1];
+  cfg.in_layout = cfg.out_layout = sequence_layout::channel_last(B, L, 1448);
+  cfg.carry = static_cast<carry_mode>(carry);
+  cfg.form = call_form::one_layout;
+  cfg.in_place = k < 2 && d == 1;  // reverse scans write over their input
+  switch (c) {
+    case 0: check_scan<sum_f32_case>(cfg); break;
+    case 1: check_scan<affine_bf16_case>(cfg); break;
+    case 2: check_scan<sum_i64_case>(cfg); break;
+    default: check_scan<affine_f32_case>(cfg); break;
+  }
+}
+#endif
+
 TEST_CASE(PARSCAN_TEST_NAME("generic scans: in place"), PARSCAN_TEST_TAGS("[scan][in-place]")) {
   using namespace parscan_scan_cases;
   const int c = GENERATE(range(0, num_cases));

@@ -19,6 +19,7 @@
 
 #include "../device/dispatch_scan.cuh"
 #include "../thread/lane_packs.cuh"
+#include "generic_chunks.cuh"
 #include "generic_problem.cuh"
 
 namespace parscan::cuda_detail {
@@ -136,9 +137,13 @@ std::size_t generic_workspace_bytes(index_t sequences, index_t length) {
   return bytes;
 }
 
-/// Runs a validated generic Problem: in lane packs where they fit, else as dispatch_scan does.
+/// Runs a validated generic Problem: channel-last batches of 4- or 8-byte elements in the chunk
+/// loop where they fill the device (generic_chunks.cuh), else in lane packs where they fit,
+/// else as dispatch_scan does.
 template <class Problem, class Op>
 status dispatch_generic(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
+  bool taken = false;
+  if (status s = run_generic_chunks(P, op, be, &taken); taken || s != status::success) return s;
   constexpr int K = generic_lane_pack_width<Problem>;
   if constexpr (K > 1) {
     if (generic_lane_packs_fit<K>(P))

@@ -1,35 +1,17 @@
 // parscan/cuda/recurrence/channel_last_chunks.cuh — the gated recurrence on channel-last
-// layouts of a 16-bit type (forward and backward) or of float (backward), where a lane owns a
-// chunk: one 16-byte word of adjacent channels (8, or 4 floats) over a run of consecutive steps
-// (the "chunk loop").
+// layouts of a 16-bit type (forward and backward) or of float (backward) as the chunk loop
+// (agent/chunk_loop.cuh): a lane owns one 16-byte word of adjacent channels (8, or 4 floats)
+// over a run of consecutive steps.
 //
-// Why a kernel of its own. The staged lane tiles (agent/staged_lane_tiles.cuh) give a lane two
-// 16-bit channels and one 4-byte cp.async a tensor and step; ncu counted ~61 thread
-// instructions a channel-step in the bf16 forward (docs/performance.md). Here every access moves
-// 16 bytes: ~30 a channel-step (ncu). A block owns a group of 8 or 4 chunks (64 or 32 16-bit
-// channels) of one batch row (or packed sequence) for the whole length, as the lane loop does
-// (agent/lane_loop.cuh: no look-back, no workspace), and walks it in tiles of 32·Steps steps:
-//   - all threads copy the next tile's inputs into shared memory with 16-byte cp.async (thread t
-//     chunk t mod Chunks of lane t / Chunks' run; a quarter warp one or two whole rows) while
-//     the current tile is scanned;
-//   - warp w takes the tile's chunk w, lane l its steps l·Steps … l·Steps+Steps-1: the lane
-//     folds its run (one independent chain a channel), a shuffle scan over the 32 lanes gives
-//     each lane its state before its run from the warp's carry, and the lane walks its run
-//     again from there, writing its outputs over inputs it has read;
-//   - all threads copy the outputs out in whole rows.
-// Steps past the length are staged as the identity (gate 1, input 0), so the last lane's state
-// is the carry into the next tile, and after the last tile the call's final state.
-// Groups of 8 chunks (128-byte rows) wherever their jobs fill the device: a probe of the access
-// pattern alone moved 65% of copy in 64-byte rows and 86% in 128-byte ones. What bounds it,
-// measured: docs/performance.md ("The chunk loop", "Whole rows").
-//
-// Shared memory: per tile and tensor, slots of one row (the group's chunks), step j of lane l's
-// run at slot j·32 + l. Whole rows keep cp.async coalesced: it merges two threads' halves of a
-// 32-byte sector only where they land side by side in shared memory (a probe measured 68% of
-// copy for the staging alone with each chunk's words apart, 84% with whole rows). 64-byte rows
-// take a 16-byte pad after every two slots, 128-byte rows a permutation of their sectors
-// (chunk_loop_shape::word_of), so that a warp's read of one chunk of 32 slots and a quarter
-// warp's copy of its rows spread over the bank groups.
+// Why. The staged lane tiles (agent/staged_lane_tiles.cuh) give a lane two 16-bit channels and
+// one 4-byte cp.async a tensor and step; ncu counted ~61 thread instructions a channel-step in
+// the bf16 forward (docs/performance.md). Here every access moves 16 bytes: ~30 a channel-step
+// (ncu). The scan of a warp's chunk over a tile: the lane folds its run (one independent chain
+// a channel), a shuffle scan over the 32 lanes gives each lane its state before its run from
+// the warp's carry, and the lane walks its run again from there, writing its outputs over
+// inputs it has read. Steps past the length are staged as the identity (gate 1, input 0), so
+// the last lane's state is the carry into the next tile, and after the last tile the call's
+// final state. What bounds it, measured: docs/performance.md ("The chunk loop", "Whole rows").
 #pragma once
 
 #include <cstdint>
@@ -39,6 +21,8 @@
 #include "../../detail/recurrence_math.hpp"
 #include "../../layout.hpp"
 #include "../../numeric.hpp"
+#include "../agent/chunk_loop.cuh"
+#include "../device/dispatch_chunk_loop.cuh"
 #include "../runtime.cuh"
 #include "../thread/run_io.cuh"
 #include "../warp/warp_shuffle.cuh"
@@ -46,10 +30,6 @@
 #include "varlen_recurrence.cuh"
 
 namespace parscan::cuda_detail {
-
-/// Channels of a chunk: one 16-byte word.
-template <class T>
-constexpr int chunk_channels = static_cast<int>(16 / sizeof(T));
 
 /// The types whose 16-byte chunks the loop computes, in float: the 16-bit ones (8 channels a
 /// chunk) and float (4).
@@ -61,45 +41,6 @@ constexpr bool chunk_type = std::is_same_v<T, bfloat16> || std::is_same_v<T, flo
 template <class T, class Problem>
 constexpr bool chunk_loop_takes = chunk_type<T> && (!std::is_same_v<T, float> ||
                                                     std::is_same_v<Problem, recurrence_backward_problem<T>>);
-
-/// A block of the chunk loop over `Tensors` staged tensors of T: a group of `Chunks` chunks side
-/// by side (one row of 16·Chunks bytes a step), a warp a chunk, runs of `Steps` steps a lane
-/// (tiles of 32·Steps steps), two tiles in shared memory (one scanned, one loading).
-template <class T, int Tensors, int Steps, int Chunks>
-struct chunk_loop_shape {
-  static constexpr int chunks = Chunks, warps = Chunks, steps = Steps, tensors = Tensors;
-  static constexpr int threads = warps * warp_threads;
-  static constexpr int channels = chunk_channels<T>;
-  static constexpr int group_channels = Chunks * channels;
-  static constexpr int rows = warp_threads * Steps;  // steps (slots) a tile
-  static constexpr int row_bytes = Chunks * 16;
-  static_assert(Chunks == 4 || Chunks == 8, "64- or 128-byte rows");
-  // 64-byte rows: a 16-byte pad after every two; 128-byte rows: none (their 32-byte halves of
-  // sectors permuted instead, below).
-  static constexpr int pair_bytes = Chunks == 4 ? 2 * row_bytes + 16 : 2 * row_bytes;
-  static constexpr int tensor_bytes = rows / 2 * pair_bytes;  // one tensor of one tile
-  static constexpr int stage_bytes = Tensors * tensor_bytes;
-  static constexpr int smem_bytes = 2 * stage_bytes;
-
-  /// The byte offset of step j of lane l's run, chunk c, within one tensor of a stage. In a
-  /// 128-byte row, the row's four 32-byte sectors are XOR-permuted by the slot (a sector's two
-  /// chunks stay side by side, so cp.async still merges them): a warp's read of one chunk of
-  /// 32 slots then meets each of four bank groups twice a quarter warp, not one eight times.
-  __device__ PARSCAN_INLINE static int word_of(int l, int j, int c) {
-    const int slot = j * warp_threads + l;
-    if constexpr (Chunks == 4) return slot / 2 * pair_bytes + slot % 2 * row_bytes + c * 16;
-    return slot * row_bytes + ((c / 2) ^ (slot % 4)) * 32 + c % 2 * 16;
-  }
-};
-
-/// Whether a tensor of layout l at p keeps whole, aligned chunks: channel-last, channels a
-/// multiple of a chunk, strides of whole 16-byte words, the base on a 16-byte boundary.
-template <class T>
-bool chunk_layout_fits(const T* p, const sequence_layout& l) {
-  const auto words = [](index_t elements) { return static_cast<std::size_t>(elements) * sizeof(T) % 16 == 0; };
-  return l.sequence_stride == 1 && l.count % chunk_channels<T> == 0 && words(l.step_stride) &&
-         (l.groups <= 1 || words(l.group_stride)) && reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
-}
 
 namespace chunk_detail {
 
@@ -192,26 +133,50 @@ __device__ PARSCAN_INLINE void chain_lane_runs(float (&A)[K], float (&B)[K], flo
 
 }  // namespace chunk_detail
 
-/// What the forward's and the backward's Chunks share: the Problem, whose first layout gives
+/// What the forward's and the backward's Chunks over T share: the Problem, whose first layout gives
 /// every tensor's shape, and its cursor at a group's first sequence (its tensors' first
-/// elements there: a group, the Problem's at()).
-template <class Problem>
+/// elements there: a group, the Problem's at()); the carry (K states); and the scan of a tile,
+/// from Self's fold (a step into a lane's run y_end = A·y_start + B) and step (a step's outputs
+/// from the state before it, the state after it).
+template <class T, class Problem, class Self>
 struct chunks_of {
   Problem P;
   using group = typename Problem::cursor;
+  static constexpr int K = chunk_channels<T>;
+  using carry_type = float[K];
   __device__ PARSCAN_INLINE const sequence_layout& layout() const { return P.la; }
   __device__ PARSCAN_INLINE index_t length() const { return P.length; }
   __device__ PARSCAN_INLINE group group_at(index_t s) const { return P.at(s); }
+  __device__ PARSCAN_INLINE void read_carry(index_t s, float (&carry)[K]) const {
+    chunk_detail::read_state(self().carry_in(), s, carry);
+  }
+  __device__ PARSCAN_INLINE void write_carry(index_t s, const float (&carry)[K]) const {
+    chunk_detail::write_state(self().carry_out(), s, carry);
+  }
+  static constexpr bool writes = true;
+  /// Steps past the length are staged as the identity: every tile is scanned whole.
+  template <int S, class Word>
+  __device__ PARSCAN_INLINE void scan(Word&& word, int tensor_bytes, index_t, float (&carry)[K]) const {
+    float A[K], B[K], y[K];
+#pragma unroll
+    for (int j = 0; j < S; ++j) self().fold(word(j), tensor_bytes, j == 0, A, B);
+    chunk_detail::chain_lane_runs(A, B, carry, y);
+#pragma unroll
+    for (int j = 0; j < S; ++j) self().step(word(j), tensor_bytes, y);
+  }
+
+ private:
+  __device__ PARSCAN_INLINE const Self& self() const { return static_cast<const Self&>(*this); }
 };
 
 /// The forward, x[t] = a[t]·x[t-1] + b[t]: stages a and b, writes x over a; the carry starts at
 /// x0 (or 0) and ends in x_final.
 template <class T, bool LogGates>
-struct forward_chunks : chunks_of<recurrence_forward_problem<T>> {
-  using chunks_of<recurrence_forward_problem<T>>::P;
-  static constexpr int K = chunk_channels<T>;
-
-  using typename chunks_of<recurrence_forward_problem<T>>::group;
+struct forward_chunks : chunks_of<T, recurrence_forward_problem<T>, forward_chunks<T, LogGates>> {
+  using base = chunks_of<T, recurrence_forward_problem<T>, forward_chunks<T, LogGates>>;
+  using base::K;
+  using base::P;
+  using typename base::group;
   // The carry's state vectors in and out.
   __device__ PARSCAN_INLINE const T* carry_in() const { return P.x0; }
   __device__ PARSCAN_INLINE T* carry_out() const { return P.x_final; }
@@ -279,11 +244,11 @@ struct forward_chunks : chunks_of<recurrence_forward_problem<T>> {
 /// at the forward's first step), writes db over dx and da over x[prev]; the carry starts at
 /// dx_final (or 0) and ends in dx0.
 template <class T, bool LogGates>
-struct backward_chunks : chunks_of<recurrence_backward_problem<T>> {
-  using chunks_of<recurrence_backward_problem<T>>::P;
-  static constexpr int K = chunk_channels<T>;
-
-  using typename chunks_of<recurrence_backward_problem<T>>::group;
+struct backward_chunks : chunks_of<T, recurrence_backward_problem<T>, backward_chunks<T, LogGates>> {
+  using base = chunks_of<T, recurrence_backward_problem<T>, backward_chunks<T, LogGates>>;
+  using base::K;
+  using base::P;
+  using typename base::group;
   __device__ PARSCAN_INLINE const T* carry_in() const { return P.dx_final; }
   __device__ PARSCAN_INLINE T* carry_out() const { return P.dx0; }
   /// s: the sequence of chunk c's first channel (x0's index).
@@ -371,19 +336,7 @@ struct backward_chunks : chunks_of<recurrence_backward_problem<T>> {
   }
 };
 
-/// The jobs of a batch: (batch row, group of 4 chunks) pairs, row by row.
-struct batch_chunk_jobs {
-  __device__ PARSCAN_INLINE index_t count(const sequence_layout& l, index_t per_row) const {
-    return l.groups * per_row;
-  }
-  /// f(the job's Chunks, its batch row, its group in the row).
-  template <class Chunks, class F>
-  __device__ PARSCAN_INLINE void visit(const Chunks& C, index_t job, index_t per_row, F&& f) const {
-    f(C, job / per_row, job % per_row);
-  }
-};
-
-/// The jobs of packed sequences (cu_seqlens): (sequence, group of 4 chunks) pairs, the
+/// The jobs of packed sequences (cu_seqlens): (sequence, group of chunks) pairs, the
 /// sequences in `order` (longest first, or null: index order). A job's Chunks are its
 /// sequence's (varlen_recurrence.cuh's sequence_of), one batch row.
 struct packed_chunk_jobs {
@@ -397,85 +350,6 @@ struct packed_chunk_jobs {
     f(Chunks{{sequence_of(C.P, n, start, cu_seqlens[n + 1] - start, C.P.la.count)}}, index_t(0), job - q * per_row);
   }
 };
-
-/// The chunk loop: block b takes jobs b, b + grid, … (a job: a group of 4 chunks of one batch
-/// row or packed sequence), each for its whole length. Thread t copies chunk t mod Chunks of
-/// lane t / Chunks' run in and out; warp w scans chunk w.
-template <class shape, class Chunks, class Jobs>
-__global__ void __launch_bounds__(shape::threads) recurrence_chunk_loop_kernel(Chunks whole, Jobs jobs) {
-  extern __shared__ uint4 chunk_smem[];
-  unsigned char* smem = reinterpret_cast<unsigned char*>(chunk_smem);
-  constexpr int K = shape::channels, S = shape::steps, TB = shape::tensor_bytes;
-  const sequence_layout& l = whole.layout();
-  const index_t per_row = (l.count + shape::group_channels - 1) / shape::group_channels;
-  const int copy_chunk = static_cast<int>(threadIdx.x % shape::chunks),
-            copy_run = static_cast<int>(threadIdx.x / shape::chunks);
-  const int scan_chunk = static_cast<int>(threadIdx.x / warp_threads),
-            lane = static_cast<int>(threadIdx.x % warp_threads);
-
-  for (index_t job = blockIdx.x; job < jobs.count(l, per_row); job += gridDim.x) {
-    jobs.visit(whole, job, per_row, [&](const Chunks& C, index_t batch, index_t group) {
-      const index_t length = C.length(), tiles = (length + shape::rows - 1) / shape::rows;
-      const index_t first = group * shape::group_channels;
-      const typename Chunks::group grp = C.group_at(batch * l.count + first);
-      const bool copies = first + copy_chunk * K < l.count, scans = first + scan_chunk * K < l.count;
-      const index_t copy_s = batch * l.count + first + copy_chunk * K;  // sequences of the chunks' first channels
-      const index_t scan_s = batch * l.count + first + scan_chunk * K;
-      // The words of the run this thread copies of tile k, in the tile's stage.
-      const auto copy_words = [&](index_t k) {
-        unsigned char* stage = smem + (k % 2) * shape::stage_bytes;
-        return [stage, copy_run, copy_chunk](int i) { return stage + shape::word_of(copy_run, i, copy_chunk); };
-      };
-      const auto stage_tile = [&](index_t k) {
-        const index_t p = k * shape::rows + copy_run * S;
-        const auto word = copy_words(k);
-        if (copies && p + S + Chunks::lookahead <= length) {
-          C.template stage_whole<S>(grp, copy_chunk, p, word, TB);
-        } else if (copies) {  // the last tile: steps past the length are the identity
-#pragma unroll
-          for (int i = 0; i < S; ++i) C.stage(grp, copy_chunk, p + i, copy_s, word(i), TB);
-        }
-        async_commit();
-      };
-
-      float carry[K];
-      if (scans) chunk_detail::read_state(C.carry_in(), scan_s, carry);
-      if (tiles > 0) stage_tile(0);
-      for (index_t k = 0; k < tiles; ++k) {
-        if (k + 1 < tiles) {
-          stage_tile(k + 1);
-          async_wait<1>();
-        } else {
-          async_wait<0>();
-        }
-        __syncthreads();  // tile k staged by every thread
-        if (scans) {
-          unsigned char* stage = smem + (k % 2) * shape::stage_bytes;
-          const auto word = [&](int j) { return stage + shape::word_of(lane, j, scan_chunk); };
-          float A[K], B[K], y[K];
-#pragma unroll
-          for (int j = 0; j < S; ++j) C.fold(word(j), TB, j == 0, A, B);
-          chunk_detail::chain_lane_runs(A, B, carry, y);
-#pragma unroll
-          for (int j = 0; j < S; ++j) C.step(word(j), TB, y);
-        }
-        __syncthreads();  // tile k's outputs written by every warp
-        const index_t p = k * shape::rows + copy_run * S;
-        const auto word = copy_words(k);
-        if (copies && p + S <= length) {
-          C.template store_whole<S>(grp, copy_chunk, p, word, TB);
-        } else if (copies) {
-#pragma unroll
-          for (int i = 0; i < S; ++i)
-            if (p + i < length) C.store(grp, copy_chunk, p + i, word(i), TB);
-        }
-        __syncthreads();  // the stage read out before tile k + 2 is copied into it
-      }
-      // A sequence of no steps: its carry out is its carry in.
-      if (scans && lane == 0) chunk_detail::write_state(C.carry_out(), scan_s, carry);
-    });
-  }
-}
 
 /// The chunk loop's tiles. 64-byte rows: forward 256 steps of two tensors (72 KB of shared
 /// memory, three blocks an SM), backward 160 steps of three (67.5 KB, three blocks; 192 steps
@@ -523,48 +397,22 @@ status with_chunk_kernel(const Problem& P, F&& f) {
   using shape = typename loop::shape;
   if (P.log_gate) {
     using C = typename loop::template chunks<true>;
-    return f(std::integral_constant<decltype(&recurrence_chunk_loop_kernel<shape, C, Jobs>),
-                                    &recurrence_chunk_loop_kernel<shape, C, Jobs>>{},
+    return f(std::integral_constant<decltype(&chunk_loop_kernel<shape, C, Jobs>),
+                                    &chunk_loop_kernel<shape, C, Jobs>>{},
              shape{}, C{{P}});
   }
   using C = typename loop::template chunks<false>;
-  return f(std::integral_constant<decltype(&recurrence_chunk_loop_kernel<shape, C, Jobs>),
-                                  &recurrence_chunk_loop_kernel<shape, C, Jobs>>{},
+  return f(std::integral_constant<decltype(&chunk_loop_kernel<shape, C, Jobs>),
+                                  &chunk_loop_kernel<shape, C, Jobs>>{},
            shape{}, C{{P}});
-}
-
-/// The chunk loop's group for `rows` batch rows (or packed sequences) of P.la.count channels:
-/// its width in chunks and its jobs (rows × groups a row). 128-byte rows where their jobs fill
-/// the device, else 64-byte rows where theirs do (a job's whole length goes to one block; with
-/// fewer jobs than multiprocessors the staged lane tiles spread the steps further); width 0:
-/// neither. Why wide first: a probe of the rows alone (H100, (8, 15360, 1536) bf16, read two
-/// write one, no scan) moved 65% of copy in 64-byte rows, 86% in 128-byte and 90–94% in
-/// 256-byte rows (docs/performance.md).
-struct chunk_group {
-  int width;
-  index_t jobs;
-};
-template <class T>
-chunk_group chunk_group_for(index_t channels, index_t rows, int multiprocessors) {
-  for (int width : {8, 4}) {
-    const index_t group = static_cast<index_t>(width * chunk_channels<T>);
-    const index_t jobs = rows * ((channels + group - 1) / group);
-    if (jobs >= static_cast<index_t>(multiprocessors)) return {width, jobs};
-  }
-  return {0, 0};
 }
 
 /// The chunk loop over a batch of channel-last sequences (P: chunk_loop_fits; g: its group,
 /// width 4 or 8).
 template <class T, class Problem>
 status launch_chunk_loop(const Problem& P, chunk_group g, const device_facts& dev, const cuda_backend& be) {
-  const auto go = [&](auto kernel, auto shape, const auto& C) {
-    using S = decltype(shape);
-    const int per_sm = blocks_per_multiprocessor<decltype(kernel)::value>(S::threads, dev.device, S::smem_bytes);
-    if (per_sm == 0) return status::exceeds_device_limits;
-    const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
-    return launch(decltype(kernel)::value, g.jobs < resident ? g.jobs : resident, S::threads, S::smem_bytes, be, C,
-                  batch_chunk_jobs{});
+  const auto go = [&](auto, auto shape, const auto& C) {
+    return launch_batch_chunk_loop<decltype(shape)>(C, g.jobs, dev, be);
   };
   return g.width == 8 ? with_chunk_kernel<T, 8, Problem, batch_chunk_jobs>(P, go)
                       : with_chunk_kernel<T, 4, Problem, batch_chunk_jobs>(P, go);
