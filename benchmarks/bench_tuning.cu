@@ -6,6 +6,7 @@
 //                       [--short: grid tiles against bulk tiles and CUB, 2^13 … 2^23 steps]
 //                       [--few-long: the forward's few long sequences on bulk tiles]
 //                       [--channel-last: the generic channel-last sum, one sequence a lane against lane packs]
+//                       [--chunk-stages: the chunk loop's tiles against deeper ones (generic sum, recurrence)]
 //                       [--packs: the recurrence's channel-last forward in lane packs of 1 … 8 channels]
 //                       [--lane-loop: the channel-last forward and backward, staged lane tiles against the lane loop]
 //                       [--reduce-shapes [--ncu]: the bulk reduce's shapes and finishes against CUB,
@@ -22,6 +23,7 @@
 #include <parscan/parscan.cuh>
 #include <parscan/cuda/agent/lane_loop.cuh>
 #include <parscan/cuda/generic/generic_lane_packs.cuh>
+#include <parscan/cuda/recurrence/channel_last_chunks.cuh>
 #include <parscan/cuda/recurrence/recurrence_lane_packs.cuh>
 #include <parscan/cuda/recurrence/recurrence_problems.cuh>
 
@@ -456,6 +458,15 @@ void generic_bulk(const generic_case<T>& c, double tol, result_sink& sink) {
   });
 }
 
+bool chunk_stages = false;  // --chunk-stages
+
+/// A chunk loop shape as "chunk loop <steps a tile> steps, <stages> stages, <KB> KB".
+template <class Shape>
+std::string chunk_shape_name() {
+  return "chunk loop " + std::to_string(Shape::rows) + " steps, " + std::to_string(Shape::stages) + " stages, " +
+         std::to_string(Shape::smem_bytes / 1024) + " KB";
+}
+
 // The generic channel-last float sum (8, 4096, D): the library's dispatch (the chunk loop,
 // generic/generic_chunks.cuh, where its jobs fill the device) against the staged lane tiles
 // with one sequence a lane and in packs of 2 and 4 (generic/generic_lane_packs.cuh), and the
@@ -526,8 +537,60 @@ void lane_loop_generic(index_t D, result_sink& sink) {
       return cd::launch(cd::scan_lane_loop_kernel<8, 16, problem, op_t>, (S + 31) / 32, 8 * 32, 0,
                         workspace_backend(), P, op_t{}, S);
     });
+    // The chunk loop in 128-byte rows with more steps in flight a block (--chunk-stages).
+    const auto chunk_variant = [&](auto shape) {
+      using Shape = decltype(shape);
+      const cd::device_facts dev = cd::current_device();
+      const index_t jobs = 8 * ((D + Shape::group_channels - 1) / Shape::group_channels);
+      timed(chunk_shape_name<Shape>(), [&] {
+        using reduce_chunks = cd::generic_chunks<problem, op_t, parscan::scan_kind::reduce>;
+        using scan_chunks = cd::generic_chunks<problem, op_t, parscan::scan_kind::inclusive>;
+        return reduce ? cd::launch_batch_chunk_loop<Shape>(reduce_chunks{P, op_t{}}, jobs, dev, workspace_backend())
+                      : cd::launch_batch_chunk_loop<Shape>(scan_chunks{P, op_t{}}, jobs, dev, workspace_backend());
+      });
+    };
+    if (chunk_stages) {
+      chunk_variant(cd::chunk_loop_shape<float, 1, 8, 8, 3>{});
+      chunk_variant(cd::chunk_loop_shape<float, 1, 12, 8, 2>{});
+      chunk_variant(cd::chunk_loop_shape<float, 1, 6, 8, 3>{});
+      chunk_variant(cd::chunk_loop_shape<float, 1, 4, 8, 4>{});
+    }
   }
   for (float* p : {in, out, totals}) BENCH_CHECK(cudaFree(p));
+}
+
+// The recurrence's channel-last forward and backward (8, 4096, 1536) in the chunk loop's
+// 128-byte rows: the library's tiles against more steps in flight a block (--chunk-stages).
+template <class T>
+void recurrence_chunk_stages(result_sink& out) {
+  const auto l = parscan::sequence_layout::channel_last(8, 4096, 1536);
+  const double tol = sizeof(T) == 2 ? 3e-2 : 1e-4;
+  const std::string type = sizeof(T) == 2 ? "bf16" : "f32";
+  const auto run = [&](const auto& c, const auto& chunks, auto shape) {
+    using Shape = decltype(shape);
+    const cd::device_facts dev = cd::current_device();
+    const index_t jobs = 8 * ((1536 + Shape::group_channels - 1) / Shape::group_channels);
+    time_call<T>(c, chunk_shape_name<Shape>(), tol, out,
+                 [&] { return cd::launch_batch_chunk_loop<Shape>(chunks, jobs, dev, workspace_backend()); });
+  };
+  if constexpr (sizeof(T) == 2) {
+    forward_case<T> c{"fwd " + type + " (8,4096,1536)", l};
+    c.alloc();
+    const cd::forward_chunks<T, false> chunks{{c.problem()}};
+    run(c, chunks, cd::forward_chunk_shape<T, 8>{});  // the library's
+    run(c, chunks, cd::chunk_loop_shape<T, 2, 4, 8, 3>{});
+    run(c, chunks, cd::chunk_loop_shape<T, 2, 6, 8, 2>{});
+    run(c, chunks, cd::chunk_loop_shape<T, 2, 2, 8, 4>{});
+    c.release();
+  }
+  backward_case<T> c{"bwd " + type + " (8,4096,1536)", l};
+  c.alloc();
+  const cd::backward_chunks<T, false> chunks{{c.problem()}};
+  run(c, chunks, cd::backward_chunk_shape<T, 8>{});  // the library's
+  run(c, chunks, cd::chunk_loop_shape<T, 3, 3, 8, 3>{});
+  run(c, chunks, cd::chunk_loop_shape<T, 3, 4, 8, 2>{});
+  run(c, chunks, cd::chunk_loop_shape<T, 3, 2, 8, 4>{});
+  c.release();
 }
 
 // The bulk tiles' shapes around the library's (docs/performance.md, "First-ready tiles").
@@ -895,6 +958,13 @@ int main(int argc, char** argv) {
       lane_packs_forward<float, 4>(c, 1e-5, out);
       c.release();
     }
+  }
+  if (bench::has_flag(argc, argv, "--chunk-stages")) {
+    chunk_stages = true;
+    lane_loop_generic(1024, out);
+    recurrence_chunk_stages<parscan::bfloat16>(out);
+    recurrence_chunk_stages<float>(out);
+    return report();
   }
   if (bench::has_flag(argc, argv, "--channel-last")) {
     for (index_t D : {index_t(1024), index_t(512), index_t(2048)}) lane_loop_generic(D, out);

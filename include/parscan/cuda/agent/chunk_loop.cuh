@@ -41,10 +41,11 @@ constexpr int chunk_channels = static_cast<int>(16 / sizeof(E));
 
 /// A block of the chunk loop over `Tensors` staged tensors of element E: a group of `Chunks`
 /// chunks side by side (one row of 16·Chunks bytes a step), a warp a chunk, runs of `Steps`
-/// steps a lane (tiles of 32·Steps steps), two tiles in shared memory (one scanned, one loading).
-template <class E, int Tensors, int Steps, int Chunks>
+/// steps a lane (tiles of 32·Steps steps), `Stages` tiles in shared memory (one scanned, the
+/// next ones loading).
+template <class E, int Tensors, int Steps, int Chunks, int Stages = 2>
 struct chunk_loop_shape {
-  static constexpr int chunks = Chunks, warps = Chunks, steps = Steps, tensors = Tensors;
+  static constexpr int chunks = Chunks, warps = Chunks, steps = Steps, tensors = Tensors, stages = Stages;
   static constexpr int threads = warps * warp_threads;
   static constexpr int channels = chunk_channels<E>;
   static constexpr int group_channels = Chunks * channels;
@@ -56,7 +57,8 @@ struct chunk_loop_shape {
   static constexpr int pair_bytes = Chunks == 4 ? 2 * row_bytes + 16 : 2 * row_bytes;
   static constexpr int tensor_bytes = rows / 2 * pair_bytes;  // one tensor of one tile
   static constexpr int stage_bytes = Tensors * tensor_bytes;
-  static constexpr int smem_bytes = 2 * stage_bytes;
+  static constexpr int smem_bytes = Stages * stage_bytes;
+  static_assert(Stages >= 2, "one tile scanned while the next loads");
 
   /// The byte offset of step j of lane l's run, chunk c, within one tensor of a stage. In a
   /// 128-byte row, the row's four 32-byte sectors are XOR-permuted by the slot (a sector's two
@@ -147,7 +149,7 @@ __global__ void __launch_bounds__(shape::threads) chunk_loop_kernel(Chunks whole
       const index_t scan_s = batch * l.count + first + scan_chunk * K;
       // The words of the run this thread copies of tile k, in the tile's stage.
       const auto copy_words = [&](index_t k) {
-        unsigned char* stage = smem + (k % 2) * shape::stage_bytes;
+        unsigned char* stage = smem + (k % shape::stages) * shape::stage_bytes;
         return [stage, copy_run, copy_chunk](int i) { return stage + shape::word_of(copy_run, i, copy_chunk); };
       };
       const auto stage_tile = [&](index_t k) {
@@ -164,17 +166,17 @@ __global__ void __launch_bounds__(shape::threads) chunk_loop_kernel(Chunks whole
 
       typename Chunks::carry_type carry;
       if (scans) C.read_carry(scan_s, carry);
-      if (tiles > 0) stage_tile(0);
+      for (index_t k = 0; k + 1 < shape::stages && k < tiles; ++k) stage_tile(k);
       for (index_t k = 0; k < tiles; ++k) {
-        if (k + 1 < tiles) {
-          stage_tile(k + 1);
-          async_wait<1>();
-        } else {
+        if (k + shape::stages - 1 < tiles) {
+          stage_tile(k + shape::stages - 1);
+          async_wait<shape::stages - 1>();
+        } else {  // no tile left to stage: the last ones wait for everything in flight
           async_wait<0>();
         }
         __syncthreads();  // tile k staged by every thread
         if (scans) {
-          unsigned char* stage = smem + (k % 2) * shape::stage_bytes;
+          unsigned char* stage = smem + (k % shape::stages) * shape::stage_bytes;
           const auto word = [&](int j) { return stage + shape::word_of(lane, j, scan_chunk); };
           C.template scan<S>(word, TB, length - k * shape::rows, carry);
         }
@@ -190,7 +192,7 @@ __global__ void __launch_bounds__(shape::threads) chunk_loop_kernel(Chunks whole
               if (p + i < length) C.store(grp, copy_chunk, p + i, word(i), TB);
           }
         }
-        __syncthreads();  // the stage read out before tile k + 2 is copied into it
+        __syncthreads();  // the stage read out before tile k + Stages is copied into it
       }
       // A sequence of no steps: its carry out is its carry in.
       if (scans && lane == 0) C.write_carry(scan_s, carry);
