@@ -267,6 +267,10 @@ inline std::vector<shape3> lane_pack_shapes() {
     // and a partial one.
     v.push_back({13, 1032, 520});
     v.push_back({5, 1032, 520});
+    // complex<float> takes the chunk loop too (2 channels a chunk: groups of 16 or 8 channels),
+    // in 128-byte rows at every shape above from (4, 1024, 2049) on; here 1 · 75 wide jobs would
+    // not fill the device, 1 · 150 in 64-byte rows do (the other types take lane packs here).
+    v.push_back({1, 1200, 300});
   }
   return v;
 }

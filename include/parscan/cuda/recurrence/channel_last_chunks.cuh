@@ -1,7 +1,7 @@
 // parscan/cuda/recurrence/channel_last_chunks.cuh — the gated recurrence on channel-last
-// layouts of a 16-bit type (forward and backward) or of float (backward) as the chunk loop
-// (agent/chunk_loop.cuh): a lane owns one 16-byte word of adjacent channels (8, or 4 floats)
-// over a run of consecutive steps.
+// layouts of a 16-bit type or complex<float> (forward and backward) or of float (backward) as
+// the chunk loop (agent/chunk_loop.cuh): a lane owns one 16-byte word of adjacent channels (8,
+// 4 floats or 2 complex values) over a run of consecutive steps.
 //
 // Why. The staged lane tiles (agent/staged_lane_tiles.cuh) give a lane two 16-bit channels and
 // one 4-byte cp.async a tensor and step; ncu counted ~61 thread instructions a channel-step in
@@ -31,23 +31,29 @@
 
 namespace parscan::cuda_detail {
 
-/// The types whose 16-byte chunks the loop computes, in float: the 16-bit ones (8 channels a
-/// chunk) and float (4).
+/// The types whose 16-byte chunks the loop computes, in their compute type (compute_t): the
+/// 16-bit ones (8 channels a chunk, in float), float (4) and complex<float> (2).
 template <class T>
-constexpr bool chunk_type = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16> || std::is_same_v<T, float>;
+constexpr bool chunk_type = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16> || std::is_same_v<T, float> ||
+                            std::is_same_v<T, complex<float>>;
 
-/// The calls the chunk loop takes: the 16-bit types both ways; float only backward, since the
-/// float forward's lane loop (agent/lane_loop.cuh) moves 81–91% of copy in 128-byte rows already.
+/// The calls the chunk loop takes: the 16-bit types and complex<float> both ways; float only
+/// backward, since the float forward's lane loop (agent/lane_loop.cuh) moves 81–91% of copy in
+/// 128-byte rows already.
 template <class T, class Problem>
 constexpr bool chunk_loop_takes = chunk_type<T> && (!std::is_same_v<T, float> ||
                                                     std::is_same_v<Problem, recurrence_backward_problem<T>>);
 
 namespace chunk_detail {
 
-/// A staged word as the compute type, and back (16-bit values rounded to nearest even, a pair
-/// an instruction; floats as they are).
+/// The compute values of a chunk of T.
 template <class T>
-__device__ PARSCAN_INLINE void unpack(const unsigned char* word, float (&out)[chunk_channels<T>]) {
+using chunk_values = compute_t<T>[chunk_channels<T>];
+
+/// A staged word as the compute type, and back (16-bit values rounded to nearest even, a pair
+/// an instruction; floats and complex values as they are).
+template <class T>
+__device__ PARSCAN_INLINE void unpack(const unsigned char* word, chunk_values<T>& out) {
   const uint4 w = *reinterpret_cast<const uint4*>(word);
   T v[chunk_channels<T>];
   memcpy(v, &w, sizeof(w));
@@ -63,17 +69,20 @@ __device__ PARSCAN_INLINE unsigned narrow_pair(float lo, float hi) {
   return r;
 }
 template <class T>
-__device__ PARSCAN_INLINE void pack(const float (&in)[chunk_channels<T>], unsigned char* word) {
+__device__ PARSCAN_INLINE void pack(const chunk_values<T>& in, unsigned char* word) {
   if constexpr (std::is_same_v<T, float>)
     *reinterpret_cast<uint4*>(word) =
         make_uint4(__float_as_uint(in[0]), __float_as_uint(in[1]), __float_as_uint(in[2]), __float_as_uint(in[3]));
+  else if constexpr (std::is_same_v<T, complex<float>>)
+    *reinterpret_cast<uint4*>(word) = make_uint4(__float_as_uint(in[0].real()), __float_as_uint(in[0].imag()),
+                                                 __float_as_uint(in[1].real()), __float_as_uint(in[1].imag()));
   else
     *reinterpret_cast<uint4*>(word) = make_uint4(narrow_pair<T>(in[0], in[1]), narrow_pair<T>(in[2], in[3]),
                                                  narrow_pair<T>(in[4], in[5]), narrow_pair<T>(in[6], in[7]));
 }
 /// The gates of a staged word (exp of the stored value for log gates).
 template <class T, bool LogGates>
-__device__ PARSCAN_INLINE void gates_of(const unsigned char* word, float (&g)[chunk_channels<T>]) {
+__device__ PARSCAN_INLINE void gates_of(const unsigned char* word, chunk_values<T>& g) {
   unpack<T>(word, g);
   if constexpr (LogGates) {
 #pragma unroll
@@ -83,6 +92,10 @@ __device__ PARSCAN_INLINE void gates_of(const unsigned char* word, float (&g)[ch
 /// The identity step's stored gate (1, or log 0) as a word.
 template <class T, bool LogGates>
 __device__ PARSCAN_INLINE uint4 identity_gate_word() {
+  if constexpr (std::is_same_v<T, complex<float>>) {  // 1 + 0i; log 0 + 0i
+    const unsigned one = LogGates ? 0u : 0x3f800000u;
+    return make_uint4(one, 0u, one, 0u);
+  }
   const unsigned one = LogGates                      ? 0u
                        : std::is_same_v<T, float>    ? 0x3f800000u
                        : std::is_same_v<T, bfloat16> ? 0x3f803f80u
@@ -91,15 +104,23 @@ __device__ PARSCAN_INLINE uint4 identity_gate_word() {
 }
 __device__ PARSCAN_INLINE void store_word(unsigned char* word, const uint4& w) { *reinterpret_cast<uint4*>(word) = w; }
 
+/// a·x + b: one fused multiply-add for floats; for complex values numeric.hpp's product (its
+/// FMAs written out), then the sum.
+template <class C>
+__device__ PARSCAN_INLINE C multiply_add(const C& a, const C& x, const C& b) {
+  if constexpr (std::is_same_v<C, float>) return fmaf(a, x, b);
+  else return product(a, x) + b;
+}
+
 /// K channels from sequence s on of a per-sequence state vector (x0, x_final, dx_final, dx0:
 /// any alignment; null: zeros read, nothing written).
-template <class T, int K>
-__device__ PARSCAN_INLINE void read_state(const T* p, index_t s, float (&out)[K]) {
+template <class T, class C, int K>
+__device__ PARSCAN_INLINE void read_state(const T* p, index_t s, C (&out)[K]) {
 #pragma unroll
-  for (int i = 0; i < K; ++i) out[i] = p ? static_cast<float>(p[s + i]) : 0.f;
+  for (int i = 0; i < K; ++i) out[i] = p ? static_cast<C>(p[s + i]) : C(0);
 }
-template <class T, int K>
-__device__ PARSCAN_INLINE void write_state(T* p, index_t s, const float (&in)[K]) {
+template <class T, class C, int K>
+__device__ PARSCAN_INLINE void write_state(T* p, index_t s, const C (&in)[K]) {
   if (!p) return;
 #pragma unroll
   for (int i = 0; i < K; ++i) p[s + i] = static_cast<T>(in[i]);
@@ -108,26 +129,26 @@ __device__ PARSCAN_INLINE void write_state(T* p, index_t s, const float (&in)[K]
 /// Given each lane's run folded as y_end = A·y_start + B, channel by channel, and the warp's
 /// carry (the state before lane 0's run, the same in every lane): the state before this lane's
 /// run, and the carry moved past the warp's last lane.
-template <int K>
-__device__ PARSCAN_INLINE void chain_lane_runs(float (&A)[K], float (&B)[K], float (&carry)[K], float (&before)[K]) {
+template <class C, int K>
+__device__ PARSCAN_INLINE void chain_lane_runs(C (&A)[K], C (&B)[K], C (&carry)[K], C (&before)[K]) {
   const int lane = static_cast<int>(threadIdx.x % warp_threads);
 #pragma unroll
   for (int d = 1; d < warp_threads; d *= 2) {
 #pragma unroll
     for (int i = 0; i < K; ++i) {
-      const float a_up = __shfl_up_sync(full_mask, A[i], d), b_up = __shfl_up_sync(full_mask, B[i], d);
+      const C a_up = shfl_up(A[i], d), b_up = shfl_up(B[i], d);
       if (lane >= d) {
-        B[i] = fmaf(A[i], b_up, B[i]);
-        A[i] = A[i] * a_up;
+        B[i] = multiply_add(A[i], b_up, B[i]);
+        A[i] = product(A[i], a_up);
       }
     }
   }
 #pragma unroll
   for (int i = 0; i < K; ++i) {
-    const float end = fmaf(A[i], carry[i], B[i]);
-    const float up = __shfl_up_sync(full_mask, end, 1);
+    const C end = multiply_add(A[i], carry[i], B[i]);
+    const C up = shfl_up(end, 1);
     before[i] = lane == 0 ? carry[i] : up;
-    carry[i] = __shfl_sync(full_mask, end, warp_threads - 1);
+    carry[i] = shfl_idx(end, warp_threads - 1);
   }
 }
 
@@ -143,21 +164,22 @@ struct chunks_of {
   Problem P;
   using group = typename Problem::cursor;
   static constexpr int K = chunk_channels<T>;
-  using carry_type = float[K];
+  using C = compute_t<T>;
+  using carry_type = C[K];
   __device__ PARSCAN_INLINE const sequence_layout& layout() const { return P.la; }
   __device__ PARSCAN_INLINE index_t length() const { return P.length; }
   __device__ PARSCAN_INLINE group group_at(index_t s) const { return P.at(s); }
-  __device__ PARSCAN_INLINE void read_carry(index_t s, float (&carry)[K]) const {
+  __device__ PARSCAN_INLINE void read_carry(index_t s, C (&carry)[K]) const {
     chunk_detail::read_state(self().carry_in(), s, carry);
   }
-  __device__ PARSCAN_INLINE void write_carry(index_t s, const float (&carry)[K]) const {
+  __device__ PARSCAN_INLINE void write_carry(index_t s, const C (&carry)[K]) const {
     chunk_detail::write_state(self().carry_out(), s, carry);
   }
   static constexpr bool writes = true;
   /// Steps past the length are staged as the identity: every tile is scanned whole.
   template <int S, class Word>
-  __device__ PARSCAN_INLINE void scan(Word&& word, int tensor_bytes, index_t, float (&carry)[K]) const {
-    float A[K], B[K], y[K];
+  __device__ PARSCAN_INLINE void scan(Word&& word, int tensor_bytes, index_t, C (&carry)[K]) const {
+    C A[K], B[K], y[K];
 #pragma unroll
     for (int j = 0; j < S; ++j) self().fold(word(j), tensor_bytes, j == 0, A, B);
     chunk_detail::chain_lane_runs(A, B, carry, y);
@@ -175,6 +197,7 @@ template <class T, bool LogGates>
 struct forward_chunks : chunks_of<T, recurrence_forward_problem<T>, forward_chunks<T, LogGates>> {
   using base = chunks_of<T, recurrence_forward_problem<T>, forward_chunks<T, LogGates>>;
   using base::K;
+  using typename base::C;
   using base::P;
   using typename base::group;
   // The carry's state vectors in and out.
@@ -206,23 +229,23 @@ struct forward_chunks : chunks_of<T, recurrence_forward_problem<T>, forward_chun
       stage_word(word(i) + tensor_bytes, b);
     }
   }
-  __device__ PARSCAN_INLINE void fold(const unsigned char* word, int tensor_bytes, bool first, float (&A)[K],
-                                      float (&B)[K]) const {
-    float g[K], in[K];
+  __device__ PARSCAN_INLINE void fold(const unsigned char* word, int tensor_bytes, bool first, C (&A)[K],
+                                      C (&B)[K]) const {
+    C g[K], in[K];
     chunk_detail::gates_of<T, LogGates>(word, g);
     chunk_detail::unpack<T>(word + tensor_bytes, in);
 #pragma unroll
     for (int i = 0; i < K; ++i) {
-      B[i] = first ? in[i] : fmaf(g[i], B[i], in[i]);
-      A[i] = first ? g[i] : g[i] * A[i];
+      B[i] = first ? in[i] : chunk_detail::multiply_add(g[i], B[i], in[i]);
+      A[i] = first ? g[i] : product(g[i], A[i]);
     }
   }
-  __device__ PARSCAN_INLINE void step(unsigned char* word, int tensor_bytes, float (&x)[K]) const {
-    float g[K], in[K];
+  __device__ PARSCAN_INLINE void step(unsigned char* word, int tensor_bytes, C (&x)[K]) const {
+    C g[K], in[K];
     chunk_detail::gates_of<T, LogGates>(word, g);
     chunk_detail::unpack<T>(word + tensor_bytes, in);
 #pragma unroll
-    for (int i = 0; i < K; ++i) x[i] = fmaf(g[i], x[i], in[i]);
+    for (int i = 0; i < K; ++i) x[i] = chunk_detail::multiply_add(g[i], x[i], in[i]);
     chunk_detail::pack<T>(x, word);
   }
   __device__ PARSCAN_INLINE void store(const group& g, int c, index_t p, const unsigned char* word, int) const {
@@ -239,14 +262,15 @@ struct forward_chunks : chunks_of<T, recurrence_forward_problem<T>, forward_chun
   }
 };
 
-/// The backward (recurrence_problems.cuh: y[t] = a[t]·(dx[t] + y[next]), db[t] = dx[t] +
-/// y[next], da[t] = db[t]·x[prev], times a[t] for log gates): stages a, dx and x[prev] (x0 or 0
+/// The backward (recurrence_problems.cuh: y[t] = a[t]*·(dx[t] + y[next]), db[t] = dx[t] +
+/// y[next], da[t] = db[t]·x[prev]*, times a[t]* for log gates; * the complex conjugate): stages a, dx and x[prev] (x0 or 0
 /// at the forward's first step), writes db over dx and da over x[prev]; the carry starts at
 /// dx_final (or 0) and ends in dx0.
 template <class T, bool LogGates>
 struct backward_chunks : chunks_of<T, recurrence_backward_problem<T>, backward_chunks<T, LogGates>> {
   using base = chunks_of<T, recurrence_backward_problem<T>, backward_chunks<T, LogGates>>;
   using base::K;
+  using typename base::C;
   using base::P;
   using typename base::group;
   __device__ PARSCAN_INLINE const T* carry_in() const { return P.dx_final; }
@@ -262,7 +286,7 @@ struct backward_chunks : chunks_of<T, recurrence_backward_problem<T>, backward_c
       if (p + 1 < P.length) {
         stage_word(x_word, g.x + c * K + (t + P.dir()) * P.lx.step_stride);
       } else {  // the forward's first step: x before it is x0, or 0
-        float x0[K];
+        C x0[K];
         chunk_detail::read_state(P.x0, s, x0);
         chunk_detail::pack<T>(x0, x_word);
       }
@@ -286,29 +310,32 @@ struct backward_chunks : chunks_of<T, recurrence_backward_problem<T>, backward_c
       stage_word(word(i) + 2 * tensor_bytes, x);
     }
   }
-  // The element of a step is (g, g·dx): y_end = g·(dx + y_start).
-  __device__ PARSCAN_INLINE void fold(const unsigned char* word, int tensor_bytes, bool first, float (&A)[K],
-                                      float (&B)[K]) const {
-    float g[K], dx[K];
+  // The element of a step is (g*, g*·dx) (* the complex conjugate): y_end = g*·(dx + y_start).
+  __device__ PARSCAN_INLINE void fold(const unsigned char* word, int tensor_bytes, bool first, C (&A)[K],
+                                      C (&B)[K]) const {
+    C g[K], dx[K];
     chunk_detail::gates_of<T, LogGates>(word, g);
     chunk_detail::unpack<T>(word + tensor_bytes, dx);
 #pragma unroll
     for (int i = 0; i < K; ++i) {
-      B[i] = g[i] * (first ? dx[i] : B[i] + dx[i]);
-      A[i] = first ? g[i] : g[i] * A[i];
+      const C gc = detail::conj_if_complex(g[i]);
+      B[i] = product(gc, first ? dx[i] : B[i] + dx[i]);
+      A[i] = first ? gc : product(gc, A[i]);
     }
   }
-  __device__ PARSCAN_INLINE void step(unsigned char* word, int tensor_bytes, float (&y)[K]) const {
-    float g[K], dx[K], x_prev[K], da[K];
+  __device__ PARSCAN_INLINE void step(unsigned char* word, int tensor_bytes, C (&y)[K]) const {
+    C g[K], dx[K], x_prev[K], da[K];
     chunk_detail::gates_of<T, LogGates>(word, g);
     chunk_detail::unpack<T>(word + tensor_bytes, dx);
     chunk_detail::unpack<T>(word + 2 * tensor_bytes, x_prev);
 #pragma unroll
     for (int i = 0; i < K; ++i) {
-      const float grad = dx[i] + y[i];
-      da[i] = LogGates ? grad * x_prev[i] * g[i] : grad * x_prev[i];
+      const C gc = detail::conj_if_complex(g[i]);
+      const C grad = dx[i] + y[i];
+      const C grad_gate = product(grad, detail::conj_if_complex(x_prev[i]));
+      da[i] = LogGates ? product(grad_gate, gc) : grad_gate;
       dx[i] = grad;  // db
-      y[i] = g[i] * grad;
+      y[i] = product(gc, grad);
     }
     chunk_detail::pack<T>(dx, word + tensor_bytes);
     chunk_detail::pack<T>(da, word + 2 * tensor_bytes);
