@@ -545,8 +545,9 @@ void lane_loop_generic(index_t D, result_sink& sink) {
       timed(chunk_shape_name<Shape>(), [&] {
         using reduce_chunks = cd::generic_chunks<problem, op_t, parscan::scan_kind::reduce>;
         using scan_chunks = cd::generic_chunks<problem, op_t, parscan::scan_kind::inclusive>;
-        return reduce ? cd::launch_batch_chunk_loop<Shape>(reduce_chunks{P, op_t{}}, jobs, dev, workspace_backend())
-                      : cd::launch_batch_chunk_loop<Shape>(scan_chunks{P, op_t{}}, jobs, dev, workspace_backend());
+        const auto be = workspace_backend();
+        return reduce ? cd::launch_batch_chunk_loop<Shape>(reduce_chunks{P, op_t{}}, jobs, dev, be)
+                      : cd::launch_batch_chunk_loop<Shape>(scan_chunks{P, op_t{}}, jobs, dev, be);
       });
     };
     if (chunk_stages) {
@@ -573,24 +574,23 @@ void recurrence_chunk_stages(result_sink& out) {
     time_call<T>(c, chunk_shape_name<Shape>(), tol, out,
                  [&] { return cd::launch_batch_chunk_loop<Shape>(chunks, jobs, dev, workspace_backend()); });
   };
+  // Each Case's rows, the library's tiles first.
+  const auto sweep = [&](auto& c, auto make_chunks, auto... shapes) {
+    c.alloc();
+    const auto chunks = make_chunks(c);
+    (run(c, chunks, shapes), ...);
+    c.release();
+  };
   if constexpr (sizeof(T) == 2) {
     forward_case<T> c{"fwd " + type + " (8,4096,1536)", l};
-    c.alloc();
-    const cd::forward_chunks<T, false> chunks{{c.problem()}};
-    run(c, chunks, cd::forward_chunk_shape<T, 8>{});  // the library's
-    run(c, chunks, cd::chunk_loop_shape<T, 2, 4, 8, 3>{});
-    run(c, chunks, cd::chunk_loop_shape<T, 2, 6, 8, 2>{});
-    run(c, chunks, cd::chunk_loop_shape<T, 2, 2, 8, 4>{});
-    c.release();
+    const auto chunks = [](const auto& c) { return cd::forward_chunks<T, false>{{c.problem()}}; };
+    sweep(c, chunks, cd::forward_chunk_shape<T, 8>{}, cd::chunk_loop_shape<T, 2, 4, 8, 3>{},
+          cd::chunk_loop_shape<T, 2, 6, 8, 2>{}, cd::chunk_loop_shape<T, 2, 2, 8, 4>{});
   }
   backward_case<T> c{"bwd " + type + " (8,4096,1536)", l};
-  c.alloc();
-  const cd::backward_chunks<T, false> chunks{{c.problem()}};
-  run(c, chunks, cd::backward_chunk_shape<T, 8>{});  // the library's
-  run(c, chunks, cd::chunk_loop_shape<T, 3, 3, 8, 3>{});
-  run(c, chunks, cd::chunk_loop_shape<T, 3, 4, 8, 2>{});
-  run(c, chunks, cd::chunk_loop_shape<T, 3, 2, 8, 4>{});
-  c.release();
+  const auto chunks = [](const auto& c) { return cd::backward_chunks<T, false>{{c.problem()}}; };
+  sweep(c, chunks, cd::backward_chunk_shape<T, 8>{}, cd::chunk_loop_shape<T, 3, 3, 8, 3>{},
+        cd::chunk_loop_shape<T, 3, 4, 8, 2>{}, cd::chunk_loop_shape<T, 3, 2, 8, 4>{});
 }
 
 // The bulk tiles' shapes around the library's (docs/performance.md, "First-ready tiles").

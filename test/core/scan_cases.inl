@@ -845,9 +845,11 @@ struct sum_f32_case {
 // ones), or in neither ((1, L, 1448) of 4 bytes: lane packs). The last group of a row is partial
 // (8 channels of 32 or 16); lengths of one step, of a partial tile, and of several tiles and a
 // partial one (tiles of 256 and 512 steps). Reverse scans run in place.
-TEST_CASE(PARSCAN_TEST_NAME("generic scans: channel-last batches in 16-byte chunks"), PARSCAN_TEST_TAGS("[scan][batch]")) {
+TEST_CASE(PARSCAN_TEST_NAME("generic scans: channel-last batches in 16-byte chunks"),
+          PARSCAN_TEST_TAGS("[scan][batch]")) {
   using namespace parscan_scan_cases;
-  static const char* const names[] = {"channel_last(1, L, 1448)", "channel_last(2, L, 1448)", "channel_last(3, L, 1448)"};
+  static const char* const names[] = {"channel_last(1, L, 1448)", "channel_last(2, L, 1448)",
+                                      "channel_last(3, L, 1448)"};
   const int c = GENERATE(range(0, 4));
   const int B = GENERATE(1, 2, 3);
   const auto L = static_cast<index_t>(GENERATE(1, 300, 1100));

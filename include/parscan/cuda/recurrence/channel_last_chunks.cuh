@@ -263,9 +263,9 @@ struct forward_chunks : chunks_of<T, recurrence_forward_problem<T>, forward_chun
 };
 
 /// The backward (recurrence_problems.cuh: y[t] = a[t]*·(dx[t] + y[next]), db[t] = dx[t] +
-/// y[next], da[t] = db[t]·x[prev]*, times a[t]* for log gates; * the complex conjugate): stages a, dx and x[prev] (x0 or 0
-/// at the forward's first step), writes db over dx and da over x[prev]; the carry starts at
-/// dx_final (or 0) and ends in dx0.
+/// y[next], da[t] = db[t]·x[prev]*, times a[t]* for log gates; * the complex conjugate):
+/// stages a, dx and x[prev] (x0 or 0 at the forward's first step), writes db over dx and da
+/// over x[prev]; the carry starts at dx_final (or 0) and ends in dx0.
 template <class T, bool LogGates>
 struct backward_chunks : chunks_of<T, recurrence_backward_problem<T>, backward_chunks<T, LogGates>> {
   using base = chunks_of<T, recurrence_backward_problem<T>, backward_chunks<T, LogGates>>;
