@@ -7,6 +7,7 @@
 //                       [--few-long: the forward's few long sequences on bulk tiles]
 //                       [--channel-last: the generic channel-last sum, one sequence a lane against lane packs]
 //                       [--chunk-stages: the chunk loop's tiles against deeper ones (generic sum, recurrence)]
+//                       [--wide-rows: the chunk loop's tiles against rows of 256 bytes (generic sum, recurrence)]
 //                       [--packs: the recurrence's channel-last forward in lane packs of 1 … 8 channels]
 //                       [--lane-loop: the channel-last forward and backward, staged lane tiles against the lane loop]
 //                       [--reduce-shapes [--ncu]: the bulk reduce's shapes and finishes against CUB,
@@ -458,13 +459,18 @@ void generic_bulk(const generic_case<T>& c, double tol, result_sink& sink) {
   });
 }
 
-bool chunk_stages = false;  // --chunk-stages
+/// Which chunk loop shapes to time beside the library's: none, more steps in flight in 128-byte
+/// rows (--chunk-stages), or rows of 256 bytes (--wide-rows).
+enum class chunk_sweep { none, stages, wide };
+chunk_sweep chunk_variants = chunk_sweep::none;
 
-/// A chunk loop shape as "chunk loop <steps a tile> steps, <stages> stages, <KB> KB".
+/// A chunk loop shape as "chunk loop [<bytes>-byte rows, ]<steps a tile> steps, <stages> stages,
+/// <KB> KB" (the row width named where it is not 128 bytes).
 template <class Shape>
 std::string chunk_shape_name() {
-  return "chunk loop " + std::to_string(Shape::rows) + " steps, " + std::to_string(Shape::stages) + " stages, " +
-         std::to_string(Shape::smem_bytes / 1024) + " KB";
+  const std::string rows = Shape::row_bytes == 128 ? "" : std::to_string(Shape::row_bytes) + "-byte rows, ";
+  return "chunk loop " + rows + std::to_string(Shape::rows) + " steps, " + std::to_string(Shape::stages) +
+         " stages, " + std::to_string(Shape::smem_bytes / 1024) + " KB";
 }
 
 // The generic channel-last float sum (8, 4096, D): the library's dispatch (the chunk loop,
@@ -550,23 +556,31 @@ void lane_loop_generic(index_t D, result_sink& sink) {
                       : cd::launch_batch_chunk_loop<Shape>(scan_chunks{P, op_t{}}, jobs, dev, be);
       });
     };
-    if (chunk_stages) {
+    if (chunk_variants == chunk_sweep::stages) {
       chunk_variant(cd::chunk_loop_shape<float, 1, 8, 8, 3>{});
       chunk_variant(cd::chunk_loop_shape<float, 1, 12, 8, 2>{});
       chunk_variant(cd::chunk_loop_shape<float, 1, 6, 8, 3>{});
       chunk_variant(cd::chunk_loop_shape<float, 1, 4, 8, 4>{});
+    } else if (chunk_variants == chunk_sweep::wide) {  // the library's first (256-byte rows, 256 steps)
+      chunk_variant(cd::generic_chunk_shape<float, 8>{});
+      chunk_variant(cd::chunk_loop_shape<float, 1, 4, 16, 2>{});
+      chunk_variant(cd::chunk_loop_shape<float, 1, 4, 16, 3>{});
+      chunk_variant(cd::chunk_loop_shape<float, 1, 8, 16, 3>{});
     }
   }
   for (float* p : {in, out, totals}) BENCH_CHECK(cudaFree(p));
 }
 
-// The recurrence's channel-last forward and backward (8, 4096, 1536) in the chunk loop's
-// 128-byte rows: the library's tiles against more steps in flight a block (--chunk-stages).
+// The recurrence's channel-last forward and backward (8, 4096, 1536) in the chunk loop: the
+// library's tiles against more steps in flight a block in 128-byte rows (--chunk-stages), or
+// rows of 256 bytes against 128 (--wide-rows; there the float forward too, whose library path
+// is the lane loop).
 template <class T>
-void recurrence_chunk_stages(result_sink& out) {
+void recurrence_chunk_variants(result_sink& out) {
   const auto l = parscan::sequence_layout::channel_last(8, 4096, 1536);
   const double tol = sizeof(T) == 2 ? 3e-2 : 1e-4;
   const std::string type = sizeof(T) == 2 ? "bf16" : "f32";
+  const bool wide = chunk_variants == chunk_sweep::wide;
   const auto run = [&](const auto& c, const auto& chunks, auto shape) {
     using Shape = decltype(shape);
     const cd::device_facts dev = cd::current_device();
@@ -574,23 +588,35 @@ void recurrence_chunk_stages(result_sink& out) {
     time_call<T>(c, chunk_shape_name<Shape>(), tol, out,
                  [&] { return cd::launch_batch_chunk_loop<Shape>(chunks, jobs, dev, workspace_backend()); });
   };
-  // Each Case's rows, the library's tiles first.
+  // Each Case's rows, the 128-byte rows' tiles first.
   const auto sweep = [&](auto& c, auto make_chunks, auto... shapes) {
     c.alloc();
     const auto chunks = make_chunks(c);
     (run(c, chunks, shapes), ...);
     c.release();
   };
-  if constexpr (sizeof(T) == 2) {
+  if (sizeof(T) == 2 || wide) {
     forward_case<T> c{"fwd " + type + " (8,4096,1536)", l};
     const auto chunks = [](const auto& c) { return cd::forward_chunks<T, false>{{c.problem()}}; };
-    sweep(c, chunks, cd::forward_chunk_shape<T, 8>{}, cd::chunk_loop_shape<T, 2, 4, 8, 3>{},
-          cd::chunk_loop_shape<T, 2, 6, 8, 2>{}, cd::chunk_loop_shape<T, 2, 2, 8, 4>{});
+    if (wide) {
+      sweep(c, chunks, cd::forward_chunk_shape<T, 8>{}, cd::chunk_loop_shape<T, 2, 2, 16, 2>{},
+            cd::chunk_loop_shape<T, 2, 4, 16, 2>{}, cd::chunk_loop_shape<T, 2, 2, 16, 3>{},
+            cd::chunk_loop_shape<T, 2, 4, 16, 3>{});
+    } else {
+      sweep(c, chunks, cd::forward_chunk_shape<T, 8>{}, cd::chunk_loop_shape<T, 2, 4, 8, 3>{},
+            cd::chunk_loop_shape<T, 2, 6, 8, 2>{}, cd::chunk_loop_shape<T, 2, 2, 8, 4>{});
+    }
   }
   backward_case<T> c{"bwd " + type + " (8,4096,1536)", l};
   const auto chunks = [](const auto& c) { return cd::backward_chunks<T, false>{{c.problem()}}; };
-  sweep(c, chunks, cd::backward_chunk_shape<T, 8>{}, cd::chunk_loop_shape<T, 3, 3, 8, 3>{},
-        cd::chunk_loop_shape<T, 3, 4, 8, 2>{}, cd::chunk_loop_shape<T, 3, 2, 8, 4>{});
+  if (wide) {
+    sweep(c, chunks, cd::backward_chunk_shape<T, 8>{}, cd::chunk_loop_shape<T, 3, 2, 16, 2>{},
+          cd::chunk_loop_shape<T, 3, 2, 16, 3>{}, cd::chunk_loop_shape<T, 3, 3, 16, 2>{},
+          cd::chunk_loop_shape<T, 3, 1, 16, 4>{});
+  } else {
+    sweep(c, chunks, cd::backward_chunk_shape<T, 8>{}, cd::chunk_loop_shape<T, 3, 3, 8, 3>{},
+          cd::chunk_loop_shape<T, 3, 4, 8, 2>{}, cd::chunk_loop_shape<T, 3, 2, 8, 4>{});
+  }
 }
 
 // The bulk tiles' shapes around the library's (docs/performance.md, "First-ready tiles").
@@ -959,11 +985,12 @@ int main(int argc, char** argv) {
       c.release();
     }
   }
-  if (bench::has_flag(argc, argv, "--chunk-stages")) {
-    chunk_stages = true;
+  if (bench::has_flag(argc, argv, "--chunk-stages") || bench::has_flag(argc, argv, "--wide-rows")) {
+    chunk_variants = bench::has_flag(argc, argv, "--wide-rows") ? chunk_sweep::wide : chunk_sweep::stages;
     lane_loop_generic(1024, out);
-    recurrence_chunk_stages<parscan::bfloat16>(out);
-    recurrence_chunk_stages<float>(out);
+    if (chunk_variants == chunk_sweep::wide) lane_loop_generic(2048, out);
+    recurrence_chunk_variants<parscan::bfloat16>(out);
+    recurrence_chunk_variants<float>(out);
     return report();
   }
   if (bench::has_flag(argc, argv, "--channel-last")) {

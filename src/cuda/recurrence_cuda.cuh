@@ -50,12 +50,12 @@ bool uses_lane_packs(const recurrence_backward_problem<T>& b) {
 /// Runs a forward or backward Problem. On channel-last layouts with groups enough to fill the
 /// device, a block owns a group of channels for the whole length instead of chaining tiles:
 /// the chunk loop (recurrence/channel_last_chunks.cuh: a 16-byte word of channels a lane, a
-/// block per 8 or 4 words) for the 16-bit types, complex<float> and the float backward where
+/// block per 16, 8 or 4 words) for the 16-bit types, complex<float> and the float backward where
 /// every tensor keeps whole chunks (H100, (8, T, 1536), against the staged lane tiles in one
 /// process: bf16 forward 47 / 57 / 60% of copy at T = 1024 / 4096 / 16384, backward 51 / 55 /
 /// 54%, float backward 57–59 / 60 / 58%, complex forward – / 61 / 59%, backward – / 55 / 52%;
-/// the chunk loop 68 / 72 / 78–80%, 65–66 / 72 / 76–78%, 78 / 85 / 89%, – / 86 / 90% and
-/// – / 87 / 90%, docs/performance.md), the lane loop
+/// the chunk loop 74 / 88 / 94–95% (256-byte rows), 78–79 / 91–92 / 96%, 78 / 85 / 89%,
+/// – / 86 / 90% and – / 87 / 90%, docs/performance.md), the lane loop
 /// (agent/lane_loop.cuh: 88% of copy against the staged lane tiles' 51% at (8, 4096, 1536)) for
 /// the float forward in lane packs. Otherwise in lane packs when they fit (the staged lane
 /// tiles), else one channel per lane (with head pads where sequences start off 16-byte
@@ -67,7 +67,8 @@ status run_recurrence(const Problem& P, index_t sequences, const cuda_backend& b
     if (chunk_loop_fits(P)) {
       const device_facts dev = current_device();
       if (dev.st != status::success) return dev.st;
-      const chunk_group g = chunk_group_for<T>(P.la.count, P.la.groups, dev.multiprocessors);
+      const chunk_group g =
+          chunk_group_for<T>(P.la.count, P.la.groups, dev.multiprocessors, chunk_loop_wide_rows<T>);
       if (g.width > 0) return launch_chunk_loop<T>(P, g, dev, be);
     }
   }
@@ -233,7 +234,7 @@ status run_varlen_recurrence(const Problem& P, const std::int64_t* cu_seqlens, i
     if (chunk_loop_fits(P)) {
       const device_facts dev = current_device();
       if (dev.st != status::success) return dev.st;
-      const chunk_group g = chunk_group_for<T>(P.la.count, sequences, dev.multiprocessors);
+      const chunk_group g = chunk_group_for<T>(P.la.count, sequences, dev.multiprocessors, chunk_loop_wide_rows<T>);
       if (g.width > 0) return launch_packed_chunk_loop<T>(P, cu_seqlens, sequences, g, be);
     }
   }

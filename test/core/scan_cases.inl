@@ -843,15 +843,17 @@ struct sum_f32_case {
 // whose jobs fill an H100 or H200 (132 SMs) in 128-byte rows ((3, L, 1448); 8-byte elements also
 // (2, L, 1448)), in 64-byte rows ((2, L, 1448) of 4-byte elements, (1, L, 1448) of 8-byte
 // ones), or in neither ((1, L, 1448) of 4 bytes: lane packs). The last group of a row is partial
-// (8 channels of 32 or 16); lengths of one step, of a partial tile, and of several tiles and a
-// partial one (tiles of 256 and 512 steps). Reverse scans run in place.
+// (8 channels of 32 or 16). (4, L, 1536) takes 256-byte rows (whole groups of 64 or 32
+// channels; 96 or 192 jobs, at least two thirds of the device). Lengths of one step, of a
+// partial tile, and of several tiles and a partial one (tiles of 256 and 512 steps). Reverse
+// scans run in place.
 TEST_CASE(PARSCAN_TEST_NAME("generic scans: channel-last batches in 16-byte chunks"),
           PARSCAN_TEST_TAGS("[scan][batch]")) {
   using namespace parscan_scan_cases;
   static const char* const names[] = {"channel_last(1, L, 1448)", "channel_last(2, L, 1448)",
-                                      "channel_last(3, L, 1448)"};
+                                      "channel_last(3, L, 1448)", "channel_last(4, L, 1536)"};
   const int c = GENERATE(range(0, 4));
-  const int B = GENERATE(1, 2, 3);
+  const int B = GENERATE(1, 2, 3, 4);
   const auto L = static_cast<index_t>(GENERATE(1, 300, 1100));
   const int k = GENERATE(0, 1, 2);
   const int d = GENERATE(0, 1);
@@ -860,7 +862,7 @@ TEST_CASE(PARSCAN_TEST_NAME("generic scans: channel-last batches in 16-byte chun
   cfg.kind = kind_of(k);
   cfg.dir = dir_of(d);
   cfg.layout_name = names[B - 1];
-  cfg.in_layout = cfg.out_layout = sequence_layout::channel_last(B, L, 1448);
+  cfg.in_layout = cfg.out_layout = sequence_layout::channel_last(B, L, B == 4 ? 1536 : 1448);
   cfg.carry = static_cast<carry_mode>(carry);
   cfg.form = call_form::one_layout;
   cfg.in_place = k < 2 && d == 1;  // reverse scans write over their input

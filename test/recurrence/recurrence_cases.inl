@@ -267,6 +267,10 @@ inline std::vector<shape3> lane_pack_shapes() {
     // and a partial one.
     v.push_back({13, 1032, 520});
     v.push_back({5, 1032, 520});
+    // Groups of 128 16-bit channels (256-byte rows; tiles of 128 steps forward, 64 backward)
+    // where the channels make whole groups and 12 · 8 = 96 jobs reach two thirds of the device:
+    // whole tiles and a partial one. (float takes 128-byte rows here, complex<float> 64-byte.)
+    v.push_back({12, 1024, 300});
     // complex<float> takes the chunk loop too (2 channels a chunk: groups of 16 or 8 channels),
     // in 128-byte rows at every shape above from (4, 1024, 2049) on; here 1 · 75 wide jobs would
     // not fill the device, 1 · 150 in 64-byte rows do (the other types take lane packs here).

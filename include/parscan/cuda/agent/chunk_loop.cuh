@@ -2,7 +2,7 @@
 // 16-byte chunks (one word of adjacent channels, a lane owning a chunk over a run of
 // consecutive steps), the rows of a step staged whole through shared memory.
 //
-// A block owns a group of 8 or 4 chunks of one batch row (or packed sequence) for the whole
+// A block owns a group of 16, 8 or 4 chunks of one batch row (or packed sequence) for the whole
 // length, as the lane loop does (lane_loop.cuh: no look-back, no workspace), and walks it in
 // tiles of 32·Steps steps:
 //   - all threads copy the next tile's inputs into shared memory with 16-byte cp.async (thread t
@@ -13,15 +13,16 @@
 //     any operator's in generic/generic_chunks.cuh), writing its outputs over the inputs it has
 //     read;
 //   - all threads copy the outputs out in whole rows.
-// Every access moves 16 bytes, and a row of 128 bytes (8 chunks) wherever their jobs fill the
-// device: a probe of the access pattern alone (H100) moved 65% of copy in 64-byte rows and 86%
-// in 128-byte ones (docs/performance.md, "Whole rows, and rows of 128 bytes").
+// Every access moves 16 bytes, in rows of 256 or 128 bytes (16 or 8 chunks) wherever their jobs
+// fill the device: a probe of the access pattern alone (H100) moved 65% of copy in 64-byte rows,
+// 86% in 128-byte ones and 90–94% in 256-byte ones (docs/performance.md, "Whole rows, and rows
+// of 128 bytes").
 //
 // Shared memory: per tile and tensor, slots of one row (the group's chunks), step j of lane l's
 // run at slot j·32 + l. Whole rows keep cp.async coalesced: it merges two threads' halves of a
 // 32-byte sector only where they land side by side in shared memory (a probe measured 68% of
 // copy for the staging alone with each chunk's words apart, 84% with whole rows). 64-byte rows
-// take a 16-byte pad after every two slots, 128-byte rows a permutation of their sectors
+// take a 16-byte pad after every two slots, wider rows a permutation of their sectors
 // (chunk_loop_shape::word_of), so that a warp's read of one chunk of 32 slots and a quarter
 // warp's copy of its rows spread over the bank groups.
 #pragma once
@@ -51,9 +52,9 @@ struct chunk_loop_shape {
   static constexpr int group_channels = Chunks * channels;
   static constexpr int rows = warp_threads * Steps;  // steps (slots) a tile
   static constexpr int row_bytes = Chunks * 16;
-  static_assert(Chunks == 4 || Chunks == 8, "64- or 128-byte rows");
-  // 64-byte rows: a 16-byte pad after every two; 128-byte rows: none (their 32-byte halves of
-  // sectors permuted instead, below).
+  static_assert(Chunks == 4 || Chunks == 8 || Chunks == 16, "64-, 128- or 256-byte rows");
+  // 64-byte rows: a 16-byte pad after every two; wider rows: none (their 32-byte sectors
+  // permuted instead, below).
   static constexpr int pair_bytes = Chunks == 4 ? 2 * row_bytes + 16 : 2 * row_bytes;
   static constexpr int tensor_bytes = rows / 2 * pair_bytes;  // one tensor of one tile
   static constexpr int stage_bytes = Tensors * tensor_bytes;
@@ -61,13 +62,13 @@ struct chunk_loop_shape {
   static_assert(Stages >= 2, "one tile scanned while the next loads");
 
   /// The byte offset of step j of lane l's run, chunk c, within one tensor of a stage. In a
-  /// 128-byte row, the row's four 32-byte sectors are XOR-permuted by the slot (a sector's two
-  /// chunks stay side by side, so cp.async still merges them): a warp's read of one chunk of
+  /// row of 128 or 256 bytes, the row's 32-byte sectors are XOR-permuted by the slot (a sector's
+  /// two chunks stay side by side, so cp.async still merges them): a warp's read of one chunk of
   /// 32 slots then meets each of four bank groups twice a quarter warp, not one eight times.
   __device__ PARSCAN_INLINE static int word_of(int l, int j, int c) {
     const int slot = j * warp_threads + l;
     if constexpr (Chunks == 4) return slot / 2 * pair_bytes + slot % 2 * row_bytes + c * 16;
-    return slot * row_bytes + ((c / 2) ^ (slot % 4)) * 32 + c % 2 * 16;
+    return slot * row_bytes + ((c / 2) ^ (slot % (Chunks / 2))) * 32 + c % 2 * 16;
   }
 };
 
@@ -81,18 +82,24 @@ bool chunk_layout_fits(const E* p, const sequence_layout& l) {
 }
 
 /// The chunk loop's group for `rows` batch rows (or packed sequences) of `channels` channels of
-/// E: its width in chunks and its jobs (rows × groups a row). 128-byte rows where their jobs
-/// fill the device, else 64-byte rows where theirs do (a job's whole length goes to one block;
-/// with fewer jobs than multiprocessors, kernels that spread the steps further do better);
-/// width 0: neither. Why wide first: a probe of the rows alone (H100, (8, 15360, 1536) bf16,
-/// read two write one, no scan) moved 65% of copy in 64-byte rows, 86% in 128-byte and 90–94% in
-/// 256-byte rows (docs/performance.md).
+/// E: its width in chunks and its jobs (rows × groups a row). Where the caller takes them
+/// (`wide`), 256-byte rows where the channels make whole groups of them and their jobs reach two
+/// thirds of the multiprocessors; else 128-byte rows where their jobs fill the device, else
+/// 64-byte rows where theirs do (a job's whole length goes to one block; with fewer jobs, kernels
+/// that spread the steps further do better); width 0: none. Why wide first: a probe of the rows
+/// alone (H100, (8, 15360, 1536) bf16, read two write one, no scan) moved 65% of copy in 64-byte
+/// rows, 86% in 128-byte and 90–94% in 256-byte rows; and the chunk loop in 256-byte rows
+/// measured faster than in 128-byte rows with twice the jobs at (8, 4096, 1536) bf16 (96 jobs
+/// on 132 SMs) and (8, 4096, 1024) float (128 jobs; docs/performance.md, "Rows of 256 bytes").
 struct chunk_group {
   int width;
   index_t jobs;
 };
 template <class E>
-chunk_group chunk_group_for(index_t channels, index_t rows, int multiprocessors) {
+chunk_group chunk_group_for(index_t channels, index_t rows, int multiprocessors, bool wide) {
+  const index_t wide_group = 16 * chunk_channels<E>;
+  if (wide && channels % wide_group == 0 && 3 * rows * (channels / wide_group) >= 2 * index_t(multiprocessors))
+    return {16, rows * (channels / wide_group)};
   for (int width : {8, 4}) {
     const index_t group = static_cast<index_t>(width * chunk_channels<E>);
     const index_t jobs = rows * ((channels + group - 1) / group);

@@ -166,8 +166,10 @@ struct generic_chunks {
   }
 };
 
-/// Tiles of the generic chunk loop (one tensor, the output written over the input): 128-byte
-/// rows 256 steps, 64-byte rows 512 (64 and 72 KB of shared memory, three blocks an SM).
+/// Tiles of the generic chunk loop (one tensor, the output written over the input): 256-byte
+/// rows 256 steps (128 KB of shared memory, a block an SM: 83–86% of copy against 81–86% for
+/// tiles of 128 steps, bench_tuning --wide-rows on an H100), 128-byte rows 256 steps, 64-byte
+/// rows 512 (64 and 72 KB, three blocks an SM).
 template <class E, int Chunks>
 using generic_chunk_shape = chunk_loop_shape<E, 1, Chunks == 4 ? 16 : 8, Chunks>;
 
@@ -184,14 +186,17 @@ status run_generic_chunks(const Problem& P, const Op& op, const cuda_backend& be
       return status::success;
     const device_facts dev = current_device();
     if (dev.st != status::success) return dev.st;
-    const chunk_group g = chunk_group_for<E>(P.in_layout.count, P.in_layout.groups, dev.multiprocessors);
+    const chunk_group g = chunk_group_for<E>(P.in_layout.count, P.in_layout.groups, dev.multiprocessors, true);
     if (g.width == 0) return status::success;
     *taken = true;
     const auto go = [&](auto kind) {
       using C = generic_chunks<Problem, Op, decltype(kind)::value>;
       const C chunks{P, op};
-      return g.width == 8 ? launch_batch_chunk_loop<generic_chunk_shape<E, 8>>(chunks, g.jobs, dev, be)
-                          : launch_batch_chunk_loop<generic_chunk_shape<E, 4>>(chunks, g.jobs, dev, be);
+      switch (g.width) {
+        case 16: return launch_batch_chunk_loop<generic_chunk_shape<E, 16>>(chunks, g.jobs, dev, be);
+        case 8: return launch_batch_chunk_loop<generic_chunk_shape<E, 8>>(chunks, g.jobs, dev, be);
+        default: return launch_batch_chunk_loop<generic_chunk_shape<E, 4>>(chunks, g.jobs, dev, be);
+      }
     };
     if (reduce) return go(std::integral_constant<scan_kind, scan_kind::reduce>{});
     if (P.exclusive) return go(std::integral_constant<scan_kind, scan_kind::exclusive>{});

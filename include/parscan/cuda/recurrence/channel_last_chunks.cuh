@@ -381,10 +381,20 @@ struct packed_chunk_jobs {
 /// The chunk loop's tiles. 64-byte rows: forward 256 steps of two tensors (72 KB of shared
 /// memory, three blocks an SM), backward 160 steps of three (67.5 KB, three blocks; 192 steps
 /// would leave room for two). 128-byte rows: forward 128 steps (64 KB), backward 96 (72 KB).
+/// 256-byte rows (the 16-bit types): forward 128 steps (128 KB, a block an SM), backward 64
+/// (96 KB): bf16 (8, 4096, 1536) 86 / 90% of copy, against 71–72% / 74–89% for the other tiles
+/// of 32 to 128 steps and 2 to 4 stages (bench_tuning --wide-rows, H100).
 template <class T, int Chunks>
 using forward_chunk_shape = chunk_loop_shape<T, 2, Chunks == 4 ? 8 : 4, Chunks>;
 template <class T, int Chunks>
-using backward_chunk_shape = chunk_loop_shape<T, 3, Chunks == 4 ? 5 : 3, Chunks>;
+using backward_chunk_shape = chunk_loop_shape<T, 3, Chunks == 4 ? 5 : Chunks == 8 ? 3 : 2, Chunks>;
+
+/// Whether the chunk loop takes 256-byte rows for T where they fill the device: for the 16-bit
+/// types (bf16 (8, 4096, 1536): forward 86% of copy against 73% in 128-byte rows, backward 90%
+/// against 72%), not for float, whose backward measured 81–84% against 85–86% in 128-byte rows
+/// (bench_tuning --wide-rows, H100), nor complex<float> (not measured).
+template <class T>
+constexpr bool chunk_loop_wide_rows = sizeof(T) == 2;
 
 /// Whether a forward or backward Problem's tensors all keep whole, aligned chunks.
 template <class T>
@@ -434,15 +444,21 @@ status with_chunk_kernel(const Problem& P, F&& f) {
            shape{}, C{{P}});
 }
 
-/// The chunk loop over a batch of channel-last sequences (P: chunk_loop_fits; g: its group,
-/// width 4 or 8).
+/// Calls with_chunk_kernel for g's width: 16 (chunk_loop_wide_rows<T> only), 8 or 4.
+template <class T, class Problem, class Jobs, class F>
+status with_chunk_width(const Problem& P, chunk_group g, F&& f) {
+  if constexpr (chunk_loop_wide_rows<T>)
+    if (g.width == 16) return with_chunk_kernel<T, 16, Problem, Jobs>(P, f);
+  return g.width == 8 ? with_chunk_kernel<T, 8, Problem, Jobs>(P, f) : with_chunk_kernel<T, 4, Problem, Jobs>(P, f);
+}
+
+/// The chunk loop over a batch of channel-last sequences (P: chunk_loop_fits; g: its group).
 template <class T, class Problem>
 status launch_chunk_loop(const Problem& P, chunk_group g, const device_facts& dev, const cuda_backend& be) {
   const auto go = [&](auto, auto shape, const auto& C) {
     return launch_batch_chunk_loop<decltype(shape)>(C, g.jobs, dev, be);
   };
-  return g.width == 8 ? with_chunk_kernel<T, 8, Problem, batch_chunk_jobs>(P, go)
-                      : with_chunk_kernel<T, 4, Problem, batch_chunk_jobs>(P, go);
+  return with_chunk_width<T, Problem, batch_chunk_jobs>(P, g, go);
 }
 
 /// The chunk loop over packed sequences (cu_seqlens; P: the whole packed Problem, chunk_loop_fits;
@@ -461,8 +477,7 @@ status launch_packed_chunk_loop(const Problem& P, const std::int64_t* cu_seqlens
     return launch(decltype(kernel)::value, varlen_grid(g.jobs), S::threads, S::smem_bytes, be, C,
                   packed_chunk_jobs{cu_seqlens, order.get(), sequences});
   };
-  return g.width == 8 ? with_chunk_kernel<T, 8, Problem, packed_chunk_jobs>(P, go)
-                      : with_chunk_kernel<T, 4, Problem, packed_chunk_jobs>(P, go);
+  return with_chunk_width<T, Problem, packed_chunk_jobs>(P, g, go);
 }
 
 }  // namespace parscan::cuda_detail
