@@ -391,8 +391,9 @@ using backward_chunk_shape = chunk_loop_shape<T, 3, Chunks == 4 ? 5 : Chunks == 
 
 /// Whether the chunk loop takes 256-byte rows for T where they fill the device: for the 16-bit
 /// types (bf16 (8, 4096, 1536): forward 86% of copy against 73% in 128-byte rows, backward 90%
-/// against 72%), not for float, whose backward measured 81–84% against 85–86% in 128-byte rows
-/// (bench_tuning --wide-rows, H100), nor complex<float> (not measured).
+/// against 72%), not for float, whose backward's best 256-byte tiles measured 83.8% and 86.9% in
+/// two calls against 85.1% in 128-byte rows (bench_tuning --wide-rows, H100), nor complex<float>
+/// (not measured).
 template <class T>
 constexpr bool chunk_loop_wide_rows = sizeof(T) == 2;
 
