@@ -15,6 +15,11 @@
 // Then one sequence of every length from 1 to 8192, D = 64 (the pathological mix), against the
 // batch of 8192 sequences of 4097 steps, both layouts.
 //
+// Then the log-space recurrence (parscan/log_recurrence.hpp, log form, positive inputs: no
+// sign arrays), f32, the random lengths against the equal-length batch, both layouts (forward:
+// log|a|, log|b| read, log|x| written; backward, x given: log|a|, log|b|, log|x|, dlog|x| read,
+// dlog|a|, dlog|b| written). Sequence 0 of the forward is checked against a float64 loop.
+//
 // Then the generic segmented scan (parscan/segmented_scan.hpp): a float sum over 10^5 segments
 // of 2^28 elements in all, cut at uniformly random points, against cub::DeviceScan::
 // InclusiveSumByKey over the same data with a segment id per element (CUB's nearest
@@ -27,6 +32,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cub/device/device_scan.cuh>
@@ -156,6 +162,94 @@ bench::row run(const spec& c, double copy, double& max_err) {
           c.backward ? "bwd" : "fwd", shape, us, gbs, 100 * gbs / copy, 0.0};
 }
 
+// log|gate| for gates in (0.9, 1), log|b| for b in (0.1, 1).
+__global__ void fill_log(float* p, index_t n, std::uint32_t seed, bool gate) {
+  for (index_t i = blockIdx.x * index_t(blockDim.x) + threadIdx.x; i < n; i += index_t(gridDim.x) * blockDim.x) {
+    const float u = unit(i, seed);
+    p[i] = logf(gate ? 0.9f + 0.1f * u : 0.1f + 0.9f * u);
+  }
+}
+
+/// A log-space row: the packed call on c.lengths, or the fixed-length batch (c.B, c.D, c.T).
+bench::row run_log(const spec& c, double copy, double& max_err) {
+  const bool packed = !c.lengths.empty();
+  index_t total = c.B * c.T;
+  std::vector<std::int64_t> offsets(1, 0);
+  if (packed) {
+    for (index_t l : c.lengths) offsets.push_back(offsets.back() + l);
+    total = offsets.back();
+  }
+  const index_t n = total * c.D, N = static_cast<index_t>(c.lengths.size());
+  const size_t bytes = size_t(n) * sizeof(float);
+  float *la, *lb, *lx, *g = nullptr, *ga = nullptr, *gb = nullptr;
+  std::int64_t* cu = nullptr;
+  for (float** p : {&la, &lb, &lx}) BENCH_CHECK(cudaMalloc(p, bytes));
+  fill_log<<<2048, 256>>>(la, n, 17u, true);
+  fill_log<<<2048, 256>>>(lb, n, 107u, false);
+  if (c.backward) {
+    for (float** p : {&g, &ga, &gb}) BENCH_CHECK(cudaMalloc(p, bytes));
+    fill<<<2048, 256>>>(g, n, 1009u, false);
+  }
+  BENCH_CHECK(cudaMalloc(&cu, offsets.size() * sizeof(std::int64_t)));
+  BENCH_CHECK(cudaMemcpy(cu, offsets.data(), offsets.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice));
+  const parscan::varlen_shape vs{N, c.D, total, cu, c.layout};
+  const parscan::recurrence_shape fs{c.B, c.D, c.T, c.layout};
+  parscan::cuda_backend be{};
+  auto set_forward = [&](parscan::log_forward_tensors<float>& f) { f.log_a = la, f.log_b = lb, f.log_x = lx; };
+  auto set_backward = [&](parscan::log_backward_tensors<float>& k) {
+    k.log_a = la, k.log_b = lb, k.log_x = lx, k.dlog_x = g, k.dlog_a = ga, k.dlog_b = gb;
+  };
+  auto forward = [&] {
+    if (packed) {
+      parscan::log_varlen_forward_args<float> f{};
+      f.shape = vs, set_forward(f);
+      return parscan::log_recurrence_forward(be, f);
+    }
+    parscan::log_forward_args<float> f{};
+    f.shape = fs, set_forward(f);
+    return parscan::log_recurrence_forward(be, f);
+  };
+  auto backward = [&] {
+    if (packed) {
+      parscan::log_varlen_backward_args<float> k{};
+      k.shape = vs, set_backward(k);
+      return parscan::log_recurrence_backward(be, k);
+    }
+    parscan::log_backward_args<float> k{};
+    k.shape = fs, set_backward(k);
+    return parscan::log_recurrence_backward(be, k);
+  };
+  if (forward() != parscan::status::success) std::printf("%s: forward failed\n", c.name.c_str()), std::exit(1);
+  BENCH_CHECK(cudaDeviceSynchronize());
+  if (packed) {  // sequence 0, channel 0, in float64: x = a·x_prev + b from the stored logs
+    const index_t len = c.lengths[0], stride = c.layout == parscan::recurrence_layout::channel_last ? c.D : 1;
+    std::vector<float> ha(len), hb(len), hx(len);
+    for (auto [dst, src] : {std::pair{&ha, la}, std::pair{&hb, lb}, std::pair{&hx, lx}})
+      BENCH_CHECK(cudaMemcpy2D(dst->data(), sizeof(float), src, stride * sizeof(float), sizeof(float), len,
+                               cudaMemcpyDeviceToHost));
+    double st = 0, err = 0;
+    for (index_t t = 0; t < len; ++t) {
+      st = std::exp(double(ha[t])) * st + std::exp(double(hb[t]));
+      err = std::max(err, std::fabs(std::exp(double(hx[t])) - st) / st);
+    }
+    max_err = std::max(max_err, err);
+  }
+  auto call = [&](int) {
+    const parscan::status s = c.backward ? backward() : forward();
+    if (s != parscan::status::success) std::printf("%s: %s\n", c.name.c_str(), parscan::to_string(s)), std::exit(1);
+  };
+  const double us = bench::median_us(call, 15, 2);
+  for (void* p : {(void*)la, (void*)lb, (void*)lx, (void*)g, (void*)ga, (void*)gb, (void*)cu})
+    if (p) BENCH_CHECK(cudaFree(p));
+  const int tensors = c.backward ? 6 : 3;
+  const double gbs = double(tensors) * bytes / us / 1e3;
+  const bool cl = c.layout == parscan::recurrence_layout::channel_last;
+  const std::string shape = packed ? std::to_string(N) + " seqs x" + std::to_string(c.D) + " total " + std::to_string(total)
+                                   : std::to_string(c.B) + "x" + std::to_string(c.D) + "x" + std::to_string(c.T);
+  return {c.name, "f32", packed ? (cl ? "(total,D)" : "(D,total)") : (cl ? "(B,T,D)" : "(B,D,T)"),
+          c.backward ? "bwd" : "fwd", shape, us, gbs, 100 * gbs / copy, 0.0};
+}
+
 __global__ void segment_keys(const std::int64_t* offsets, index_t segments, int* keys) {
   for (index_t s = blockIdx.x; s < segments; s += gridDim.x)
     for (index_t i = offsets[s] + threadIdx.x; i < offsets[s + 1]; i += blockDim.x) keys[i] = static_cast<int>(s);
@@ -279,6 +373,16 @@ int main(int argc, char** argv) {
         {"batch 8192 x 4097 " + tag, {}, 8192, 4097, 64, layout, bwd},
     };
   });
+  // The log-space recurrence, f32: the random lengths against the equal-length batch.
+  double max_err_log = 0;
+  for (L layout : {L::channel_last, L::time_contiguous})
+    for (bool bwd : {false, true}) {
+      const std::string tag = std::string(bwd ? "bwd" : "fwd") + " log f32 " +
+                              (layout == L::channel_last ? "channel-last" : "time-contiguous");
+      for (const spec& c : {spec{"varlen random " + tag, lengths, 0, 0, 1536, layout, bwd},
+                            spec{"batch equal " + tag, {}, 64, T_equal, 1536, layout, bwd}})
+        if (c.name.find(filter) != std::string::npos) rows.push_back(run_log(c, copy, max_err_log));
+    }
   double max_err_segmented = 0;
   segmented_rows(copy, filter, rows, max_err_segmented);
   bench::print_table(rows, copy);
@@ -287,7 +391,8 @@ int main(int argc, char** argv) {
               double(total) / 64);
   std::printf("max relative error of checked sequences: f32 %.3g, bf16 %.3g\n", max_err, max_err_16);
   std::printf("max relative error of the segmented sum's checked segments: %.3g\n", max_err_segmented);
-  const bool ok = max_err <= 1e-5 && max_err_16 <= 1e-2 && max_err_segmented <= 1e-5;
+  std::printf("max relative error of the checked log-space sequence: %.3g\n", max_err_log);
+  const bool ok = max_err <= 1e-5 && max_err_16 <= 1e-2 && max_err_segmented <= 1e-5 && max_err_log <= 1e-4;
   if (!ok) std::printf("FAILED: checked sequences above tolerance\n");
   return ok ? 0 : 1;
 }

@@ -45,8 +45,7 @@ namespace parscan {
 /// form. log_x and x may each be exactly one of the a or b inputs (either form), and x_negative
 /// exactly b_negative or a_negative (in place); log_x_final may be exactly the x0 input.
 template <class T>
-struct log_forward_args {
-  recurrence_shape shape;
+struct log_forward_tensors {
   const T* log_a = nullptr;                  // log|a|
   const std::uint8_t* a_negative = nullptr;  // sign of a, or null: a > 0
   const T* log_b = nullptr;                  // log|b|
@@ -64,6 +63,12 @@ struct log_forward_args {
   const T* b = nullptr;   // b itself, instead of log_b / b_negative
   const T* x0 = nullptr;  // x0 itself, instead of log_x0 / x0_negative
   T* x = nullptr;         // x itself, instead of or besides log_x / x_negative
+};
+
+/// The tensors and options of a forward (log_forward_tensors) with the batch's shape.
+template <class T>
+struct log_forward_args : log_forward_tensors<T> {
+  recurrence_shape shape;
 };
 
 /// Backward of the forward above, with respect to the log magnitudes. Inputs are the upstream
@@ -114,8 +119,7 @@ struct log_forward_args {
 /// zero anyway, so only a state that cancels to exactly zero (a·x = −b to the last bit) at a cut
 /// differs from one call.
 template <class T>
-struct log_backward_args {
-  recurrence_shape shape;
+struct log_backward_tensors {
   const T* log_a = nullptr;                  // as given to forward
   const std::uint8_t* a_negative = nullptr;
   const T* log_b = nullptr;                  // as given to forward (b in one form always needed)
@@ -142,6 +146,29 @@ struct log_backward_args {
 };
 
 template <class T>
+struct log_backward_args : log_backward_tensors<T> {
+  recurrence_shape shape;
+};
+
+/// Packed variable-length sequences (cu_seqlens, as for the gated recurrence: recurrence.hpp's
+/// varlen_shape, its offsets contract and its validation on each backend). The same tensors,
+/// forms, signs, aliasing rules and options as above, over a packed (total_length, D),
+/// (D, total_length) or strided tensor; every state (log_x0 / x0_negative / x0,
+/// log_x_final / x_final_negative, dlog_x_final, dlog_x0 / dx0) is dense (N, D), element n·D + d.
+/// Sequence n runs on its own from its own x0[n] to its own x_final[n], backwards with
+/// `reverse`; a zero-length sequence has x_final[n] = x0[n] (or log 0) and passes its gradient
+/// straight through. Steps past cu_seqlens[N] are neither read nor written. A backward without
+/// log_x recomputes x per sequence, as the fixed-length backward does.
+template <class T>
+struct log_varlen_forward_args : log_forward_tensors<T> {
+  varlen_shape shape;
+};
+template <class T>
+struct log_varlen_backward_args : log_backward_tensors<T> {
+  varlen_shape shape;
+};
+
+template <class T>
 status log_recurrence_forward(const host_backend&, const log_forward_args<T>& args);
 template <class T>
 status log_recurrence_forward(const cuda_backend&, const log_forward_args<T>& args);
@@ -149,6 +176,14 @@ template <class T>
 status log_recurrence_backward(const host_backend&, const log_backward_args<T>& args);
 template <class T>
 status log_recurrence_backward(const cuda_backend&, const log_backward_args<T>& args);
+template <class T>
+status log_recurrence_forward(const host_backend&, const log_varlen_forward_args<T>& args);
+template <class T>
+status log_recurrence_forward(const cuda_backend&, const log_varlen_forward_args<T>& args);
+template <class T>
+status log_recurrence_backward(const host_backend&, const log_varlen_backward_args<T>& args);
+template <class T>
+status log_recurrence_backward(const cuda_backend&, const log_varlen_backward_args<T>& args);
 
 /// Bytes of temporary device storage the CUDA backend needs for these arguments (the host
 /// backend needs none). Depends only on shapes and options, not on data.
@@ -156,5 +191,9 @@ template <class T>
 std::size_t log_recurrence_workspace_size(const log_forward_args<T>& args);
 template <class T>
 std::size_t log_recurrence_workspace_size(const log_backward_args<T>& args);
+template <class T>
+std::size_t log_recurrence_workspace_size(const log_varlen_forward_args<T>& args);
+template <class T>
+std::size_t log_recurrence_workspace_size(const log_varlen_backward_args<T>& args);
 
 }  // namespace parscan

@@ -137,7 +137,7 @@ struct log_forward_forms {
 };
 
 template <class T>
-status pick_forward_forms(const log_forward_args<T>& g, log_forward_forms<T>& f) {
+status pick_forward_forms(const log_forward_tensors<T>& g, log_forward_forms<T>& f) {
   if (status st = pick_form(g.log_a, g.a, g.a_negative, f.a, f.a_value); st != status::success) return st;
   if (status st = pick_form(g.log_b, g.b, g.b_negative, f.b, f.b_value); st != status::success) return st;
   return pick_form(g.log_x0, g.x0, g.x0_negative, f.x0, f.x0_value);
@@ -151,14 +151,15 @@ inline tensor_ref sign_ref(const void* ptr, const sequence_layout& l) {
 /// none), magnitudes and their sign bytes share layouts, the output is log_x (+ x_negative)
 /// and/or x; outputs may replace their inputs exactly (log_x or x = the a or b input,
 /// x_negative = a_ or b_negative) and the state may be updated in place (log_x_final = the x0
-/// input); nothing else overlaps.
+/// input); nothing else overlaps. The states (x0, x_final) hold `states` entries, B·D unless
+/// given (packed sequences: N·D).
 template <class T>
-status plan_log_forward(const log_forward_args<T>& g, forward_plan& p) {
+status plan_log_forward(const log_forward_args<T>& g, forward_plan& p, index_t states = -1) {
   log_forward_forms<T> f;
   if (status st = pick_forward_forms(g, f); st != status::success) return st;
   if (g.x && !g.log_x && g.x_negative) return status::unsupported;  // a sign array next to value-form x only
   if (status st = plan_forward_layouts<T>(g, p); st != status::success) return st;
-  const index_t seqs = p.sequences;
+  const index_t seqs = states < 0 ? p.sequences : states;
   const auto none = sequence_layout::contiguous(0);
   tensor_ref la{f.a, p.a, sizeof(T)}, lb{f.b, p.b, sizeof(T)};
   // x: log_x, or x, or both; with neither, log_x is the one reported missing.
@@ -212,7 +213,7 @@ status pick_gradient(T* log_form, T* value_form, bool value, T*& chosen) {
 }
 
 template <class T>
-status pick_backward_forms(const log_backward_args<T>& g, log_backward_forms<T>& f) {
+status pick_backward_forms(const log_backward_tensors<T>& g, log_backward_forms<T>& f) {
   if (status st = pick_form(g.log_a, g.a, g.a_negative, f.a, f.a_value); st != status::success) return st;
   if (status st = pick_form(g.log_b, g.b, g.b_negative, f.b, f.b_value); st != status::success) return st;
   if (status st = pick_form(g.log_x0, g.x0, g.x0_negative, f.x0, f.x0_value); st != status::success) return st;
@@ -237,14 +238,15 @@ struct log_backward_plan : backward_layouts {
 /// optional), log_x/x_negative (or nothing, to recompute x), dlog_x or dx, dlog_x_final.
 /// Outputs: the a and b gradients, and the x0 gradient when x0 is given, each in its input's
 /// form. The a or b gradient may replace the upstream gradient exactly (one of them), the x0
-/// gradient may replace dlog_x_final exactly; nothing else overlaps.
+/// gradient may replace dlog_x_final exactly; nothing else overlaps. The states hold `states`
+/// entries, B·D unless given (packed sequences: N·D).
 template <class T>
-status plan_log_backward(const log_backward_args<T>& g, log_backward_plan& p) {
+status plan_log_backward(const log_backward_args<T>& g, log_backward_plan& p, index_t states = -1) {
   log_backward_forms<T> f;
   if (status st = pick_backward_forms(g, f); st != status::success) return st;
   const recurrence_shape& s = g.shape;
   if (status st = check_shape(s, sizeof(T), p.sequences); st != status::success) return st;
-  const index_t seqs = p.sequences;
+  const index_t seqs = states < 0 ? p.sequences : states;
   resolve_backward_layouts(s, g, g.log_x != nullptr, p);
   auto opt_dense = [&](const void* ptr, std::size_t bytes) { return dense(ptr, ptr ? seqs : 0, bytes); };
   const std::uint8_t* x_neg = g.log_x ? g.x_negative : nullptr;  // ignored when x is recomputed

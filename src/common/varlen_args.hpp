@@ -120,11 +120,45 @@ status plan_varlen_backward(const gated_varlen_backward_args<T>& g, bool check_h
   return check_host_offsets ? check_offsets(g.shape) : status::success;
 }
 
-/// Sequence n's part of a packed layout: its steps [start, start + length) of every channel.
-/// Returns the element offset of its first step; `l` becomes the sequence's own layout.
-inline index_t segment_layout(sequence_layout& l, index_t start, index_t length) {
-  l.length = length;
-  return start * l.step_stride;
+// The log-space recurrence over packed sequences: its tensors as one fixed-length call of D
+// channels × total_length steps (the states stay where they are: N·D of them, which the
+// planner checks and each sequence's view steps through by n·D).
+
+template <class T>
+log_forward_args<T> packed_log_forward(const log_varlen_forward_args<T>& g) {
+  log_forward_args<T> w{};
+  static_cast<log_forward_tensors<T>&>(w) = g;
+  w.shape = packed_as_batch(g.shape);
+  w.a_strides = packed_strides(g.shape, g.a_strides);
+  w.b_strides = packed_strides(g.shape, g.b_strides);
+  w.x_strides = packed_strides(g.shape, g.x_strides);
+  return w;
+}
+
+template <class T>
+log_backward_args<T> packed_log_backward(const log_varlen_backward_args<T>& g) {
+  log_backward_args<T> w{};
+  static_cast<log_backward_tensors<T>&>(w) = g;
+  w.shape = packed_as_batch(g.shape);
+  for (recurrence_strides* s : {&w.a_strides, &w.b_strides, &w.x_strides, &w.dx_strides, &w.da_strides, &w.db_strides})
+    *s = packed_strides(g.shape, *s);
+  return w;
+}
+
+template <class T>
+status plan_log_varlen_forward(const log_varlen_forward_args<T>& g, bool check_host_offsets, forward_plan& p) {
+  index_t states;
+  if (status st = check_varlen_shape(g.shape, states); st != status::success) return st;
+  if (status st = plan_log_forward(packed_log_forward(g), p, states); st != status::success) return st;
+  return check_host_offsets ? check_offsets(g.shape) : status::success;
+}
+
+template <class T>
+status plan_log_varlen_backward(const log_varlen_backward_args<T>& g, bool check_host_offsets, log_backward_plan& p) {
+  index_t states;
+  if (status st = check_varlen_shape(g.shape, states); st != status::success) return st;
+  if (status st = plan_log_backward(packed_log_backward(g), p, states); st != status::success) return st;
+  return check_host_offsets ? check_offsets(g.shape) : status::success;
 }
 
 }  // namespace parscan::detail

@@ -3,10 +3,11 @@
 #include <parscan/cuda/device/dispatch_scan.cuh>
 #include <parscan/cuda/recurrence/log_recurrence_lane_packs.cuh>
 #include <parscan/cuda/recurrence/log_recurrence_problem.cuh>
+#include <parscan/cuda/recurrence/log_varlen_recurrence.cuh>
 #include <parscan/log_recurrence.hpp>
 #include <parscan/ops/log_affine.hpp>
 
-#include "../common/recurrence_args.hpp"
+#include "../common/varlen_args.hpp"
 
 namespace parscan {
 namespace {
@@ -15,17 +16,19 @@ namespace {
 // tensor at run time); calls in log form only run the log-form kernels, which carry none of
 // the value forms' code.
 template <class T>
-bool has_value_forms(const log_forward_args<T>& g) {
+bool has_value_forms(const log_forward_tensors<T>& g) {
   return g.a || g.b || g.x0 || g.x;
 }
 template <class T>
-bool has_value_forms(const log_backward_args<T>& g) {
+bool has_value_forms(const log_backward_tensors<T>& g) {
   return g.a || g.b || g.x0 || g.dx;
 }
 
+// The forward Problem of validated tensors laid out as `p`, of `length` steps (the packed
+// total for packed sequences, whose states it keeps at their (N, D) places).
 template <bool Values, class T>
-cuda_detail::log_recurrence_forward_problem<T, Values> make_problem(const log_forward_args<T>& g,
-                                                                    const detail::forward_plan& p) {
+cuda_detail::log_recurrence_forward_problem<T, Values> make_problem(const log_forward_tensors<T>& g,
+                                                                    const detail::forward_plan& p, index_t length) {
   using cuda_detail::is_lane_major;
   detail::log_forward_forms<T> f;
   detail::pick_forward_forms(g, f);  // validated by the caller
@@ -36,7 +39,7 @@ cuda_detail::log_recurrence_forward_problem<T, Values> make_problem(const log_fo
   P.log_x0 = f.x0, P.x0_negative = g.x0_negative, P.x0_value = f.x0_value;
   P.log_x_final = g.log_x_final, P.x_final_negative = g.x_final_negative;
   P.la = p.a, P.lb = p.b, P.lx = p.x;
-  P.length = g.shape.length;
+  P.length = length;
   P.reverse = g.reverse;
   P.lane_major = is_lane_major(p.a) && is_lane_major(p.b) && is_lane_major(p.x);
   return P;
@@ -47,7 +50,7 @@ cuda_detail::log_recurrence_forward_problem<T, Values> make_problem(const log_fo
 template <bool Values, class T>
 status run_forward(const log_forward_args<T>& g, const detail::forward_plan& p, const cuda_backend& be) {
   constexpr int K = cuda_detail::channels_per_lane<T>;
-  const auto P = make_problem<Values>(g, p);
+  const auto P = make_problem<Values>(g, p, g.shape.length);
   if (cuda_detail::log_lane_packs_fit<K>(P))
     return cuda_detail::dispatch_lane_tiles(cuda_detail::log_forward_lanes<T, K, Values>(P),
                                             cuda_detail::lanewise_op<log_affine_op<float>, K>{}, p.sequences / K, be);
@@ -75,7 +78,8 @@ inline std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
 // Bytes of the recomputed x (log|x| as T, then the signs as bytes, each laid out like b) when
 // backward is not given x.
 template <class T>
-std::size_t recompute_bytes(const log_backward_args<T>& g, const detail::log_backward_plan& p, std::size_t& sign_offset) {
+std::size_t recompute_bytes(const log_backward_tensors<T>& g, const detail::log_backward_plan& p,
+                            std::size_t& sign_offset) {
   sign_offset = 0;
   if (g.log_x) return 0;
   index_t span = 0;
@@ -108,9 +112,13 @@ std::size_t log_recurrence_workspace_size(const log_backward_args<T>& g) {
 
 namespace {
 
+// The backward Problem of validated tensors laid out as `p`, of `length` steps, reading x from
+// log_x / x_negative (given or recomputed).
 template <bool Values, class T>
-status run_backward(const log_backward_args<T>& g, const detail::log_backward_plan& p, const T* log_x,
-                    const std::uint8_t* x_negative, const cuda_backend& be) {
+cuda_detail::log_recurrence_backward_problem<T, Values> make_backward_problem(const log_backward_tensors<T>& g,
+                                                                              const detail::log_backward_plan& p,
+                                                                              index_t length, const T* log_x,
+                                                                              const std::uint8_t* x_negative) {
   using cuda_detail::is_lane_major;
   detail::log_backward_forms<T> f;
   detail::pick_backward_forms(g, f);  // validated by the caller
@@ -123,11 +131,58 @@ status run_backward(const log_backward_args<T>& g, const detail::log_backward_pl
   bp.dlog_x0 = f.dx0;  // an output only when x0 is given (null otherwise)
   bp.a_value = f.a_value, bp.b_value = f.b_value, bp.x0_value = f.x0_value, bp.dx_value = f.dx_value;
   bp.la = p.a, bp.lb = p.b, bp.lx = p.x, bp.ldx = p.dx, bp.lda = p.da, bp.ldb = p.db;
-  bp.length = g.shape.length;
+  bp.length = length;
   bp.forward_reverse = g.reverse;
   bp.lane_major = is_lane_major(p.a) && is_lane_major(p.b) && is_lane_major(p.x) && is_lane_major(p.dx) &&
                   is_lane_major(p.da) && is_lane_major(p.db);
-  return cuda_detail::dispatch_scan(bp, log_affine_op<float>{}, p.sequences, be);
+  return bp;
+}
+
+template <bool Values, class T>
+status run_backward(const log_backward_args<T>& g, const detail::log_backward_plan& p, const T* log_x,
+                    const std::uint8_t* x_negative, const cuda_backend& be) {
+  return cuda_detail::dispatch_scan(make_backward_problem<Values>(g, p, g.shape.length, log_x, x_negative),
+                                    log_affine_op<float>{}, p.sequences, be);
+}
+
+// The forward that recomputes x for a backward without it: the backward's inputs, x written
+// to log_x / x_negative (laid out like b).
+template <class T>
+log_forward_tensors<T> recompute_forward(const log_backward_tensors<T>& g, T* log_x, std::uint8_t* x_negative) {
+  log_forward_tensors<T> f{};
+  f.log_a = g.log_a, f.a_negative = g.a_negative, f.log_b = g.log_b, f.b_negative = g.b_negative;
+  f.a = g.a, f.b = g.b;  // whichever form was given
+  f.log_x = log_x, f.x_negative = x_negative;
+  f.log_x0 = g.log_x0, f.x0_negative = g.x0_negative, f.x0 = g.x0;
+  f.reverse = g.reverse;
+  return f;
+}
+
+}  // namespace
+
+namespace {
+
+// A backward's run: x from the call, or recomputed into the head of the workspace by
+// forward(tensors, plan, backend) (laid out like b); then backward(log_x, x_negative, backend),
+// which takes its tile state from what follows x. `total` is the call's workspace size.
+template <class T, class Forward, class Backward>
+status backward_with_x(const log_backward_tensors<T>& g, const detail::log_backward_plan& p, index_t length,
+                       std::size_t total, const cuda_backend& be, const Forward& forward, const Backward& backward) {
+  std::size_t sign_offset;
+  const std::size_t x_bytes = recompute_bytes(g, p, sign_offset);
+  cuda_detail::workspace_lease ws(be);
+  if (status st = ws.acquire(total); st != status::success) return st;
+  const cuda_backend rest = cuda_detail::backend_after(be, ws, x_bytes, total);
+  const T* log_x = g.log_x;
+  const std::uint8_t* x_negative = g.log_x ? g.x_negative : nullptr;
+  if (!log_x && length > 0) {  // recompute the forward states into the workspace
+    T* lx_tmp = static_cast<T*>(ws.get());
+    std::uint8_t* sx_tmp = p.signed_values ? static_cast<std::uint8_t*>(ws.get()) + sign_offset : nullptr;
+    const detail::forward_plan fp{p.a, p.b, p.b, p.sequences};
+    if (status st = forward(recompute_forward(g, lx_tmp, sx_tmp), fp, rest); st != status::success) return st;
+    log_x = lx_tmp, x_negative = sx_tmp;
+  }
+  return backward(log_x, x_negative, rest);
 }
 
 }  // namespace
@@ -137,39 +192,17 @@ status log_recurrence_backward(const cuda_backend& be, const log_backward_args<T
   detail::log_backward_plan p;
   if (status st = detail::plan_log_backward(g, p); st != status::success) return st;
   if (p.sequences == 0) return status::success;
-
-  std::size_t sign_offset;
-  const std::size_t x_bytes = recompute_bytes(g, p, sign_offset);
-  const std::size_t total = log_recurrence_workspace_size(g);
-  cuda_detail::workspace_lease ws(be);
-  if (status st = ws.acquire(total); st != status::success) return st;
-  cuda_backend rest = be;  // the scans take their tile state from what follows x
-  if (ws.get()) {
-    rest.workspace = static_cast<char*>(ws.get()) + x_bytes;
-    rest.workspace_bytes = total - x_bytes;
-    rest.allocator = nullptr;
-  }
-
-  const T* log_x = g.log_x;
-  const std::uint8_t* x_negative = g.log_x ? g.x_negative : nullptr;
-  if (!log_x && g.shape.length > 0) {  // recompute the forward states into the workspace
-    T* lx_tmp = static_cast<T*>(ws.get());
-    std::uint8_t* sx_tmp = p.signed_values ? static_cast<std::uint8_t*>(ws.get()) + sign_offset : nullptr;
+  auto forward = [&](const log_forward_tensors<T>& t, const detail::forward_plan& fp, const cuda_backend& rest) {
     log_forward_args<T> f{};
+    static_cast<log_forward_tensors<T>&>(f) = t;
     f.shape = g.shape;
-    f.log_a = g.log_a, f.a_negative = g.a_negative, f.log_b = g.log_b, f.b_negative = g.b_negative;
-    f.a = g.a, f.b = g.b;  // whichever form was given
-    f.log_x = lx_tmp, f.x_negative = sx_tmp;
-    f.log_x0 = g.log_x0, f.x0_negative = g.x0_negative, f.x0 = g.x0;
-    f.reverse = g.reverse;
-    const detail::forward_plan fp{p.a, p.b, p.b, p.sequences};
-    if (status st = has_value_forms(f) ? run_forward<true>(f, fp, rest) : run_forward<false>(f, fp, rest);
-        st != status::success)
-      return st;
-    log_x = lx_tmp, x_negative = sx_tmp;
-  }
-  return has_value_forms(g) ? run_backward<true>(g, p, log_x, x_negative, rest)
-                            : run_backward<false>(g, p, log_x, x_negative, rest);
+    return has_value_forms(f) ? run_forward<true>(f, fp, rest) : run_forward<false>(f, fp, rest);
+  };
+  auto backward = [&](const T* log_x, const std::uint8_t* x_negative, const cuda_backend& rest) {
+    return has_value_forms(g) ? run_backward<true>(g, p, log_x, x_negative, rest)
+                              : run_backward<false>(g, p, log_x, x_negative, rest);
+  };
+  return backward_with_x(g, p, g.shape.length, log_recurrence_workspace_size(g), be, forward, backward);
 }
 
 template <class T>
@@ -187,6 +220,70 @@ status log_recurrence_forward(const cuda_backend& be, const log_forward_args<T>&
   return has_value_forms(g) ? run_forward<true>(g, p, be) : run_forward<false>(g, p, be);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Packed sequences (cu_seqlens): the Problems above over the whole packed tensor, narrowed to
+// each sequence by varlen_recurrence.cuh's loops (log_varlen_recurrence.cuh). The offsets live
+// in device memory and are not read here (recurrence.hpp states the caller's contract).
+
+namespace {
+
+template <bool Values, class T>
+status run_varlen_forward(const log_forward_tensors<T>& g, const detail::forward_plan& p, const varlen_shape& s,
+                          const cuda_backend& be) {
+  return cuda_detail::dispatch_varlen(make_problem<Values>(g, p, s.total_length), log_affine_op<float>{},
+                                      s.cu_seqlens, s.sequences, s.channels, be);
+}
+
+template <class T>
+status varlen_forward(const log_forward_tensors<T>& g, const detail::forward_plan& p, const varlen_shape& s,
+                      const cuda_backend& be) {
+  return has_value_forms(g) ? run_varlen_forward<true>(g, p, s, be) : run_varlen_forward<false>(g, p, s, be);
+}
+
+}  // namespace
+
+template <class T>
+std::size_t log_recurrence_workspace_size(const log_varlen_forward_args<T>& g) {
+  detail::forward_plan p;
+  if (detail::plan_log_varlen_forward(g, false, p) != status::success) return 0;
+  return cuda_detail::varlen_order_bytes(g.shape);
+}
+
+template <class T>
+std::size_t log_recurrence_workspace_size(const log_varlen_backward_args<T>& g) {
+  detail::log_backward_plan p;
+  if (detail::plan_log_varlen_backward(g, false, p) != status::success) return 0;
+  std::size_t sign_offset;
+  return recompute_bytes(g, p, sign_offset) + cuda_detail::varlen_order_bytes(g.shape);
+}
+
+template <class T>
+status log_recurrence_forward(const cuda_backend& be, const log_varlen_forward_args<T>& g) {
+  detail::forward_plan p;
+  if (status st = detail::plan_log_varlen_forward(g, false, p); st != status::success) return st;
+  return varlen_forward(g, p, g.shape, be);  // the plan holds the packed layouts
+}
+
+template <class T>
+status log_recurrence_backward(const cuda_backend& be, const log_varlen_backward_args<T>& g) {
+  detail::log_backward_plan p;
+  if (status st = detail::plan_log_varlen_backward(g, false, p); st != status::success) return st;
+  const varlen_shape& s = g.shape;
+  if (s.sequences == 0 || s.channels == 0) return status::success;
+  auto forward = [&](const log_forward_tensors<T>& t, const detail::forward_plan& fp, const cuda_backend& rest) {
+    return varlen_forward(t, fp, s, rest);
+  };
+  auto backward = [&](const T* log_x, const std::uint8_t* x_negative, const cuda_backend& rest) {
+    auto run = [&](auto values) {
+      return cuda_detail::dispatch_varlen(
+          make_backward_problem<decltype(values)::value>(g, p, s.total_length, log_x, x_negative),
+          log_affine_op<float>{}, s.cu_seqlens, s.sequences, s.channels, rest);
+    };
+    return has_value_forms(g) ? run(std::true_type{}) : run(std::false_type{});
+  };
+  return backward_with_x(g, p, s.total_length, log_recurrence_workspace_size(g), be, forward, backward);
+}
+
 template status log_recurrence_forward<float>(const cuda_backend&, const log_forward_args<float>&);
 template status log_recurrence_forward<bfloat16>(const cuda_backend&, const log_forward_args<bfloat16>&);
 template std::size_t log_recurrence_workspace_size<float>(const log_forward_args<float>&);
@@ -195,5 +292,13 @@ template status log_recurrence_backward<float>(const cuda_backend&, const log_ba
 template status log_recurrence_backward<bfloat16>(const cuda_backend&, const log_backward_args<bfloat16>&);
 template std::size_t log_recurrence_workspace_size<float>(const log_backward_args<float>&);
 template std::size_t log_recurrence_workspace_size<bfloat16>(const log_backward_args<bfloat16>&);
+#define PARSCAN_INSTANTIATE_LOG_VARLEN(T)                                                                  \
+  template status log_recurrence_forward<T>(const cuda_backend&, const log_varlen_forward_args<T>&);   \
+  template status log_recurrence_backward<T>(const cuda_backend&, const log_varlen_backward_args<T>&); \
+  template std::size_t log_recurrence_workspace_size<T>(const log_varlen_forward_args<T>&);            \
+  template std::size_t log_recurrence_workspace_size<T>(const log_varlen_backward_args<T>&);
+PARSCAN_INSTANTIATE_LOG_VARLEN(float)
+PARSCAN_INSTANTIATE_LOG_VARLEN(bfloat16)
+#undef PARSCAN_INSTANTIATE_LOG_VARLEN
 
 }  // namespace parscan

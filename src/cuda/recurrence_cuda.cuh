@@ -256,8 +256,7 @@ status run_varlen_recurrence(const Problem& P, const std::int64_t* cu_seqlens, i
 template <template <class, int> class Lanes, class T, class Problem>
 std::size_t varlen_scan_bytes(const varlen_shape& s, bool packs_fit) {
   constexpr int K = channels_per_lane<T>;
-  const std::size_t order =
-      s.layout == recurrence_layout::time_contiguous ? 0 : longest_first_bytes(s.sequences, s.total_length);
+  const std::size_t order = varlen_order_bytes(s);
   if (packed_lane_tiles_take<T, Problem> && packs_fit) {
     const std::size_t tiles = packed_lane_workspace_bytes<Lanes<T, K>>(s.channels / K, s.total_length, s.sequences);
     return chunk_loop_takes<T, Problem> && order > tiles ? order : tiles;

@@ -57,6 +57,22 @@ template status log_recurrence_backward<float>(const cuda_backend&, const log_ba
 template status log_recurrence_backward<bfloat16>(const cuda_backend&, const log_backward_args<bfloat16>&);
 template std::size_t log_recurrence_workspace_size<float>(const log_backward_args<float>&);
 template std::size_t log_recurrence_workspace_size<bfloat16>(const log_backward_args<bfloat16>&);
+template <class T>
+status log_recurrence_forward(const cuda_backend&, const log_varlen_forward_args<T>&) { return status::unsupported; }
+template <class T>
+status log_recurrence_backward(const cuda_backend&, const log_varlen_backward_args<T>&) { return status::unsupported; }
+template <class T>
+std::size_t log_recurrence_workspace_size(const log_varlen_forward_args<T>&) { return 0; }
+template <class T>
+std::size_t log_recurrence_workspace_size(const log_varlen_backward_args<T>&) { return 0; }
+#define PARSCAN_INSTANTIATE_LOG_VARLEN_STUB(T)                                                          \
+  template status log_recurrence_forward<T>(const cuda_backend&, const log_varlen_forward_args<T>&);   \
+  template status log_recurrence_backward<T>(const cuda_backend&, const log_varlen_backward_args<T>&); \
+  template std::size_t log_recurrence_workspace_size<T>(const log_varlen_forward_args<T>&);            \
+  template std::size_t log_recurrence_workspace_size<T>(const log_varlen_backward_args<T>&);
+PARSCAN_INSTANTIATE_LOG_VARLEN_STUB(float)
+PARSCAN_INSTANTIATE_LOG_VARLEN_STUB(bfloat16)
+#undef PARSCAN_INSTANTIATE_LOG_VARLEN_STUB
 
 template <class T>
 status matrix_recurrence_forward(const cuda_backend&, const matrix_forward_args<T>&) { return status::unsupported; }

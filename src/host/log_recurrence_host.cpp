@@ -1,5 +1,6 @@
 // src/host/log_recurrence_host.cpp — the log-space recurrence on the host backend: one
-// sequential loop per channel with log_affine_op<float>, forward and backward.
+// sequential loop per channel with log_affine_op<float>, forward and backward, for a batch or
+// for packed sequences (cu_seqlens).
 #include <vector>
 
 #include <cuda/std/limits>
@@ -9,19 +10,21 @@
 #include <parscan/log_recurrence.hpp>
 #include <parscan/ops/log_affine.hpp>
 
-#include "../common/recurrence_args.hpp"
+#include "../common/varlen_args.hpp"
+#include "varlen_segments.hpp"
 
 namespace parscan {
 
+namespace {
+
+// The sequences of plan `p` (validated), each one loop; p.a.length steps.
 template <class T>
-status log_recurrence_forward(const host_backend&, const log_forward_args<T>& g) {
-  detail::forward_plan p;
-  if (status st = detail::plan_log_forward(g, p); st != status::success) return st;
+void forward_sequences(const log_forward_tensors<T>& g, const detail::forward_plan& p) {
   detail::log_forward_forms<T> f;
-  detail::pick_forward_forms(g, f);  // validated above
+  detail::pick_forward_forms(g, f);  // validated by the caller
   const log_affine_op<float> op;
   const float neg_inf = -cuda::std::numeric_limits<float>::infinity();
-  const index_t n = g.shape.length;
+  const index_t n = p.a.length;
   for (index_t s = 0; s < p.sequences; ++s) {
     const index_t oa = p.a.sequence_offset(s), ob = p.b.sequence_offset(s), ox = p.x.sequence_offset(s);
     // The carry (a = 0, b = x0) makes the first step see x0; without x0 it is (0, 0).
@@ -45,18 +48,15 @@ status log_recurrence_forward(const host_backend&, const log_forward_args<T>& g)
     if (g.log_x_final) g.log_x_final[s] = static_cast<T>(state.log_b);
     if (g.x_final_negative) g.x_final_negative[s] = state.neg_b ? 1 : 0;
   }
-  return status::success;
 }
 
 template <class T>
-status log_recurrence_backward(const host_backend&, const log_backward_args<T>& g) {
-  detail::log_backward_plan p;
-  if (status st = detail::plan_log_backward(g, p); st != status::success) return st;
+void backward_sequences(const log_backward_tensors<T>& g, const detail::log_backward_plan& p) {
   detail::log_backward_forms<T> f;
-  detail::pick_backward_forms(g, f);  // validated above
+  detail::pick_backward_forms(g, f);  // validated by the caller
   const log_affine_op<float> op;
   const float neg_inf = -cuda::std::numeric_limits<float>::infinity();
-  const index_t n = g.shape.length;
+  const index_t n = p.a.length;
   auto step_at = [&](index_t i) { return g.reverse ? n - 1 - i : i; };
   // x recomputed in compute precision when not given (the CUDA backend stores it as T).
   std::vector<signed_log<float>> x_recomputed(g.log_x ? 0 : static_cast<std::size_t>(n));
@@ -132,6 +132,78 @@ status log_recurrence_backward(const host_backend&, const log_backward_args<T>& 
                                                     db.neg_b != (gate_after.neg != x0_factor.neg)));
     }
   }
+}
+
+using host_varlen::for_each_segment;
+using host_varlen::narrow;
+using host_varlen::shifted;
+
+}  // namespace
+
+template <class T>
+status log_recurrence_forward(const host_backend&, const log_forward_args<T>& g) {
+  detail::forward_plan p;
+  if (status st = detail::plan_log_forward(g, p); st != status::success) return st;
+  forward_sequences(g, p);
+  return status::success;
+}
+
+template <class T>
+status log_recurrence_backward(const host_backend&, const log_backward_args<T>& g) {
+  detail::log_backward_plan p;
+  if (status st = detail::plan_log_backward(g, p); st != status::success) return st;
+  backward_sequences(g, p);
+  return status::success;
+}
+
+// Packed sequences: each job the loops above on a view of one sequence's steps and a block of
+// its channels (varlen_segments.hpp); the states of sequence n start at n·D.
+
+template <class T>
+status log_recurrence_forward(const host_backend& be, const log_varlen_forward_args<T>& g) {
+  detail::forward_plan whole;
+  if (status st = detail::plan_log_varlen_forward(g, true, whole); st != status::success) return st;
+  const index_t D = g.shape.channels;
+  for_each_segment(be, g.shape, [&](index_t n, index_t start, index_t length, index_t d0, index_t channels) {
+    detail::forward_plan p = whole;
+    log_forward_tensors<T> one = g;
+    const index_t oa = narrow(p.a, start, length, d0, channels), ob = narrow(p.b, start, length, d0, channels);
+    const index_t ox = narrow(p.x, start, length, d0, channels), os = n * D + d0;
+    p.sequences = channels;
+    one.log_a = shifted(g.log_a, oa), one.a = shifted(g.a, oa), one.a_negative = shifted(g.a_negative, oa);
+    one.log_b = shifted(g.log_b, ob), one.b = shifted(g.b, ob), one.b_negative = shifted(g.b_negative, ob);
+    one.log_x = shifted(g.log_x, ox), one.x = shifted(g.x, ox), one.x_negative = shifted(g.x_negative, ox);
+    one.log_x0 = shifted(g.log_x0, os), one.x0 = shifted(g.x0, os), one.x0_negative = shifted(g.x0_negative, os);
+    one.log_x_final = shifted(g.log_x_final, os), one.x_final_negative = shifted(g.x_final_negative, os);
+    forward_sequences(one, p);
+  });
+  return status::success;
+}
+
+template <class T>
+status log_recurrence_backward(const host_backend& be, const log_varlen_backward_args<T>& g) {
+  detail::log_backward_plan whole;
+  if (status st = detail::plan_log_varlen_backward(g, true, whole); st != status::success) return st;
+  const index_t D = g.shape.channels;
+  for_each_segment(be, g.shape, [&](index_t n, index_t start, index_t length, index_t d0, index_t channels) {
+    detail::log_backward_plan p = whole;
+    log_backward_tensors<T> one = g;
+    const index_t oa = narrow(p.a, start, length, d0, channels), ob = narrow(p.b, start, length, d0, channels);
+    const index_t ox = narrow(p.x, start, length, d0, channels), odx = narrow(p.dx, start, length, d0, channels);
+    const index_t oda = narrow(p.da, start, length, d0, channels), odb = narrow(p.db, start, length, d0, channels);
+    const index_t os = n * D + d0;
+    p.sequences = channels;
+    one.log_a = shifted(g.log_a, oa), one.a = shifted(g.a, oa), one.a_negative = shifted(g.a_negative, oa);
+    one.log_b = shifted(g.log_b, ob), one.b = shifted(g.b, ob), one.b_negative = shifted(g.b_negative, ob);
+    one.log_x = shifted(g.log_x, ox), one.x_negative = shifted(g.x_negative, ox);
+    one.dlog_x = shifted(g.dlog_x, odx), one.dx = shifted(g.dx, odx);
+    one.dlog_a = shifted(g.dlog_a, oda), one.da = shifted(g.da, oda);
+    one.dlog_b = shifted(g.dlog_b, odb), one.db = shifted(g.db, odb);
+    one.log_x0 = shifted(g.log_x0, os), one.x0 = shifted(g.x0, os), one.x0_negative = shifted(g.x0_negative, os);
+    one.dlog_x_final = shifted(g.dlog_x_final, os);
+    one.dlog_x0 = shifted(g.dlog_x0, os), one.dx0 = shifted(g.dx0, os);
+    backward_sequences(one, p);
+  });
   return status::success;
 }
 
@@ -139,5 +211,9 @@ template status log_recurrence_forward<float>(const host_backend&, const log_for
 template status log_recurrence_forward<bfloat16>(const host_backend&, const log_forward_args<bfloat16>&);
 template status log_recurrence_backward<float>(const host_backend&, const log_backward_args<float>&);
 template status log_recurrence_backward<bfloat16>(const host_backend&, const log_backward_args<bfloat16>&);
+template status log_recurrence_forward<float>(const host_backend&, const log_varlen_forward_args<float>&);
+template status log_recurrence_forward<bfloat16>(const host_backend&, const log_varlen_forward_args<bfloat16>&);
+template status log_recurrence_backward<float>(const host_backend&, const log_varlen_backward_args<float>&);
+template status log_recurrence_backward<bfloat16>(const host_backend&, const log_varlen_backward_args<bfloat16>&);
 
 }  // namespace parscan

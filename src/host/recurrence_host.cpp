@@ -9,6 +9,7 @@
 #include <parscan/recurrence.hpp>
 
 #include "../common/varlen_args.hpp"
+#include "varlen_segments.hpp"
 
 namespace parscan {
 namespace {
@@ -83,42 +84,10 @@ void backward_sequences(const gated_backward_args<T>& g, const detail::backward_
 }
 
 // ---------------------------------------------------------------------------------------------
-// Packed sequences (cu_seqlens): each job is one sequence's steps for a block of channels, run
-// by the fixed-length loops above on a view of just those steps and channels, so a packed
-// result is bitwise the result of calling the fixed-length API on each sequence alone.
+// Packed sequences (cu_seqlens): host_varlen's jobs (varlen_segments.hpp) over the loops above.
 
-/// Channels per job: enough steps per job to be worth a claim, and blocks of channels so that
-/// one long sequence among short ones still spreads over the threads.
-constexpr index_t varlen_job_channels = 64;
-/// No thread is started for fewer steps than this per thread (as the generic scans).
-constexpr index_t varlen_min_steps_per_thread = index_t(1) << 15;
-
-inline int varlen_threads(const host_backend& be, index_t steps) {
-  const index_t worth = std::max<index_t>(1, steps / varlen_min_steps_per_thread);
-  if (be.threads == 1 || worth == 1) return 1;
-  return static_cast<int>(std::min<index_t>(worth, be.threads > 0 ? be.threads : host::detail::hardware_threads()));
-}
-
-/// Calls job(n, start, length, d0, channels) for every sequence n and block of channels
-/// [d0, d0 + channels), in parallel.
-template <class Job>
-void for_each_segment(const host_backend& be, const varlen_shape& s, const Job& job) {
-  const index_t blocks = (s.channels + varlen_job_channels - 1) / varlen_job_channels;
-  const index_t steps = s.cu_seqlens[s.sequences] * s.channels;
-  host::detail::parallel_for(s.sequences * blocks, varlen_threads(be, steps), [&](index_t i) {
-    const index_t n = i / blocks, d0 = (i % blocks) * varlen_job_channels;
-    const index_t start = s.cu_seqlens[n];
-    job(n, start, s.cu_seqlens[n + 1] - start, d0, std::min(varlen_job_channels, s.channels - d0));
-  });
-}
-
-/// Layout `l` (D channels of the packed tensor) narrowed to `channels` channels from d0 and
-/// `length` steps from `start`; returns the element offset of its first element.
-inline index_t narrow(sequence_layout& l, index_t start, index_t length, index_t d0, index_t channels) {
-  const index_t offset = detail::segment_layout(l, start, length) + d0 * l.sequence_stride;
-  l.count = channels;
-  return offset;
-}
+using host_varlen::for_each_segment;
+using host_varlen::narrow;
 
 template <class T>
 void varlen_forward(const host_backend& be, const gated_varlen_forward_args<T>& g, const detail::varlen_forward_plan& vp) {

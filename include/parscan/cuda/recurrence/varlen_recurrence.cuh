@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "../../layout.hpp"
+#include "../../recurrence.hpp"
 #include "../agent/lane_loop.cuh"
 #include "../agent/staged_lane_tiles.cuh"
 #include "../agent/warp_loop.cuh"
@@ -232,6 +233,15 @@ __global__ void __launch_bounds__(varlen_block_threads)
   }
 }
 
+/// Whether the warp loop runs a Problem through head pads: the gated recurrence's Problems of
+/// real types with runs of several steps (its compute type C). The log-space Problems have no
+/// pads and load a run step by step where it is not aligned.
+template <class Problem, class = void>
+constexpr bool varlen_head_pads = false;
+template <class Problem>
+constexpr bool varlen_head_pads<Problem, std::void_t<typename Problem::C>> =
+    Problem::run > 1 && std::is_floating_point_v<typename Problem::C>;
+
 /// Time-contiguous: warp w of the grid takes (sequence, channel) pairs w, w + all warps, ...,
 /// each with its next Stages-1 tiles in flight (staging_ring), as the batched warp loop.
 template <int Warps, int Chunks, int Stages, class Problem, class Op>
@@ -246,7 +256,7 @@ __global__ void __launch_bounds__(Warps* warp_threads)
     const Problem Q = sequence_of(P, n, start, cu_seqlens[n + 1] - start, channels);
     if (Q.length == 0) {
       if (lane_id() == 0) Q.finish(d, Q.initial(d).value);
-    } else if constexpr (Problem::run > 1 && std::is_floating_point_v<typename Problem::C>) {
+    } else if constexpr (varlen_head_pads<Problem>) {
       using padded = head_padded<Problem>;
       const padded R(Q);
       scan_sequence_in_warp_staged<Chunks, Stages>(R, op, d, staging_ring<Warps, Chunks, Stages, padded>{dynamic_smem},
@@ -318,6 +328,13 @@ class lane_loop_order {
   const index_t* order_ = nullptr;
 };
 
+/// Workspace bytes of dispatch_varlen's loops for a packed shape: the lane loop's order of the
+/// sequences (sorted where its grid takes more than one wave) unless every tensor is
+/// time-contiguous, where the warp loop needs none. An upper bound for strided layouts.
+inline std::size_t varlen_order_bytes(const varlen_shape& s) {
+  return s.layout == recurrence_layout::time_contiguous ? 0 : longest_first_bytes(s.sequences, s.total_length);
+}
+
 /// The lane loop over packed sequences of `lanes` lanes each (the launch of dispatch_varlen's
 /// channel-last case, for a Problem of either kind).
 template <class Problem, class Op>
@@ -337,18 +354,21 @@ status launch_varlen_lane_loop(const Problem& P, const Op& op, const std::int64_
 /// How dispatch_varlen covers a Problem: all of its tensors time-contiguous, all lane-major
 /// (channel-last with D ≥ 32), or neither.
 enum class varlen_cover { warp_loop, lane_loop, threads };
+template <std::size_t N>
+inline varlen_cover varlen_cover_for(const sequence_layout* const (&tensors)[N]) {
+  bool steps = true, lanes = true;
+  for (const sequence_layout* l : tensors) steps &= l->step_stride == 1, lanes &= is_lane_major(*l);
+  return steps ? varlen_cover::warp_loop : lanes ? varlen_cover::lane_loop : varlen_cover::threads;
+}
 template <class T>
 inline varlen_cover varlen_cover_of(const recurrence_forward_problem<T>& P) {
-  if (P.la.step_stride == 1 && P.lb.step_stride == 1 && P.lx.step_stride == 1) return varlen_cover::warp_loop;
-  if (is_lane_major(P.la) && is_lane_major(P.lb) && is_lane_major(P.lx)) return varlen_cover::lane_loop;
-  return varlen_cover::threads;
+  const sequence_layout* all[] = {&P.la, &P.lb, &P.lx};
+  return varlen_cover_for(all);
 }
 template <class T>
 inline varlen_cover varlen_cover_of(const recurrence_backward_problem<T>& P) {
   const sequence_layout* all[] = {&P.la, &P.lx, &P.ldx, &P.lda, &P.ldb};
-  bool steps = true, lanes = true;
-  for (const sequence_layout* l : all) steps &= l->step_stride == 1, lanes &= is_lane_major(*l);
-  return steps ? varlen_cover::warp_loop : lanes ? varlen_cover::lane_loop : varlen_cover::threads;
+  return varlen_cover_for(all);
 }
 
 /// Launches the kernel that suits the layout over N·D (sequence, channel) pairs; grid-stride
