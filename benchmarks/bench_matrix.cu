@@ -10,7 +10,7 @@
 // chain levels' shapes; each batch of chains follows a cuBLAS strided-batched GEMM over as many
 // d×d products as its first level has.
 //   usage: bench_matrix [--json out.json] [--quick]
-//                       [--recurrence N | --chains | --levels | --prefixes | --small | --total B n d]
+//                       [--recurrence N | --chains | --levels | --prefixes | --small | --total B n d] [--varlen]
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -199,10 +199,12 @@ void chain_case(index_t B, index_t n, index_t d, parscan::chain_output out, pars
 }
 
 // ---------------------------------------------------------------------------------------
-// The recurrence: (B, T, N) dense, no x0; backward is given x and dx (no dx_final).
+// The recurrence: (B, T, N) dense, no x0; backward is given x and dx (no dx_final). With
+// `packed`, the same tensors as B packed sequences of L steps each (cu_seqlens = 0, L, 2L, ...)
+// through the packed API: its engine against the batch's on the same data.
 
 template <class T>
-void recurrence_case(index_t B, index_t L, index_t N, bool backward, double copy) {
+void recurrence_case(index_t B, index_t L, index_t N, bool backward, double copy, bool packed = false) {
   const index_t NN = N * N, steps = B * L;
   T* W = alloc_fill<T>(steps * NN, 3u, 0.95f / std::sqrt(float(N)));
   T* b = alloc_fill<T>(steps * N, 5u, 1.0f);
@@ -218,8 +220,29 @@ void recurrence_case(index_t B, index_t L, index_t N, bool backward, double copy
   f.batch = B, f.length = L, f.n = N, f.W = W, f.b = b, f.x = x;
   parscan::matrix_backward_args<T> g;
   g.batch = B, g.length = L, g.n = N, g.W = W, g.x = x, g.dx = dx, g.dW = dW, g.db = db;
-  require(parscan::matrix_recurrence_forward(be, f), "forward");
-  if (backward) require(parscan::matrix_recurrence_backward(be, g), "backward");
+  std::int64_t* cu = nullptr;
+  parscan::matrix_varlen_forward_args<T> pf;
+  parscan::matrix_varlen_backward_args<T> pg;
+  if (packed) {
+    std::vector<std::int64_t> offsets;
+    for (index_t s = 0; s <= B; ++s) offsets.push_back(s * L);
+    BENCH_CHECK(cudaMalloc(&cu, offsets.size() * sizeof(std::int64_t)));
+    BENCH_CHECK(cudaMemcpy(cu, offsets.data(), offsets.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice));
+    pf.shape = pg.shape = {B, steps, N, cu};
+    pf.W = W, pf.b = b, pf.x = x;
+    pg.W = W, pg.x = x, pg.dx = dx, pg.dW = dW, pg.db = db;
+  }
+  auto run = [&](bool bwd) {
+    if (packed) {
+      if (bwd) require(parscan::matrix_recurrence_backward(be, pg), "backward");
+      else require(parscan::matrix_recurrence_forward(be, pf), "forward");
+    } else {
+      if (bwd) require(parscan::matrix_recurrence_backward(be, g), "backward");
+      else require(parscan::matrix_recurrence_forward(be, f), "forward");
+    }
+  };
+  run(false);
+  if (backward) run(true);
   BENCH_CHECK(cudaDeviceSynchronize());
 
   // Check a slice of the timed result: 2500 steps (more than one chunk) of the first and last
@@ -266,21 +289,23 @@ void recurrence_case(index_t B, index_t L, index_t N, bool backward, double copy
     }
   }
 
-  const size_t ws = backward ? parscan::matrix_recurrence_workspace_size(g) : parscan::matrix_recurrence_workspace_size(f);
-  const double us = time_with_workspace(be, ws, [&](int) {
-    if (backward) require(parscan::matrix_recurrence_backward(be, g), "backward");
-    else require(parscan::matrix_recurrence_forward(be, f), "forward");
-  });
+  const size_t ws = packed ? (backward ? parscan::matrix_recurrence_workspace_size(pg)
+                                       : parscan::matrix_recurrence_workspace_size(pf))
+                            : (backward ? parscan::matrix_recurrence_workspace_size(g)
+                                        : parscan::matrix_recurrence_workspace_size(f));
+  const double us = time_with_workspace(be, ws, [&](int) { run(backward); });
   const double per_step_elems = backward ? double(2 * NN + 3 * N) : double(NN + 2 * N);
   const double bytes = per_step_elems * double(steps) * sizeof(T);
   const double flops = (backward ? 4.0 : 2.0) * double(NN) * double(steps);
   const double gbs = bytes / us / 1e3;
-  results.push_back({{"matrix recurrence N=" + std::to_string(N), dtype_name<T>::v, "(B,T,N)", backward ? "bwd" : "fwd",
+  results.push_back({{std::string(packed ? "matrix varlen equal N=" : "matrix recurrence N=") + std::to_string(N),
+                      dtype_name<T>::v, packed ? "(total,N)" : "(B,T,N)", backward ? "bwd" : "fwd",
                       std::to_string(B) + "x" + std::to_string(L) + "x" + std::to_string(N), us, gbs, 100 * gbs / copy,
                       flops / us / 1e3},
                      flops / us / 1e3, err, std::is_same<T, float>::value ? 1e-4 : 2e-2});
   for (T* p : {W, b, x, dx, dW, db})
     if (p) BENCH_CHECK(cudaFree(p));
+  if (cu) BENCH_CHECK(cudaFree(cu));
 }
 
 }  // namespace
@@ -387,6 +412,13 @@ int main(int argc, char** argv) {
       recurrence_case<float>(B, L, N, bwd, copy);
       recurrence_case<parscan::bfloat16>(B, L, N, bwd, copy);
     }
+  // --varlen: the packed API on the same (B, L) sequences, f32, next to the batch rows.
+  if (bench::has_flag(argc, argv, "--varlen"))
+    for (index_t N : {2, 4, 8, 16})
+      for (bool bwd : {false, true}) {
+        if (only_n != 0 && N != only_n) continue;
+        recurrence_case<float>(B, L, N, bwd, copy, true);
+      }
 
   std::printf("\n%-34s %-5s %-4s %-18s %10s %9s %7s %10s %10s\n", "case", "dtype", "dir", "shape", "median_us", "GB/s",
               "%copy", "GFLOP/s", "max_err");

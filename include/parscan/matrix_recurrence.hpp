@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "backend.hpp"
 #include "config.hpp"
@@ -105,6 +106,67 @@ template <class T>
 std::size_t matrix_recurrence_workspace_size(const matrix_forward_args<T>& args);
 template <class T>
 std::size_t matrix_recurrence_workspace_size(const matrix_backward_args<T>& args);
+
+/// Packed variable-length sequences (cu_seqlens, as recurrence.hpp's varlen_shape): `sequences`
+/// sequences of different lengths concatenated along the step axis of W (total_length, N, N),
+/// b and x (total_length, N); sequence s is steps [cu_seqlens[s], cu_seqlens[s+1]). Each runs
+/// on its own, from its own x0[s] to its own x_final[s] (and backward to its own dx0[s]), with
+/// `reverse` per sequence; nothing passes between sequences. States are dense (sequences, N).
+/// Offsets: cu_seqlens[0] = 0, non-decreasing, cu_seqlens[sequences] ≤ total_length (steps past
+/// it are neither read nor written); host memory for host_backend, which checks all of this
+/// (status::invalid_offsets), device memory for cuda_backend, which checks only the pointer and
+/// sequences ≥ 0 (offsets that break the rule are the caller's error). A sequence of no steps
+/// has x_final[s] = x0[s] (or 0) and dx0[s] = dx_final[s] (or 0).
+struct matrix_varlen_shape {
+  index_t sequences = 0;                     // number of packed sequences
+  index_t total_length = 0;                  // steps of the packed step axis
+  index_t n = 0;                             // N: state size, 1..64
+  const std::int64_t* cu_seqlens = nullptr;  // sequences + 1 offsets
+};
+
+/// The forward of matrix_forward_args over each packed sequence: the same tensors, aliasing
+/// rules and options; only the step strides are used (the batch strides are not).
+template <class T>
+struct matrix_varlen_forward_args {
+  matrix_varlen_shape shape;
+  const T* W = nullptr;    // (total_length, N, N)
+  const T* b = nullptr;    // (total_length, N)
+  T* x = nullptr;          // (total_length, N)
+  const T* x0 = nullptr;   // optional (sequences, N)
+  T* x_final = nullptr;    // optional (sequences, N)
+  bool reverse = false;
+  batch_strides W_strides{}, b_strides{}, x_strides{};  // .step only
+};
+
+/// The backward of matrix_backward_args over each packed sequence (states (sequences, N)).
+template <class T>
+struct matrix_varlen_backward_args {
+  matrix_varlen_shape shape;
+  const T* W = nullptr;
+  const T* x = nullptr;         // forward output, or null to recompute it from b and x0
+  const T* b = nullptr;         // needed only when x is null
+  const T* x0 = nullptr;
+  const T* dx = nullptr;
+  const T* dx_final = nullptr;
+  T* dW = nullptr;
+  T* db = nullptr;
+  T* dx0 = nullptr;             // required, and written, only with x0
+  bool reverse = false;
+  batch_strides W_strides{}, x_strides{}, b_strides{}, dx_strides{}, dW_strides{}, db_strides{};  // .step only
+};
+
+template <class T>
+status matrix_recurrence_forward(const host_backend&, const matrix_varlen_forward_args<T>& args);
+template <class T>
+status matrix_recurrence_forward(const cuda_backend&, const matrix_varlen_forward_args<T>& args);
+template <class T>
+status matrix_recurrence_backward(const host_backend&, const matrix_varlen_backward_args<T>& args);
+template <class T>
+status matrix_recurrence_backward(const cuda_backend&, const matrix_varlen_backward_args<T>& args);
+template <class T>
+std::size_t matrix_recurrence_workspace_size(const matrix_varlen_forward_args<T>& args);
+template <class T>
+std::size_t matrix_recurrence_workspace_size(const matrix_varlen_backward_args<T>& args);
 
 // ---------------------------------------------------------------------------------------
 // Matrix-chain products.

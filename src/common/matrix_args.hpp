@@ -77,16 +77,17 @@ status plan_matrix_shape(const Args& g, Plan& p, std::size_t elem_bytes) {
   return check_block_shape(g.batch, g.length, g.n, max_matrix_state, elem_bytes);
 }
 
+/// `states`: the entries of x0 and x_final, B·N unless given (packed sequences: sequences·N).
 template <class T>
-status plan_matrix_forward(const matrix_forward_args<T>& g, matrix_forward_plan& p) {
+status plan_matrix_forward(const matrix_forward_args<T>& g, matrix_forward_plan& p, index_t states = -1) {
   if (status st = plan_matrix_shape(g, p, sizeof(T)); st != status::success) return st;
-  const index_t N = g.n, B = g.batch, L = g.length;
+  const index_t N = g.n, B = g.batch, L = g.length, S = states < 0 ? B * N : states;
   if (status st = resolve_strides(g.W_strides, B, L, N * N, p.W); st != status::success) return st;
   if (status st = resolve_strides(g.b_strides, B, L, N, p.b); st != status::success) return st;
   if (status st = resolve_strides(g.x_strides, B, L, N, p.x); st != status::success) return st;
   tensor_ref W{g.W, p.W.layout, sizeof(T)}, b{g.b, p.b.layout, sizeof(T)}, x{g.x, p.x.layout, sizeof(T)};
-  tensor_ref x0 = dense(g.x0, g.x0 ? B * N : 0, sizeof(T));
-  tensor_ref xf = dense(g.x_final, g.x_final ? B * N : 0, sizeof(T));
+  tensor_ref x0 = dense(g.x0, g.x0 ? S : 0, sizeof(T));
+  tensor_ref xf = dense(g.x_final, g.x_final ? S : 0, sizeof(T));
   if (status st = check_tensors({&W, &b, &x0}, {&x, &xf}); st != status::success) return st;
   // x may replace b exactly; x_final may replace x0 exactly; nothing else overlaps.
   if (status st = clear_of(x, {&W, &b, &x0}, &b); st != status::success) return st;
@@ -99,10 +100,11 @@ struct matrix_backward_plan {
   block_tensor W, x, b, dx, dW, db;  // x: the given x, or (x null) laid out like b
 };
 
+/// `states`: the entries of x0, dx_final and dx0, B·N unless given (packed: sequences·N).
 template <class T>
-status plan_matrix_backward(const matrix_backward_args<T>& g, matrix_backward_plan& p) {
+status plan_matrix_backward(const matrix_backward_args<T>& g, matrix_backward_plan& p, index_t states = -1) {
   if (status st = plan_matrix_shape(g, p, sizeof(T)); st != status::success) return st;
-  const index_t N = g.n, B = g.batch, L = g.length;
+  const index_t N = g.n, B = g.batch, L = g.length, S = states < 0 ? B * N : states;
   const struct {
     const batch_strides& given;
     index_t block;
@@ -117,17 +119,76 @@ status plan_matrix_backward(const matrix_backward_args<T>& g, matrix_backward_pl
   tensor_ref dW{g.dW, p.dW.layout, sizeof(T)}, db{g.db, p.db.layout, sizeof(T)};
   // x, or b to recompute it: whichever is used must be present.
   tensor_ref x{g.x ? g.x : g.b, p.x.layout, sizeof(T)};
-  tensor_ref x0 = dense(g.x0, g.x0 ? B * N : 0, sizeof(T));
-  tensor_ref dxf = dense(g.dx_final, g.dx_final ? B * N : 0, sizeof(T));
+  tensor_ref x0 = dense(g.x0, g.x0 ? S : 0, sizeof(T));
+  tensor_ref dxf = dense(g.dx_final, g.dx_final ? S : 0, sizeof(T));
   T* const dx0_used = g.x0 ? g.dx0 : nullptr;  // without x0, dx0 is neither written nor checked
-  tensor_ref dx0 = dense(dx0_used, dx0_used ? B * N : 0, sizeof(T));
+  tensor_ref dx0 = dense(dx0_used, dx0_used ? S : 0, sizeof(T));
   if (status st = check_tensors({&W, &x, &dx, &x0, &dxf}, {&dW, &db, &dx0}); st != status::success) return st;
-  if (g.x0 && !g.dx0 && B > 0) return status::null_pointer;
+  if (g.x0 && !g.dx0 && S > 0) return status::null_pointer;
   // db may replace dx exactly; dx0 may replace dx_final exactly; nothing else overlaps.
   if (status st = clear_of(dW, {&W, &x, &dx, &x0, &dxf, &db, &dx0}); st != status::success) return st;
   if (status st = clear_of(db, {&W, &x, &dx, &x0, &dxf, &dx0}, &dx); st != status::success) return st;
   if (status st = clear_of(dx0, {&W, &x, &dx, &x0}); st != status::success) return st;
   return state_in_place_or_disjoint(dx0, dxf);
+}
+
+// ---------------------------------------------------------------------------------------
+// The matrix recurrence over packed sequences: the packed tensors checked as one sequence of
+// total_length steps (batch strides unused), the states as (sequences, N), the offsets where
+// the caller can read them.
+
+/// sequences ≥ 0, a non-null cu_seqlens and sequences·N states that fit; sets `states`.
+inline status check_matrix_varlen_shape(const matrix_varlen_shape& s, index_t& states) {
+  if (s.sequences < 0 || s.total_length < 0 || s.n < 0) return status::negative_size;
+  if (!s.cu_seqlens) return status::null_pointer;
+  index_t offsets;
+  if (mul_overflows(s.sequences, s.n, states) || add_overflows(s.sequences, 1, offsets)) return status::size_overflow;
+  return status::success;
+}
+
+inline batch_strides packed_steps(const batch_strides& given) { return {-1, given.step}; }
+
+template <class T>
+matrix_forward_args<T> packed_matrix_forward(const matrix_varlen_forward_args<T>& g) {
+  matrix_forward_args<T> w{};
+  w.batch = 1, w.length = g.shape.total_length, w.n = g.shape.n;
+  w.W = g.W, w.b = g.b, w.x = g.x, w.x0 = g.x0, w.x_final = g.x_final, w.reverse = g.reverse;
+  w.W_strides = packed_steps(g.W_strides), w.b_strides = packed_steps(g.b_strides);
+  w.x_strides = packed_steps(g.x_strides);
+  return w;
+}
+
+template <class T>
+matrix_backward_args<T> packed_matrix_backward(const matrix_varlen_backward_args<T>& g) {
+  matrix_backward_args<T> w{};
+  w.batch = 1, w.length = g.shape.total_length, w.n = g.shape.n;
+  w.W = g.W, w.x = g.x, w.b = g.b, w.x0 = g.x0, w.dx = g.dx, w.dx_final = g.dx_final;
+  w.dW = g.dW, w.db = g.db, w.dx0 = g.dx0, w.reverse = g.reverse;
+  w.W_strides = packed_steps(g.W_strides), w.x_strides = packed_steps(g.x_strides);
+  w.b_strides = packed_steps(g.b_strides), w.dx_strides = packed_steps(g.dx_strides);
+  w.dW_strides = packed_steps(g.dW_strides), w.db_strides = packed_steps(g.db_strides);
+  return w;
+}
+
+/// The packed forward's checks; `p` is the plan of the packed tensors as one sequence.
+template <class T>
+status plan_matrix_varlen_forward(const matrix_varlen_forward_args<T>& g, bool check_host_offsets,
+                                  matrix_forward_plan& p) {
+  index_t states;
+  if (status st = check_matrix_varlen_shape(g.shape, states); st != status::success) return st;
+  if (status st = plan_matrix_forward(packed_matrix_forward(g), p, states); st != status::success) return st;
+  return check_host_offsets ? check_offsets(g.shape.cu_seqlens, g.shape.sequences, g.shape.total_length)
+                            : status::success;
+}
+
+template <class T>
+status plan_matrix_varlen_backward(const matrix_varlen_backward_args<T>& g, bool check_host_offsets,
+                                   matrix_backward_plan& p) {
+  index_t states;
+  if (status st = check_matrix_varlen_shape(g.shape, states); st != status::success) return st;
+  if (status st = plan_matrix_backward(packed_matrix_backward(g), p, states); st != status::success) return st;
+  return check_host_offsets ? check_offsets(g.shape.cu_seqlens, g.shape.sequences, g.shape.total_length)
+                            : status::success;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -103,6 +103,12 @@ std::size_t engine_workspace(index_t B, index_t L, index_t N) {
                  ws_bytes(sat_mul(tasks, n), elem));
 }
 
+/// Tasks of a run: (sequence, chunk) pairs of a batch, or the slots of packed sequences.
+template <class T, class XO, class FO, class C>
+index_t engine_tasks(const engine_problem<T, XO, FO, C>& p) {
+  return p.offsets ? p.tasks : p.batch * p.chunks;
+}
+
 template <bool Aggregate, class T, class XO, class FO, class C>
 status launch_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream) {
   const std::size_t smem = engine_smem<C>(p.n, Aggregate);
@@ -111,7 +117,7 @@ status launch_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream)
     if (status st = report(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
         st != status::success)
       return st;
-  kernel<<<grid_for(p.batch * p.chunks), engine_threads(p.n), smem, stream>>>(p);
+  kernel<<<grid_for(engine_tasks(p)), engine_threads(p.n), smem, stream>>>(p);
   return check_launch();
 }
 
@@ -147,7 +153,7 @@ status launch_thread_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t 
     if (status st = report(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
         st != status::success)
       return st;
-  const index_t rounds = (p.batch * p.chunks + 31) / 32;
+  const index_t rounds = (engine_tasks(p) + 31) / 32;
   kernel<<<grid_for((rounds + thread_engine_warps - 1) / thread_engine_warps), 32 * thread_engine_warps, smem, stream>>>(p);
   return check_launch();
 }
@@ -220,6 +226,74 @@ status run_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t stream)
     if (status st = check_launch(); st != status::success) return st;
   }
   return warp ? launch_warp_chunks<false>(p, stream) : launch_chunks<false>(p, stream);
+}
+
+// ---------------------------------------------------------------------------------------
+// The engine over packed sequences (cu_seqlens): chunks of one length for every sequence, a
+// function of the total length, the sequence count and N only (so is the workspace); a
+// sequence's chunks are the slots from ⌊cu_seqlens[s] / chunk⌋ + s (engine_problem), so the
+// slot count is known on the host. Every packed run is chunked (phases a, b and c). The thread
+// engine takes N ≤ thread_engine_max_n and the block engine the rest: the warp engine keeps
+// its tasks' steps in per-warp tables sized for the batch and does not take packed sequences.
+
+/// Steps per chunk of a packed run: about as many tasks as the batch engines aim for (the
+/// thread engine's fill, the block engine's 4096), at least 32 steps (a multiple of 8 for the
+/// thread engine, as its batch chunks).
+inline index_t packed_engine_chunk(index_t total, index_t N) {
+  constexpr index_t min_chunk = 32;
+  if (N <= thread_engine_max_n)
+    return std::max<index_t>(min_chunk, ((total + thread_engine_fill - 1) / thread_engine_fill + 7) / 8 * 8);
+  return std::max<index_t>(min_chunk, (total + 4095) / 4096);
+}
+
+/// Slots of a packed run: ⌊total / chunk⌋ + sequences bounds every sequence's last slot.
+inline index_t packed_engine_slots(index_t sequences, index_t total, index_t N) {
+  return total / packed_engine_chunk(total, N) + sequences;
+}
+
+template <class C>
+std::size_t packed_engine_workspace(index_t sequences, index_t total, index_t N) {
+  if (total == 0 || sequences == 0) return 0;
+  const std::size_t tasks = static_cast<std::size_t>(packed_engine_slots(sequences, total, N));
+  const std::size_t n = static_cast<std::size_t>(N), elem = sizeof(aggregate_t<C>);
+  return sat_add(sat_add(ws_bytes(sat_mul(tasks, n * n), elem), ws_bytes(sat_mul(tasks, n), elem)),
+                 ws_bytes(sat_mul(tasks, n), elem));
+}
+
+/// Runs the engine over packed sequences (p.offsets, p.batch sequences, p.length the total
+/// length ≥ 1), `ws` holding packed_engine_workspace<C> bytes.
+template <class T, class XO, class FO, class C>
+status run_packed_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t stream) {
+  using D = aggregate_t<C>;
+  p.chunk = packed_engine_chunk(p.length, p.n);
+  p.tasks = packed_engine_slots(p.batch, p.length, p.n);
+  p.chunks = 0;  // per sequence (engine_problem::sequence_at)
+  p.stage_steps = engine_stage_steps(p.n);
+  const std::size_t tasks = static_cast<std::size_t>(p.tasks), n = static_cast<std::size_t>(p.n);
+  char* w = static_cast<char*>(ws);
+  p.agg_A = reinterpret_cast<D*>(w);
+  p.agg_v = reinterpret_cast<D*>(w + ws_bytes(tasks * n * n, sizeof(D)));
+  p.carry = reinterpret_cast<D*>(w + ws_bytes(tasks * n * n, sizeof(D)) + ws_bytes(tasks * n, sizeof(D)));
+  auto thread_engine = [&](auto n_tag) {
+    constexpr int N = decltype(n_tag)::value;
+    if (status st = launch_thread_chunks<true, N>(p, stream); st != status::success) return st;
+    thread_carry_kernel<N><<<grid_for(p.batch), thread_carry_threads, 0, stream>>>(p);
+    if (status st = check_launch(); st != status::success) return st;
+    return launch_thread_chunks<false, N>(p, stream);
+  };
+  switch (p.n) {
+    case 1: return thread_engine(std::integral_constant<int, 1>{});
+    case 2: return thread_engine(std::integral_constant<int, 2>{});
+    case 3: return thread_engine(std::integral_constant<int, 3>{});
+    case 4: return thread_engine(std::integral_constant<int, 4>{});
+    default: break;
+  }
+  if (static_cast<index_t>(p.stage_steps) * (p.n * p.n + p.n) > static_cast<index_t>(engine_threads(p.n)) * engine_max_slots)
+    return status::unsupported;  // cannot happen for N ≤ 64: the staging fits the registers
+  if (status st = launch_chunks<true>(p, stream); st != status::success) return st;
+  carry_kernel<<<grid_for(p.batch), 64, 0, stream>>>(p);
+  if (status st = check_launch(); st != status::success) return st;
+  return launch_chunks<false>(p, stream);
 }
 
 template <class In, class Out>
@@ -639,6 +713,116 @@ status matrix_recurrence_backward(const cuda_backend& be, const matrix_backward_
 }
 
 // ---------------------------------------------------------------------------------------
+// The matrix recurrence over packed sequences (cu_seqlens, in device memory, not read here).
+
+template <class T>
+std::size_t matrix_recurrence_workspace_size(const matrix_varlen_forward_args<T>& g) {
+  detail::matrix_forward_plan p;
+  if (detail::plan_matrix_varlen_forward(g, false, p) != status::success) return 0;
+  const matrix_varlen_shape& s = g.shape;
+  return cuda_detail::packed_engine_workspace<compute_t<T>>(s.sequences, s.total_length, s.n);
+}
+
+template <class T>
+std::size_t matrix_recurrence_workspace_size(const matrix_varlen_backward_args<T>& g) {
+  detail::matrix_backward_plan p;
+  if (detail::plan_matrix_varlen_backward(g, false, p) != status::success) return 0;
+  using namespace cuda_detail;
+  using C = compute_t<T>;
+  const matrix_varlen_shape& s = g.shape;
+  // x (recomputed, dense (total, N)), db at each sequence's first step, the engine's storage.
+  return sat_add(sat_add(recompute_bytes(detail::packed_matrix_backward(g)),
+                         ws_bytes(static_cast<std::size_t>(s.sequences * s.n), sizeof(C))),
+                 packed_engine_workspace<C>(s.sequences, s.total_length, s.n));
+}
+
+template <class T>
+status matrix_recurrence_forward(const cuda_backend& be, const matrix_varlen_forward_args<T>& g) {
+  detail::matrix_forward_plan p;
+  if (status st = detail::plan_matrix_varlen_forward(g, false, p); st != status::success) return st;
+  using namespace cuda_detail;
+  using C = compute_t<T>;
+  const matrix_varlen_shape& s = g.shape;
+  const index_t S = s.sequences, N = s.n;
+  cudaStream_t stream = be.stream;
+  if (S == 0) return status::success;
+  const std::size_t bytes = matrix_recurrence_workspace_size(g);
+  if (bytes == ws_saturated) return status::exceeds_device_limits;
+  workspace_lease ws(be);
+  if (status st = ws.acquire(bytes); st != status::success) return st;
+  if (s.total_length > 0) {
+    engine_problem<T, T, T, C> e;
+    e.W = g.W, e.lW = {0, p.W.step_stride}, e.b = g.b, e.lb = {0, p.b.step_stride};
+    e.x = g.x, e.lx = {0, p.x.step_stride};
+    e.z0 = g.x0, e.z_final = g.x_final;
+    e.batch = S, e.length = s.total_length, e.n = N;
+    e.descending = g.reverse, e.w_shift = 0;
+    e.offsets = s.cu_seqlens;
+    if (status st = run_packed_engine(e, ws.get(), stream); st != status::success) return st;
+  }
+  if (!g.x_final) return status::success;  // else the sequences of no steps: x_final = x0
+  packed_states_kernel<T, C><<<grid_for((S * N + 255) / 256), 256, 0, stream>>>(
+      g.x_final, g.x0, static_cast<const T*>(nullptr), 0, static_cast<const C*>(nullptr), s.cu_seqlens, S, N, false);
+  return check_launch();
+}
+
+template <class T>
+status matrix_recurrence_backward(const cuda_backend& be, const matrix_varlen_backward_args<T>& g) {
+  detail::matrix_backward_plan p;
+  if (status st = detail::plan_matrix_varlen_backward(g, false, p); st != status::success) return st;
+  using namespace cuda_detail;
+  using C = compute_t<T>;
+  const matrix_varlen_shape& s = g.shape;
+  const index_t S = s.sequences, L = s.total_length, N = s.n;
+  T* const dx0 = g.x0 ? g.dx0 : nullptr;
+  cudaStream_t stream = be.stream;
+  if (S == 0) return status::success;
+  const std::size_t bytes = matrix_recurrence_workspace_size(g);
+  if (bytes == ws_saturated) return status::exceeds_device_limits;
+  workspace_lease ws(be);
+  if (status st = ws.acquire(bytes); st != status::success) return st;
+  const std::size_t x_bytes = recompute_bytes(detail::packed_matrix_backward(g));
+  char* w = static_cast<char*>(ws.get());
+  C* const x_tmp = g.x ? nullptr : reinterpret_cast<C*>(w);
+  C* const dbf = reinterpret_cast<C*>(w + x_bytes);
+  void* const engine_ws = w + x_bytes + ws_bytes(static_cast<std::size_t>(S * N), sizeof(C));
+  if (L > 0) {
+    if (!g.x) {  // recompute the forward states, in compute precision, into the workspace
+      engine_problem<T, C, T, C> f;
+      f.W = g.W, f.lW = {0, p.W.step_stride}, f.b = g.b, f.lb = {0, p.b.step_stride}, f.x = x_tmp, f.lx = {0, N};
+      f.z0 = g.x0, f.z_final = nullptr;
+      f.batch = S, f.length = L, f.n = N;
+      f.descending = g.reverse, f.w_shift = 0;
+      f.offsets = s.cu_seqlens;
+      if (status st = run_packed_engine(f, engine_ws, stream); st != status::success) return st;
+    }
+    // db: the engine backwards over each sequence's steps, on the next step's Wᵀ, from dx_final.
+    engine_problem<T, T, C, C> r;
+    r.W = g.W, r.lW = {0, p.W.step_stride}, r.b = g.dx, r.lb = {0, p.dx.step_stride};
+    r.x = g.db, r.lx = {0, p.db.step_stride};
+    r.z0 = g.dx_final, r.z_final = dbf;
+    r.batch = S, r.length = L, r.n = N;
+    r.descending = !g.reverse, r.w_shift = g.reverse ? -1 : 1;
+    r.offsets = s.cu_seqlens;
+    if (status st = run_packed_engine(r, engine_ws, stream); st != status::success) return st;
+    const int group = static_cast<int>(std::max<index_t>(1, 2048 / (N * N)));
+    const unsigned grid = grid_for((L + group - 1) / group);
+    if (g.x)
+      packed_outer_kernel<T, T, C><<<grid, 256, 0, stream>>>(g.dW, p.dW.step_stride, g.db, p.db.step_stride, g.x,
+                                                             p.x.step_stride, g.x0, s.cu_seqlens, S, L, N, g.reverse,
+                                                             group);
+    else
+      packed_outer_kernel<T, C, C><<<grid, 256, 0, stream>>>(g.dW, p.dW.step_stride, g.db, p.db.step_stride, x_tmp,
+                                                             N, g.x0, s.cu_seqlens, S, L, N, g.reverse, group);
+    if (status st = check_launch(); st != status::success) return st;
+  }
+  if (!dx0) return status::success;  // dx0 = W[first]ᵀ·db[first], or dx_final with no steps
+  packed_states_kernel<T, C><<<grid_for((S * N + 255) / 256), 256, 0, stream>>>(
+      dx0, g.dx_final, g.W, p.W.step_stride, dbf, s.cu_seqlens, S, N, g.reverse);
+  return check_launch();
+}
+
+// ---------------------------------------------------------------------------------------
 // Matrix chains.
 
 template <class T>
@@ -817,4 +1001,8 @@ status matrix_chain(const cuda_backend& be, const matrix_chain_args<T>& g) {
   template status matrix_chain<T>(const cuda_backend&, const matrix_chain_args<T>&);                   \
   template std::size_t matrix_recurrence_workspace_size<T>(const matrix_forward_args<T>&);             \
   template std::size_t matrix_recurrence_workspace_size<T>(const matrix_backward_args<T>&);            \
-  template std::size_t matrix_chain_workspace_size<T>(const matrix_chain_args<T>&);
+  template std::size_t matrix_chain_workspace_size<T>(const matrix_chain_args<T>&);                  \
+  template status matrix_recurrence_forward<T>(const cuda_backend&, const matrix_varlen_forward_args<T>&);   \
+  template status matrix_recurrence_backward<T>(const cuda_backend&, const matrix_varlen_backward_args<T>&); \
+  template std::size_t matrix_recurrence_workspace_size<T>(const matrix_varlen_forward_args<T>&);            \
+  template std::size_t matrix_recurrence_workspace_size<T>(const matrix_varlen_backward_args<T>&);

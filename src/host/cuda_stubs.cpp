@@ -86,6 +86,18 @@ template <class T>
 std::size_t matrix_recurrence_workspace_size(const matrix_backward_args<T>&) { return 0; }
 template <class T>
 std::size_t matrix_chain_workspace_size(const matrix_chain_args<T>&) { return 0; }
+template <class T>
+status matrix_recurrence_forward(const cuda_backend&, const matrix_varlen_forward_args<T>&) {
+  return status::unsupported;
+}
+template <class T>
+status matrix_recurrence_backward(const cuda_backend&, const matrix_varlen_backward_args<T>&) {
+  return status::unsupported;
+}
+template <class T>
+std::size_t matrix_recurrence_workspace_size(const matrix_varlen_forward_args<T>&) { return 0; }
+template <class T>
+std::size_t matrix_recurrence_workspace_size(const matrix_varlen_backward_args<T>&) { return 0; }
 
 #define PARSCAN_INSTANTIATE_MATRIX_STUB(T)                                                              \
   template status matrix_recurrence_forward<T>(const cuda_backend&, const matrix_forward_args<T>&);    \
@@ -93,7 +105,11 @@ std::size_t matrix_chain_workspace_size(const matrix_chain_args<T>&) { return 0;
   template status matrix_chain<T>(const cuda_backend&, const matrix_chain_args<T>&);                   \
   template std::size_t matrix_recurrence_workspace_size<T>(const matrix_forward_args<T>&);             \
   template std::size_t matrix_recurrence_workspace_size<T>(const matrix_backward_args<T>&);            \
-  template std::size_t matrix_chain_workspace_size<T>(const matrix_chain_args<T>&);
+  template std::size_t matrix_chain_workspace_size<T>(const matrix_chain_args<T>&);                  \
+  template status matrix_recurrence_forward<T>(const cuda_backend&, const matrix_varlen_forward_args<T>&);   \
+  template status matrix_recurrence_backward<T>(const cuda_backend&, const matrix_varlen_backward_args<T>&); \
+  template std::size_t matrix_recurrence_workspace_size<T>(const matrix_varlen_forward_args<T>&);            \
+  template std::size_t matrix_recurrence_workspace_size<T>(const matrix_varlen_backward_args<T>&);
 PARSCAN_INSTANTIATE_MATRIX_STUB(float)
 PARSCAN_INSTANTIATE_MATRIX_STUB(double)
 PARSCAN_INSTANTIATE_MATRIX_STUB(bfloat16)

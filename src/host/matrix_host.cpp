@@ -1,13 +1,14 @@
-// src/host/matrix_host.cpp — the matrix recurrence and matrix chains on the host backend:
-// one sequential loop per sequence or chain, in compute precision (float for the 16-bit
-// types), in a fixed order, so results are deterministic. It is also what CI checks the API
-// against.
+// src/host/matrix_host.cpp — the matrix recurrence (a batch, or packed sequences) and matrix
+// chains on the host backend: one sequential loop per sequence or chain, in compute precision
+// (float for the 16-bit types), in a fixed order, so results are deterministic. It is also what
+// CI checks the API against.
 #include <algorithm>
 #include <vector>
 
 #include <parscan/matrix_recurrence.hpp>
 
 #include "../common/matrix_args.hpp"
+#include "varlen_segments.hpp"
 
 namespace parscan {
 namespace {
@@ -166,6 +167,57 @@ status matrix_recurrence_backward(const host_backend&, const matrix_backward_arg
   return status::success;
 }
 
+// Packed sequences: each sequence the loops above on a view of its steps (one sequence of its
+// length, its states at s·N), the sequences shared out over the threads.
+namespace {
+template <class Plan>
+Plan sequence_view(const Plan& whole, index_t length) {
+  Plan p = whole;
+  p.batch = 1, p.length = length;
+  return p;
+}
+}  // namespace
+
+template <class T>
+status matrix_recurrence_forward(const host_backend& be, const matrix_varlen_forward_args<T>& g) {
+  detail::matrix_forward_plan whole;
+  if (status st = detail::plan_matrix_varlen_forward(g, true, whole); st != status::success) return st;
+  const matrix_varlen_shape& s = g.shape;
+  const index_t N = s.n;
+  host::detail::parallel_for(s.sequences, host_varlen::threads_for(be, s.total_length * N * N), [&](index_t q) {
+    const index_t origin = s.cu_seqlens[q], length = s.cu_seqlens[q + 1] - origin;
+    matrix_forward_args<T> one = detail::packed_matrix_forward(g);
+    one.length = length;
+    one.W = g.W + origin * whole.W.step_stride, one.b = g.b + origin * whole.b.step_stride;
+    one.x = g.x + origin * whole.x.step_stride;
+    one.x0 = host_varlen::shifted(g.x0, q * N), one.x_final = host_varlen::shifted(g.x_final, q * N);
+    forward_sequences(one, sequence_view(whole, length));
+  });
+  return status::success;
+}
+
+template <class T>
+status matrix_recurrence_backward(const host_backend& be, const matrix_varlen_backward_args<T>& g) {
+  detail::matrix_backward_plan whole;
+  if (status st = detail::plan_matrix_varlen_backward(g, true, whole); st != status::success) return st;
+  const matrix_varlen_shape& s = g.shape;
+  const index_t N = s.n;
+  host::detail::parallel_for(s.sequences, host_varlen::threads_for(be, s.total_length * N * N), [&](index_t q) {
+    const index_t origin = s.cu_seqlens[q], length = s.cu_seqlens[q + 1] - origin;
+    matrix_backward_args<T> one = detail::packed_matrix_backward(g);
+    one.length = length;
+    one.W = g.W + origin * whole.W.step_stride;
+    one.x = host_varlen::shifted(g.x, origin * whole.x.step_stride);
+    one.b = host_varlen::shifted(g.b, origin * whole.b.step_stride);
+    one.dx = g.dx + origin * whole.dx.step_stride;
+    one.dW = g.dW + origin * whole.dW.step_stride, one.db = g.db + origin * whole.db.step_stride;
+    one.x0 = host_varlen::shifted(g.x0, q * N), one.dx_final = host_varlen::shifted(g.dx_final, q * N);
+    one.dx0 = host_varlen::shifted(g.dx0, q * N);
+    backward_sequences(one, sequence_view(whole, length));
+  });
+  return status::success;
+}
+
 template <class T>
 status matrix_chain(const host_backend&, const matrix_chain_args<T>& g) {
   detail::matrix_chain_plan p;
@@ -177,7 +229,9 @@ status matrix_chain(const host_backend&, const matrix_chain_args<T>& g) {
 #define PARSCAN_INSTANTIATE_MATRIX_HOST(T)                                                             \
   template status matrix_recurrence_forward<T>(const host_backend&, const matrix_forward_args<T>&);   \
   template status matrix_recurrence_backward<T>(const host_backend&, const matrix_backward_args<T>&); \
-  template status matrix_chain<T>(const host_backend&, const matrix_chain_args<T>&);
+  template status matrix_chain<T>(const host_backend&, const matrix_chain_args<T>&);               \
+  template status matrix_recurrence_forward<T>(const host_backend&, const matrix_varlen_forward_args<T>&); \
+  template status matrix_recurrence_backward<T>(const host_backend&, const matrix_varlen_backward_args<T>&);
 PARSCAN_INSTANTIATE_MATRIX_HOST(float)
 PARSCAN_INSTANTIATE_MATRIX_HOST(double)
 PARSCAN_INSTANTIATE_MATRIX_HOST(bfloat16)

@@ -46,6 +46,16 @@ struct strided_blocks {
 template <class C>
 using aggregate_t = std::conditional_t<std::is_same_v<C, float>, double, C>;
 
+/// A task of the engine: engine steps [m0, m1) (none: m0 = m1) of sequence `seq`, which has
+/// `length` steps from time `origin` (0 for a batch; its first packed step otherwise).
+struct engine_task {
+  index_t seq = 0, m0 = 0, m1 = 0, length = 0, origin = 0;
+};
+/// A sequence's tasks [first, first + count), its steps and first time.
+struct engine_sequence {
+  index_t first = 0, count = 0, length = 0, origin = 0;
+};
+
 /// One run of the engine. T: input storage type; XO: the per-step output's type (T, or C for
 /// a recomputed x in workspace); FO: the final state's type; C: compute type.
 template <class T, class XO, class FO, class C>
@@ -69,6 +79,46 @@ struct engine_problem {
   aggregate_t<C>* carry = nullptr;  // (tasks, N): the state entering each chunk
   // Staging: steps of W' and b' per shared-memory stage, and register slots per thread.
   int stage_steps = 1;
+  // Packed sequences (cu_seqlens; null: the batch above). Sequence s is times [offsets[s],
+  // offsets[s+1]) of one packed tensor (the layouts' batch strides are 0, so step t of s is
+  // lX.at(s, offsets[s] + t)); batch is the sequence count, length the packed total. Its chunks
+  // of `chunk` steps are the tasks from slots_before(s) = ⌊offsets[s] / chunk⌋ + s, at most
+  // one slot of each sequence left unused, `tasks` slots in all; every packed run is chunked.
+  const std::int64_t* offsets = nullptr;
+  index_t tasks = 0;
+
+  __device__ PARSCAN_INLINE bool chunked() const { return offsets != nullptr || chunks > 1; }
+  __device__ PARSCAN_INLINE index_t task_count() const { return offsets ? tasks : batch * chunks; }
+  __device__ PARSCAN_INLINE index_t slots_before(index_t s) const { return offsets[s] / chunk + s; }
+  /// Where task `task` works (an unused or out-of-range one: no steps).
+  __device__ PARSCAN_INLINE engine_task task_at(index_t task) const {
+    engine_task r;
+    if (!offsets) {
+      r.seq = task / chunks, r.m0 = task % chunks * chunk, r.length = length;
+    } else {  // the last sequence whose slots start at or before `task`
+      index_t lo = 0, hi = batch - 1;
+      while (lo < hi) {
+        const index_t mid = lo + (hi - lo + 1) / 2;
+        if (slots_before(mid) <= task) lo = mid;
+        else hi = mid - 1;
+      }
+      r.seq = lo, r.origin = offsets[lo], r.length = offsets[lo + 1] - r.origin;
+      r.m0 = (task - slots_before(lo)) * chunk;
+    }
+    r.m1 = r.m0 + chunk < r.length ? r.m0 + chunk : r.length;
+    if (task >= task_count() || r.m0 >= r.m1) r.m0 = r.m1 = 0;
+    return r;
+  }
+  /// Sequence s's tasks: the first and how many (its steps, and where they are).
+  __device__ PARSCAN_INLINE engine_sequence sequence_at(index_t s) const {
+    if (!offsets) return {s * chunks, chunks, length, 0};
+    const index_t origin = offsets[s], steps = offsets[s + 1] - origin;
+    return {slots_before(s), steps > 0 ? (steps + chunk - 1) / chunk : 0, steps, origin};
+  }
+  /// Memory time of engine step m of a task's (or sequence's) `length` steps from `origin`.
+  __device__ PARSCAN_INLINE index_t time_of(index_t m, index_t steps, index_t origin) const {
+    return origin + (descending ? steps - 1 - m : m);
+  }
 };
 
 inline constexpr int engine_max_slots = 24;  // register prefetch slots per thread
@@ -134,12 +184,12 @@ __global__ void chunk_kernel(engine_problem<T, XO, FO, C> p) {
   const int per_step = static_cast<int>(N * N + N), stage_elems = static_cast<int>(S) * per_step;
   const int ni = static_cast<int>(N), nni = ni * ni;
   const index_t nn = N * N;
-  const index_t tasks = p.batch * p.chunks;
+  const index_t tasks = p.task_count();
 
   for (index_t task = blockIdx.x; task < tasks; task += gridDim.x) {
-    const index_t s = task / p.chunks, c = task % p.chunks;
-    const index_t m0 = c * p.chunk;
-    const index_t m1 = (m0 + p.chunk < p.length) ? m0 + p.chunk : p.length;
+    const engine_task job = p.task_at(task);
+    if (job.m1 == job.m0) continue;  // an unused slot of a packed sequence (the whole block alike)
+    const index_t s = job.seq, m0 = job.m0, m1 = job.m1;
     const index_t steps = m1 - m0;
     const index_t stages = (steps + S - 1) / S;
 
@@ -154,7 +204,7 @@ __global__ void chunk_kernel(engine_problem<T, XO, FO, C> p) {
           const int j = e / per_step, r = e % per_step;
           const index_t m = m0 + q * S + j;
           if (m < m1) {
-            const index_t t = p.descending ? p.length - 1 - m : m;
+            const index_t t = p.time_of(m, job.length, job.origin);
             if (r < nni) {
               if (p.w_shift == 0) {
                 v = to_c<C>(p.W[p.lW.at(s, t) + r]);
@@ -192,7 +242,7 @@ __global__ void chunk_kernel(engine_problem<T, XO, FO, C> p) {
     if (tid < N) {
       Z z = Z(0);
       if (!Aggregate) {
-        if (p.chunks > 1) z = static_cast<Z>(p.carry[task * N + tid]);
+        if (p.chunked()) z = static_cast<Z>(p.carry[task * N + tid]);
         else if (p.z0) z = to_c<C>(p.z0[s * N + tid]);
       }
       zs[tid] = z;
@@ -237,9 +287,9 @@ __global__ void chunk_kernel(engine_problem<T, XO, FO, C> p) {
         if (tid < N) {
           zs[tid] = znew;
           if (!Aggregate) {
-            const index_t m = m0 + q * S + j, t = p.descending ? p.length - 1 - m : m;
+            const index_t m = m0 + q * S + j, t = p.time_of(m, job.length, job.origin);
             p.x[p.lx.at(s, t) + tid] = from_c<XO>(static_cast<C>(znew));
-            if (m == p.length - 1 && p.z_final) p.z_final[s * N + tid] = from_c<FO>(static_cast<C>(znew));
+            if (m == job.length - 1 && p.z_final) p.z_final[s * N + tid] = from_c<FO>(static_cast<C>(znew));
           }
         }
         if (Aggregate) {
@@ -269,20 +319,22 @@ __global__ void carry_kernel(engine_problem<T, XO, FO, C> p) {
   const index_t N = p.n, nn = N * N;
   const int i = static_cast<int>(threadIdx.x);
   for (index_t s = blockIdx.x; s < p.batch; s += gridDim.x) {
+    const engine_sequence q = p.sequence_at(s);
+    if (q.count == 0) continue;  // a packed sequence of no steps (the whole block alike)
     if (i < N) z[i] = p.z0 ? static_cast<D>(to_c<C>(p.z0[s * N + i])) : D(0);
     D row[64], v = D(0);
     auto load = [&](index_t c) {
-      const index_t task = s * p.chunks + c;
+      const index_t task = q.first + c;
 #pragma unroll
       for (int k = 0; k < 64; ++k) row[k] = (i < N && k < N) ? p.agg_A[task * nn + i * N + k] : D(0);
       v = i < N ? p.agg_v[task * N + i] : D(0);
     };
     load(0);
     __syncthreads();
-    for (index_t c = 0; c < p.chunks; ++c) {
-      const index_t task = s * p.chunks + c;
+    for (index_t c = 0; c < q.count; ++c) {
+      const index_t task = q.first + c;
       if (i < N) p.carry[task * N + i] = z[i];
-      if (c + 1 == p.chunks) break;
+      if (c + 1 == q.count) break;
       D a = v;
 #pragma unroll
       for (int k = 0; k < 64; ++k)
@@ -712,6 +764,72 @@ __global__ void dx0_kernel(T* dx0, const T* W, strided_blocks lW, const C* dbf, 
     C a = C(0);
     for (index_t i = 0; i < N; ++i) a += to_c<C>(Wt[i * N + j]) * dbf[s * N + i];
     dx0[e] = from_c<T>(a);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Packed sequences (cu_seqlens): the steps that lie outside the engine.
+
+/// The sequence that packed step t belongs to: the last s with offsets[s] ≤ t (t < offsets[S]).
+__device__ PARSCAN_INLINE index_t packed_sequence_of(const std::int64_t* offsets, index_t sequences, index_t t) {
+  index_t lo = 0, hi = sequences - 1;
+  while (lo < hi) {
+    const index_t mid = lo + (hi - lo + 1) / 2;
+    if (offsets[mid] <= t) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+/// The packed dW[t] = db[t]·x[prev]ᵀ over the steps [0, offsets[S]); x[prev] = x0[s] (or 0) at
+/// sequence s's first forward step. A block takes `group` consecutive packed steps at a time;
+/// a thread finds the sequence of its first step by a binary search of the offsets and walks
+/// on from there (its steps only grow).
+template <class T, class X, class C>
+__global__ void packed_outer_kernel(T* dW, index_t sW, const T* db, index_t sdb, const X* x, index_t sx, const T* x0,
+                                    const std::int64_t* offsets, index_t sequences, index_t total, index_t N,
+                                    bool reverse, int group) {
+  const int ni = static_cast<int>(N), nn = ni * ni, elems = group * nn;
+  const index_t used = offsets[sequences] < total ? offsets[sequences] : total;
+  const index_t groups = (used + group - 1) / group;
+  for (index_t gid = blockIdx.x; gid < groups; gid += gridDim.x) {
+    const index_t t0 = gid * group;
+    index_t s = -1, origin = 0, end = 0;  // the sequence of the thread's current step
+    for (int e = static_cast<int>(threadIdx.x); e < elems; e += static_cast<int>(blockDim.x)) {
+      const int js = e / nn, r = e % nn, i = r / ni, j = r % ni;
+      const index_t t = t0 + js;
+      if (t >= used) break;  // e only grows: the rest of this thread's elements are past the end too
+      if (s < 0 || t >= end) {
+        s = packed_sequence_of(offsets, sequences, t);
+        origin = offsets[s], end = offsets[s + 1];
+      }
+      const bool first = reverse ? t == end - 1 : t == origin;  // the sequence's first forward step
+      C xp = C(0);
+      if (!first) xp = to_c<C>(x[(reverse ? t + 1 : t - 1) * sx + j]);
+      else if (x0) xp = to_c<C>(x0[s * N + j]);
+      dW[t * sW + r] = from_c<T>(to_c<C>(db[t * sdb + i]) * xp);
+    }
+  }
+}
+
+/// Per packed sequence s and state element: a sequence of no steps gets out[s] = in[s] (or 0):
+/// x_final = x0 forward, dx0 = dx_final backward; with W (the backward's dx0), a sequence with
+/// steps gets W[first]ᵀ·dbf[s] (first: its first forward step; dbf: db there, from the engine).
+/// Elementwise per (s, j): out may be exactly in.
+template <class T, class C>
+__global__ void packed_states_kernel(T* out, const T* in, const T* W, index_t sW, const C* dbf,
+                                     const std::int64_t* offsets, index_t sequences, index_t N, bool reverse) {
+  for (index_t e = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; e < sequences * N;
+       e += static_cast<index_t>(gridDim.x) * blockDim.x) {
+    const index_t s = e / N, j = e % N, origin = offsets[s], end = offsets[s + 1];
+    if (end == origin) {
+      out[e] = from_c<T>(in ? to_c<C>(in[e]) : C(0));
+    } else if (W) {
+      const T* Wt = W + (reverse ? end - 1 : origin) * sW;
+      C a = C(0);
+      for (index_t i = 0; i < N; ++i) a += to_c<C>(Wt[i * N + j]) * dbf[s * N + i];
+      out[e] = from_c<T>(a);
+    }
   }
 }
 

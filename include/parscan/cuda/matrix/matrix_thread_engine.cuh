@@ -139,18 +139,15 @@ __global__ void __launch_bounds__(32 * thread_engine_warps) thread_chunk_kernel(
   auto stage_of = [&](int buf) { return stage_base + buf * (32 * L::task_stride); };
 
   const bool transposed = p.w_shift != 0;
-  const index_t tasks = p.batch * p.chunks, rounds = (tasks + 31) / 32;
+  const index_t tasks = p.task_count(), rounds = (tasks + 31) / 32;
   const index_t stages = (p.chunk + U - 1) / U;  // no task has more than `chunk` steps
 
   for (index_t round = static_cast<index_t>(blockIdx.x) * thread_engine_warps + warp; round < rounds;
        round += static_cast<index_t>(gridDim.x) * thread_engine_warps) {
     const index_t task = round * 32 + lane;
-    const bool active = task < tasks;
-    index_t seq = 0, m0 = 0, m1 = 0;  // past the last task: no steps
-    if (active) {
-      seq = task / p.chunks, m0 = task % p.chunks * p.chunk;
-      m1 = m0 + p.chunk < p.length ? m0 + p.chunk : p.length;
-    }
+    const engine_task job = p.task_at(task);  // past the last task, or an unused slot: no steps
+    const bool active = job.m1 > job.m0;
+    const index_t seq = job.seq, m0 = job.m0, m1 = job.m1;
     auto count_of = [&](index_t q) {
       const index_t left = m1 - (m0 + q * U);
       return left <= 0 ? 0 : (left < U ? static_cast<int>(left) : U);
@@ -158,7 +155,7 @@ __global__ void __launch_bounds__(32 * thread_engine_warps) thread_chunk_kernel(
     // The lowest time of stage q (its steps are times lo … lo + count - 1 in memory order).
     auto low_time = [&](index_t q, int count) {
       const index_t m = m0 + q * U;
-      return p.descending ? p.length - 1 - m - (count - 1) : m;
+      return job.origin + (p.descending ? job.length - 1 - m - (count - 1) : m);
     };
     // Starts copying stage q of every task of the warp into buffer q & 1. A whole stage (U
     // adjacent, 16-byte aligned steps of W' and of b') is copied by the warp together; any other
@@ -232,7 +229,7 @@ __global__ void __launch_bounds__(32 * thread_engine_warps) thread_chunk_kernel(
     if (!Aggregate && active) {
 #pragma unroll
       for (int r = 0; r < N; ++r) {
-        if (p.chunks > 1) z[r] = static_cast<C>(p.carry[task * N + r]);
+        if (p.chunked()) z[r] = static_cast<C>(p.carry[task * N + r]);
         else if (p.z0) z[r] = to_c<C>(p.z0[seq * N + r]);
       }
     }
@@ -311,7 +308,7 @@ __global__ void __launch_bounds__(32 * thread_engine_warps) thread_chunk_kernel(
           if constexpr (!Aggregate) {
 #pragma unroll
             for (int r = 0; r < N; ++r) outs[lane * L::out_stride + slot * N + r] = from_c<XO>(z[r]);
-            if (m0 + q * U + j == p.length - 1 && p.z_final)
+            if (m0 + q * U + j == job.length - 1 && p.z_final)
 #pragma unroll
               for (int r = 0; r < N; ++r) p.z_final[seq * N + r] = from_c<FO>(z[r]);
           }
@@ -412,9 +409,10 @@ __global__ void __launch_bounds__(thread_carry_threads) thread_carry_kernel(engi
   constexpr int warps = thread_carry_threads / 32;
   __shared__ map warp_inclusive[warps];  // the composition of warps 0..w
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
-  const index_t per = (p.chunks + thread_carry_threads - 1) / thread_carry_threads;
   for (index_t s = blockIdx.x; s < p.batch; s += gridDim.x) {
-    const index_t first = s * p.chunks, c0 = tid * per, c1 = c0 + per < p.chunks ? c0 + per : p.chunks;
+    const engine_sequence sq = p.sequence_at(s);
+    const index_t per = (sq.count + thread_carry_threads - 1) / thread_carry_threads;
+    const index_t first = sq.first, c0 = tid * per, c1 = c0 + per < sq.count ? c0 + per : sq.count;
     map f = map::identity();
     for (index_t c = c0; c < c1; ++c) f = after(map::load(p.agg_A, p.agg_v, first + c), f);
     // Inclusive warp scan: lane l holds f_l ∘ … ∘ f_0 of its warp.
