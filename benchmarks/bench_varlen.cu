@@ -93,6 +93,16 @@ double check_sequence0(const spec& c, const T* a, const T* b, const T* x) {
   return scale > 0 ? err / scale : err;
 }
 
+/// The row of a timed case: its layout and shape named as packed or batch.
+bench::row row_of(const spec& c, const char* dtype, index_t total, double us, double gbs, double copy) {
+  const bool packed = !c.lengths.empty(), cl = c.layout == parscan::recurrence_layout::channel_last;
+  const std::string shape = packed ? std::to_string(c.lengths.size()) + " seqs x" + std::to_string(c.D) + " total " +
+                                         std::to_string(total)
+                                   : std::to_string(c.B) + "x" + std::to_string(c.D) + "x" + std::to_string(c.T);
+  return {c.name, dtype, packed ? (cl ? "(total,D)" : "(D,total)") : (cl ? "(B,T,D)" : "(B,D,T)"),
+          c.backward ? "bwd" : "fwd", shape, us, gbs, 100 * gbs / copy, 0.0};
+}
+
 template <class T>
 bench::row run(const spec& c, double copy, double& max_err) {
   const bool packed = !c.lengths.empty();
@@ -155,11 +165,7 @@ bench::row run(const spec& c, double copy, double& max_err) {
     if (p) BENCH_CHECK(cudaFree(p));
   const int tensors = c.backward ? 5 : 3;
   const double gbs = double(tensors) * bytes / us / 1e3;
-  const bool cl = c.layout == parscan::recurrence_layout::channel_last;
-  const std::string shape = packed ? std::to_string(N) + " seqs x" + std::to_string(c.D) + " total " + std::to_string(total)
-                                   : std::to_string(c.B) + "x" + std::to_string(c.D) + "x" + std::to_string(c.T);
-  return {c.name, bench::dtype_name<T>::v, packed ? (cl ? "(total,D)" : "(D,total)") : (cl ? "(B,T,D)" : "(B,D,T)"),
-          c.backward ? "bwd" : "fwd", shape, us, gbs, 100 * gbs / copy, 0.0};
+  return row_of(c, bench::dtype_name<T>::v, total, us, gbs, copy);
 }
 
 // log|gate| for gates in (0.9, 1), log|b| for b in (0.1, 1).
@@ -243,11 +249,7 @@ bench::row run_log(const spec& c, double copy, double& max_err) {
     if (p) BENCH_CHECK(cudaFree(p));
   const int tensors = c.backward ? 6 : 3;
   const double gbs = double(tensors) * bytes / us / 1e3;
-  const bool cl = c.layout == parscan::recurrence_layout::channel_last;
-  const std::string shape = packed ? std::to_string(N) + " seqs x" + std::to_string(c.D) + " total " + std::to_string(total)
-                                   : std::to_string(c.B) + "x" + std::to_string(c.D) + "x" + std::to_string(c.T);
-  return {c.name, "f32", packed ? (cl ? "(total,D)" : "(D,total)") : (cl ? "(B,T,D)" : "(B,D,T)"),
-          c.backward ? "bwd" : "fwd", shape, us, gbs, 100 * gbs / copy, 0.0};
+  return row_of(c, "f32", total, us, gbs, copy);
 }
 
 __global__ void segment_keys(const std::int64_t* offsets, index_t segments, int* keys) {

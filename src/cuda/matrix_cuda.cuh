@@ -288,7 +288,8 @@ status run_packed_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t 
     case 4: return thread_engine(std::integral_constant<int, 4>{});
     default: break;
   }
-  if (static_cast<index_t>(p.stage_steps) * (p.n * p.n + p.n) > static_cast<index_t>(engine_threads(p.n)) * engine_max_slots)
+  const index_t stage_elems = static_cast<index_t>(p.stage_steps) * (p.n * p.n + p.n);
+  if (stage_elems > static_cast<index_t>(engine_threads(p.n)) * engine_max_slots)
     return status::unsupported;  // cannot happen for N ≤ 64: the staging fits the registers
   if (status st = launch_chunks<true>(p, stream); st != status::success) return st;
   carry_kernel<<<grid_for(p.batch), 64, 0, stream>>>(p);

@@ -91,6 +91,16 @@ template <class V>
 std::vector<V> states_of(const std::vector<V>& v, index_t s, index_t N) {
   return v.empty() ? v : std::vector<V>(v.begin() + s * N, v.begin() + (s + 1) * N);
 }
+/// W of every packed step drawn from the case's family (the row padding stays 0).
+template <class T>
+std::vector<T> draw_packed_W(rng& r, const case_opts& o, const packed& pW) {
+  std::vector<T> W(static_cast<std::size_t>(pW.size()), T(0.0f));
+  const std::vector<T> drawn = draw_matrices<T>(r, o.fam, o.total(), o.N);
+  for (index_t t = 0; t < o.total(); ++t)
+    std::copy_n(drawn.begin() + t * pW.block, pW.block, W.begin() + pW.at(t));
+  return W;
+}
+
 template <class T>
 dvec to_dvec(const std::vector<T>& v) {
   dvec d(v.size());
@@ -163,10 +173,8 @@ void run_forward(const case_opts& o) {
   PARSCAN_TEST_RNG(r, std::string("matrix varlen forward ") + dtype_name<T>() + " " + o.str());
   const index_t N = o.N, S = o.S();
   const packed pW = packed_of(o, N * N), pv = packed_of(o, N);
-  std::vector<T> W(static_cast<std::size_t>(pW.size()), T(0.0f)), b(static_cast<std::size_t>(pv.size()), T(0.0f)), x0;
-  const std::vector<T> Wd = draw_matrices<T>(r, o.fam, o.total(), N);
-  for (index_t t = 0; t < o.total(); ++t)
-    for (index_t e = 0; e < N * N; ++e) W[static_cast<std::size_t>(pW.at(t) + e)] = Wd[static_cast<std::size_t>(t * N * N + e)];
+  const std::vector<T> W = draw_packed_W<T>(r, o, pW);
+  std::vector<T> b(static_cast<std::size_t>(pv.size()), T(0.0f)), x0;
   for (T& v : b) v = from_d<T>(r.normal());
   if (o.x0)
     for (index_t i = 0; i < S * N; ++i) x0.push_back(from_d<T>(r.normal()));
@@ -233,11 +241,8 @@ void run_backward(const case_opts& o) {
   PARSCAN_TEST_RNG(r, std::string("matrix varlen backward ") + dtype_name<T>() + " " + o.str());
   const index_t N = o.N, S = o.S();
   const packed pW = packed_of(o, N * N), pv = packed_of(o, N);
-  std::vector<T> W(static_cast<std::size_t>(pW.size()), T(0.0f)), b(static_cast<std::size_t>(pv.size()), T(0.0f));
-  std::vector<T> dx(b.size(), T(0.0f)), x(b.size(), T(0.0f)), x0, dxf;
-  const std::vector<T> Wd = draw_matrices<T>(r, o.fam, o.total(), N);
-  for (index_t t = 0; t < o.total(); ++t)
-    for (index_t e = 0; e < N * N; ++e) W[static_cast<std::size_t>(pW.at(t) + e)] = Wd[static_cast<std::size_t>(t * N * N + e)];
+  const std::vector<T> W = draw_packed_W<T>(r, o, pW);
+  std::vector<T> b(static_cast<std::size_t>(pv.size()), T(0.0f)), dx(b.size(), T(0.0f)), x(b.size(), T(0.0f)), x0, dxf;
   for (T& v : b) v = from_d<T>(r.normal());
   for (T& v : dx) v = from_d<T>(r.normal());
   if (o.x0)
@@ -423,8 +428,8 @@ void bad_arguments() {
   CHECK(xf.untouched());
   {
     INFO("backward: x0 without dx0 (2·N states), bad offsets");
-    guarded_buffer<T> dx(b.download()), dW(static_cast<std::size_t>(total * N * N)), db(static_cast<std::size_t>(total * N));
-    guarded_buffer<T> x0(std::vector<T>(static_cast<std::size_t>(2 * N), T(1.0f))), dx0(static_cast<std::size_t>(2 * N));
+    guarded_buffer<T> dx(b.download()), dW = output<T>(total * N * N), db = output<T>(total * N);
+    guarded_buffer<T> x0(std::vector<T>(static_cast<std::size_t>(2 * N), T(1.0f))), dx0 = output<T>(2 * N);
     auto backward = [&](const std::int64_t* offsets, T* d0) {
       parscan::matrix_varlen_backward_args<T> g{};
       g.shape = {2, total, N, offsets};

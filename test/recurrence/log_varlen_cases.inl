@@ -763,7 +763,8 @@ void bad_arguments() {
   {
     INFO("backward: x0 without its gradient, bad offsets");
     guarded_buffer<T> dx(la.download()), da(static_cast<std::size_t>(D * T_)), db(static_cast<std::size_t>(D * T_));
-    guarded_buffer<T> x0(std::vector<T>(static_cast<std::size_t>(2 * D), T(0.25f))), dx0(static_cast<std::size_t>(2 * D));
+    const std::vector<T> states(static_cast<std::size_t>(2 * D), T(0.25f));
+    guarded_buffer<T> x0(states), dx0(states.size());
     auto backward = [&](const std::int64_t* offsets, T* dlog_x0) {
       parscan::log_varlen_backward_args<T> b{};
       b.shape = varlen_shape{2, D, T_, offsets, parscan::recurrence_layout::channel_last};
