@@ -138,7 +138,7 @@ status launch_warp_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t st
                                                 static_cast<int>(lay.block_bytes)));
         st != status::success)
       return st;
-  const index_t rounds = (p.batch * p.chunks + lay.tasks - 1) / lay.tasks;
+  const index_t rounds = (engine_tasks(p) + lay.tasks - 1) / lay.tasks;
   kernel<<<grid_for((rounds + warp_engine_warps - 1) / warp_engine_warps), 32 * warp_engine_warps, lay.block_bytes,
            stream>>>(p);
   return check_launch();
@@ -230,20 +230,21 @@ status run_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t stream)
 
 // ---------------------------------------------------------------------------------------
 // The engine over packed sequences (cu_seqlens): chunks of one length for every sequence, a
-// function of the total length, the sequence count and N only (so is the workspace); a
-// sequence's chunks are the slots from ⌊cu_seqlens[s] / chunk⌋ + s (engine_problem), so the
-// slot count is known on the host. Every packed run is chunked (phases a, b and c). The thread
-// engine takes N ≤ thread_engine_max_n and the block engine the rest: the warp engine keeps
-// its tasks' steps in per-warp tables sized for the batch and does not take packed sequences.
+// function of the total length and N only (so is the workspace); a sequence's chunks are the
+// slots from ⌊cu_seqlens[s] / chunk⌋ + s (engine_problem), so the slot count is known on the
+// host. Every packed run is chunked (phases a, b and c), on the engine the batch would take.
 
-/// Steps per chunk of a packed run: about as many tasks as the batch engines aim for (the
-/// thread engine's fill, the block engine's 4096), at least 32 steps (a multiple of 8 for the
-/// thread engine, as its batch chunks).
+/// Steps per chunk of a packed run: about as many tasks as each engine's batch chunks aim for
+/// (the thread engine's fill, at least 32 steps and a multiple of 8; the warp engine's four
+/// times its fill, at least 64; the block engine's 4096, at least 32).
 inline index_t packed_engine_chunk(index_t total, index_t N) {
-  constexpr index_t min_chunk = 32;
   if (N <= thread_engine_max_n)
-    return std::max<index_t>(min_chunk, ((total + thread_engine_fill - 1) / thread_engine_fill + 7) / 8 * 8);
-  return std::max<index_t>(min_chunk, (total + 4095) / 4096);
+    return std::max<index_t>(32, ((total + thread_engine_fill - 1) / thread_engine_fill + 7) / 8 * 8);
+  if (N <= warp_engine_max_n) {
+    const index_t tasks = 4 * 4096 * (32 / (N + 1));  // warp_engine_chunk's 4 · fill_tasks
+    return std::max<index_t>(64, (total + tasks - 1) / tasks);
+  }
+  return std::max<index_t>(32, (total + 4095) / 4096);
 }
 
 /// Slots of a packed run: ⌊total / chunk⌋ + sequences bounds every sequence's last slot.
@@ -251,13 +252,17 @@ inline index_t packed_engine_slots(index_t sequences, index_t total, index_t N) 
   return total / packed_engine_chunk(total, N) + sequences;
 }
 
+/// Workspace of a packed run: the slot table, then each slot's aggregate and carry. Saturated
+/// (refused at acquire) where a slot's sequence or chunk would not fit the table's 32 bits.
 template <class C>
 std::size_t packed_engine_workspace(index_t sequences, index_t total, index_t N) {
   if (total == 0 || sequences == 0) return 0;
-  const std::size_t tasks = static_cast<std::size_t>(packed_engine_slots(sequences, total, N));
+  const index_t slots = packed_engine_slots(sequences, total, N);
+  if (slots > 0x7fffffff) return ws_saturated;
+  const std::size_t tasks = static_cast<std::size_t>(slots);
   const std::size_t n = static_cast<std::size_t>(N), elem = sizeof(aggregate_t<C>);
-  return sat_add(sat_add(ws_bytes(sat_mul(tasks, n * n), elem), ws_bytes(sat_mul(tasks, n), elem)),
-                 ws_bytes(sat_mul(tasks, n), elem));
+  return sat_add(sat_add(ws_bytes(tasks, sizeof(int2)), ws_bytes(sat_mul(tasks, n * n), elem)),
+                 sat_add(ws_bytes(sat_mul(tasks, n), elem), ws_bytes(sat_mul(tasks, n), elem)));
 }
 
 /// Runs the engine over packed sequences (p.offsets, p.batch sequences, p.length the total
@@ -271,9 +276,15 @@ status run_packed_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t 
   p.stage_steps = engine_stage_steps(p.n);
   const std::size_t tasks = static_cast<std::size_t>(p.tasks), n = static_cast<std::size_t>(p.n);
   char* w = static_cast<char*>(ws);
+  int2* table = reinterpret_cast<int2*>(w);
+  w += ws_bytes(tasks, sizeof(int2));
+  p.slots = table;
   p.agg_A = reinterpret_cast<D*>(w);
   p.agg_v = reinterpret_cast<D*>(w + ws_bytes(tasks * n * n, sizeof(D)));
   p.carry = reinterpret_cast<D*>(w + ws_bytes(tasks * n * n, sizeof(D)) + ws_bytes(tasks * n, sizeof(D)));
+  packed_slots_kernel<<<grid_for((p.tasks + 255) / 256, 65535), 256, 0, stream>>>(p.offsets, p.batch, p.chunk, p.tasks,
+                                                                                    table);
+  if (status st = check_launch(); st != status::success) return st;
   auto thread_engine = [&](auto n_tag) {
     constexpr int N = decltype(n_tag)::value;
     if (status st = launch_thread_chunks<true, N>(p, stream); st != status::success) return st;
@@ -287,6 +298,14 @@ status run_packed_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t 
     case 3: return thread_engine(std::integral_constant<int, 3>{});
     case 4: return thread_engine(std::integral_constant<int, 4>{});
     default: break;
+  }
+  if (p.n <= warp_engine_max_n) {
+    if (status st = launch_warp_chunks<true>(p, stream); st != status::success) return st;
+    const std::size_t smem = static_cast<std::size_t>(warp_engine_warps) * 32 * warp_carry_slots * sizeof(D);
+    warp_carry_kernel<<<grid_for((p.batch + warp_engine_warps - 1) / warp_engine_warps), 32 * warp_engine_warps, smem,
+                        stream>>>(p);
+    if (status st = check_launch(); st != status::success) return st;
+    return launch_warp_chunks<false>(p, stream);
   }
   const index_t stage_elems = static_cast<index_t>(p.stage_steps) * (p.n * p.n + p.n);
   if (stage_elems > static_cast<index_t>(engine_threads(p.n)) * engine_max_slots)

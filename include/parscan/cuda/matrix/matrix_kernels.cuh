@@ -56,6 +56,11 @@ struct engine_sequence {
   index_t first = 0, count = 0, length = 0, origin = 0;
 };
 
+/// The first slot of packed sequence s: ⌊offsets[s] / chunk⌋ + s (engine_problem).
+__device__ PARSCAN_INLINE index_t packed_first_slot(const std::int64_t* offsets, index_t s, index_t chunk) {
+  return offsets[s] / chunk + s;
+}
+
 /// One run of the engine. T: input storage type; XO: the per-step output's type (T, or C for
 /// a recomputed x in workspace); FO: the final state's type; C: compute type.
 template <class T, class XO, class FO, class C>
@@ -82,28 +87,24 @@ struct engine_problem {
   // Packed sequences (cu_seqlens; null: the batch above). Sequence s is times [offsets[s],
   // offsets[s+1]) of one packed tensor (the layouts' batch strides are 0, so step t of s is
   // lX.at(s, offsets[s] + t)); batch is the sequence count, length the packed total. Its chunks
-  // of `chunk` steps are the tasks from slots_before(s) = ⌊offsets[s] / chunk⌋ + s, at most
-  // one slot of each sequence left unused, `tasks` slots in all; every packed run is chunked.
+  // of `chunk` steps are the tasks from packed_first_slot(s) = ⌊offsets[s] / chunk⌋ + s, at most
+  // one slot of each sequence left unused, `tasks` slots in all; slots[task] holds the slot's
+  // (sequence, chunk), written by packed_slots_kernel. Every packed run is chunked.
   const std::int64_t* offsets = nullptr;
+  const int2* slots = nullptr;
   index_t tasks = 0;
 
   __device__ PARSCAN_INLINE bool chunked() const { return offsets != nullptr || chunks > 1; }
   __device__ PARSCAN_INLINE index_t task_count() const { return offsets ? tasks : batch * chunks; }
-  __device__ PARSCAN_INLINE index_t slots_before(index_t s) const { return offsets[s] / chunk + s; }
   /// Where task `task` works (an unused or out-of-range one: no steps).
   __device__ PARSCAN_INLINE engine_task task_at(index_t task) const {
     engine_task r;
     if (!offsets) {
       r.seq = task / chunks, r.m0 = task % chunks * chunk, r.length = length;
-    } else {  // the last sequence whose slots start at or before `task`
-      index_t lo = 0, hi = batch - 1;
-      while (lo < hi) {
-        const index_t mid = lo + (hi - lo + 1) / 2;
-        if (slots_before(mid) <= task) lo = mid;
-        else hi = mid - 1;
-      }
-      r.seq = lo, r.origin = offsets[lo], r.length = offsets[lo + 1] - r.origin;
-      r.m0 = (task - slots_before(lo)) * chunk;
+    } else if (task < tasks) {  // one load from the slot table instead of a search of the offsets
+      const int2 e = slots[task];
+      r.seq = e.x, r.origin = offsets[e.x], r.length = offsets[e.x + 1] - r.origin;
+      r.m0 = static_cast<index_t>(e.y) * chunk;
     }
     r.m1 = r.m0 + chunk < r.length ? r.m0 + chunk : r.length;
     if (task >= task_count() || r.m0 >= r.m1) r.m0 = r.m1 = 0;
@@ -113,7 +114,7 @@ struct engine_problem {
   __device__ PARSCAN_INLINE engine_sequence sequence_at(index_t s) const {
     if (!offsets) return {s * chunks, chunks, length, 0};
     const index_t origin = offsets[s], steps = offsets[s + 1] - origin;
-    return {slots_before(s), steps > 0 ? (steps + chunk - 1) / chunk : 0, steps, origin};
+    return {packed_first_slot(offsets, s, chunk), steps > 0 ? (steps + chunk - 1) / chunk : 0, steps, origin};
   }
   /// Memory time of engine step m of a task's (or sequence's) `length` steps from `origin`.
   __device__ PARSCAN_INLINE index_t time_of(index_t m, index_t steps, index_t origin) const {
@@ -424,11 +425,13 @@ __host__ __device__ inline warp_layout warp_layout_of(int n, int columns) {
   w.stage_elems = w.tasks * w.steps * w.per_step;
   // Per block: the prefetch table (an int2 per prefetch slot of a lane: shared by the warps);
   // per warp: the stage, the re-run's output stage (in C), the tasks' (sequence, first step,
-  // end step) and where each task's next stage starts (W' and b' offsets, steps).
+  // end step, the time of engine step 0, the sequence's steps) and where each task's next stage
+  // starts (W' and b' offsets, steps).
   w.table_bytes = round16(static_cast<std::size_t>(32 * slots) * 2 * sizeof(int));
   w.stage_bytes = round16(static_cast<std::size_t>(w.tasks) * w.task_elems * sizeof(E));
   w.out_bytes = round16(static_cast<std::size_t>(w.tasks) * w.steps * n * sizeof(C));
-  w.info_bytes = round16(static_cast<std::size_t>(5 * w.tasks) * sizeof(index_t) + static_cast<std::size_t>(w.tasks) * sizeof(int));
+  w.info_bytes = round16(static_cast<std::size_t>(7 * w.tasks) * sizeof(index_t) +
+                         static_cast<std::size_t>(w.tasks) * sizeof(int));
   w.warp_bytes = w.stage_bytes + w.out_bytes + w.info_bytes;
   w.block_bytes = w.table_bytes + warp_engine_warps * w.warp_bytes;
   return w;
@@ -456,9 +459,11 @@ __global__ void __launch_bounds__(32 * warp_engine_warps) warp_chunk_kernel(engi
   index_t* info_seq = info;
   index_t* info_m0 = info + L.tasks;
   index_t* info_m1 = info + 2 * L.tasks;
-  index_t* from_W = info + 3 * L.tasks;  // offset of W' at the stage's first step, per task
-  index_t* from_b = info + 4 * L.tasks;  // offset of b' at the stage's first step, per task
-  int* stage_steps = reinterpret_cast<int*>(info + 5 * L.tasks);  // steps in the stage; +256: the
+  index_t* info_anchor = info + 3 * L.tasks;  // the time of engine step 0 (steps go ± from it)
+  index_t* info_length = info + 4 * L.tasks;  // the steps of the task's sequence
+  index_t* from_W = info + 5 * L.tasks;       // offset of W' at the stage's first step, per task
+  index_t* from_b = info + 6 * L.tasks;       // offset of b' at the stage's first step, per task
+  int* stage_steps = reinterpret_cast<int*>(info + 7 * L.tasks);  // steps in the stage; +256: the
                                                                   // first is the identity
   const index_t step_W = p.descending ? -p.lW.step : p.lW.step, step_b = p.descending ? -p.lb.step : p.lb.step;
 
@@ -491,7 +496,7 @@ __global__ void __launch_bounds__(32 * warp_engine_warps) warp_chunk_kernel(engi
   const bool in_group = g < L.tasks;
   const int gr = in_group ? g : 0;  // idle lanes read task 0's stage and discard what they compute
   const int base = g * L.group;     // the group's first lane
-  const index_t tasks = p.batch * p.chunks;
+  const index_t tasks = p.task_count();
   const index_t rounds = (tasks + L.tasks - 1) / L.tasks;
   const index_t S = L.steps, stages = (p.chunk + S - 1) / S;  // no task has more than `chunk` steps
 
@@ -499,29 +504,30 @@ __global__ void __launch_bounds__(32 * warp_engine_warps) warp_chunk_kernel(engi
        round += static_cast<index_t>(gridDim.x) * warp_engine_warps) {
     // Lane k < L.tasks describes task k of the warp: its steps, and per stage where the stage
     // starts, so the prefetch does a multiply-add per element rather than the whole indexing.
-    index_t own_seq = 0, own_m0 = 0, own_m1 = 0;  // past the last task: no steps
-    if (lane < L.tasks && round * L.tasks + lane < tasks) {
-      const index_t own = round * L.tasks + lane;
-      own_seq = own / p.chunks, own_m0 = own % p.chunks * p.chunk;
-      own_m1 = own_m0 + p.chunk < p.length ? own_m0 + p.chunk : p.length;
-    }
+    engine_task own;  // past the last task, or an unused slot: no steps
+    if (lane < L.tasks) own = p.task_at(round * L.tasks + lane);
+    const index_t own_anchor = p.descending ? own.origin + own.length - 1 : own.origin;
     auto describe = [&](index_t q) {
       if (lane < L.tasks) {
-        const index_t m = own_m0 + q * S, left = own_m1 - m;
-        const index_t t = p.descending ? p.length - 1 - m : m;  // unused when no step is left
+        const index_t m = own.m0 + q * S, left = own.m1 - m;
+        const index_t t = p.descending ? own_anchor - m : own_anchor + m;  // unused when no step is left
         int count = left <= 0 ? 0 : (left < S ? static_cast<int>(left) : static_cast<int>(S));
         if (p.w_shift != 0 && m == 0 && count > 0) count |= 256;  // engine step 0 of the transposed run
-        from_W[lane] = p.lW.at(own_seq, t + p.w_shift), from_b[lane] = p.lb.at(own_seq, t);
+        from_W[lane] = p.lW.at(own.seq, t + p.w_shift), from_b[lane] = p.lb.at(own.seq, t);
         stage_steps[lane] = count;
       }
     };
     __syncwarp();  // the previous round is done with info and the stages
-    if (lane < L.tasks) info_seq[lane] = own_seq, info_m0[lane] = own_m0, info_m1[lane] = own_m1;
+    if (lane < L.tasks) {
+      info_seq[lane] = own.seq, info_m0[lane] = own.m0, info_m1[lane] = own.m1;
+      info_anchor[lane] = own_anchor, info_length[lane] = own.length;
+    }
     describe(0);
     __syncwarp();
     const index_t task = round * L.tasks + g;
-    const bool active = in_group && task < tasks;
+    const bool active = in_group && task < tasks && info_m1[gr] > info_m0[gr];
     const index_t seq = info_seq[gr], my_m0 = info_m0[gr], my_m1 = active ? info_m1[gr] : my_m0;
+    const index_t my_length = info_length[gr];
 
     C pre[slots];
     auto fetch = [&]() {  // the stage describe() described last
@@ -559,7 +565,7 @@ __global__ void __launch_bounds__(32 * warp_engine_warps) warp_chunk_kernel(engi
       for (int i = 0; i < NMAX; ++i) col[k][i] = (Aggregate && !holds_v && i == place * K + k) ? D(1) : D(0);
     C z = C(0);
     if (!Aggregate && active && place < n) {
-      if (p.chunks > 1) z = static_cast<C>(p.carry[task * n + place]);
+      if (p.chunked()) z = static_cast<C>(p.carry[task * n + place]);
       else if (p.z0) z = to_c<C>(p.z0[seq * n + place]);
     }
 
@@ -623,7 +629,7 @@ __global__ void __launch_bounds__(32 * warp_engine_warps) warp_chunk_kernel(engi
             z = a;
             if (place < n) {
               outs[(gr * L.steps + j) * n + place] = a;
-              if (m == p.length - 1 && p.z_final) p.z_final[seq * n + place] = from_c<FO>(a);
+              if (m == my_length - 1 && p.z_final) p.z_final[seq * n + place] = from_c<FO>(a);
             }
           }
         }
@@ -635,7 +641,7 @@ __global__ void __launch_bounds__(32 * warp_engine_warps) warp_chunk_kernel(engi
           const int gg = e / per_task, j = e % per_task / n, i = e % n;
           const index_t m = info_m0[gg] + q * S + j;
           if (m < info_m1[gg]) {
-            const index_t t = p.descending ? p.length - 1 - m : m;
+            const index_t t = p.descending ? info_anchor[gg] - m : info_anchor[gg] + m;
             p.x[p.lx.at(info_seq[gg], t) + i] = from_c<XO>(outs[e]);
           }
         }
@@ -682,10 +688,11 @@ __global__ void __launch_bounds__(32 * warp_engine_warps) warp_carry_kernel(engi
   const int row = lane < n ? lane : 0;  // lanes past n compute a copy of row 0 and discard it
   for (index_t s = static_cast<index_t>(blockIdx.x) * warp_engine_warps + warp; s < p.batch;
        s += static_cast<index_t>(gridDim.x) * warp_engine_warps) {
-    const index_t first = s * p.chunks;  // the task of the sequence's chunk 0
+    const engine_sequence sq = p.sequence_at(s);
+    const index_t first = sq.first;  // the task of the sequence's chunk 0
     D pre[warp_carry_slots];
     auto fetch = [&](index_t c0) {
-      const index_t left = p.chunks - c0;
+      const index_t left = sq.count - c0;
       const int count = left < batch ? static_cast<int>(left) : batch;
 #pragma unroll
       for (int k = 0; k < warp_carry_slots; ++k) {
@@ -698,14 +705,14 @@ __global__ void __launch_bounds__(32 * warp_engine_warps) warp_carry_kernel(engi
     };
     D z = (lane < n && p.z0) ? static_cast<D>(to_c<C>(p.z0[s * n + lane])) : D(0);
     fetch(0);
-    for (index_t c0 = 0; c0 < p.chunks; c0 += batch) {
+    for (index_t c0 = 0; c0 < sq.count; c0 += batch) {
       __syncwarp();  // done with the previous batch
 #pragma unroll
       for (int k = 0; k < warp_carry_slots; ++k)
         if (lane + 32 * k < batch * (nn + n)) stage[lane + 32 * k] = pre[k];
       __syncwarp();
-      if (c0 + batch < p.chunks) fetch(c0 + batch);
-      const index_t left = p.chunks - c0;
+      if (c0 + batch < sq.count) fetch(c0 + batch);
+      const index_t left = sq.count - c0;
       const int count = left < batch ? static_cast<int>(left) : batch;
       for (int u = 0; u < count; ++u) {
         if (lane < n) p.carry[(first + c0 + u) * n + lane] = z;
@@ -769,6 +776,25 @@ __global__ void dx0_kernel(T* dx0, const T* W, strided_blocks lW, const C* dbf, 
 
 // ---------------------------------------------------------------------------------------
 // Packed sequences (cu_seqlens): the steps that lie outside the engine.
+
+/// The slot table of packed sequences: slot t belongs to the last sequence s whose slots start
+/// at or before it (offsets that break the contract still give one in [0, S)), as its chunk
+/// t − packed_first_slot(s). (A template, as every kernel of this header, so that the
+/// translation units of each dtype share one definition.)
+template <class Slot = int2>
+__global__ void packed_slots_kernel(const std::int64_t* offsets, index_t sequences, index_t chunk, index_t slots,
+                                    Slot* table) {
+  for (index_t t = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; t < slots;
+       t += static_cast<index_t>(gridDim.x) * blockDim.x) {
+    index_t lo = 0, hi = sequences - 1;
+    while (lo < hi) {
+      const index_t mid = lo + (hi - lo + 1) / 2;
+      if (packed_first_slot(offsets, mid, chunk) <= t) lo = mid;
+      else hi = mid - 1;
+    }
+    table[t] = Slot{static_cast<int>(lo), static_cast<int>(t - packed_first_slot(offsets, lo, chunk))};
+  }
+}
 
 /// The sequence that packed step t belongs to: the last s with offsets[s] ≤ t (t < offsets[S]).
 __device__ PARSCAN_INLINE index_t packed_sequence_of(const std::int64_t* offsets, index_t sequences, index_t t) {
