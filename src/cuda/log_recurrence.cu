@@ -227,11 +227,32 @@ status log_recurrence_forward(const cuda_backend& be, const log_forward_args<T>&
 
 namespace {
 
+// Channel-last tensors without input sign arrays run in lane packs on the staged lane tiles
+// over every sequence's tiles (the packed tile plan of varlen_recurrence.cuh), as the batch's
+// forward does; the rest on dispatch_varlen's loops.
 template <bool Values, class T>
 status run_varlen_forward(const log_forward_tensors<T>& g, const detail::forward_plan& p, const varlen_shape& s,
                           const cuda_backend& be) {
-  return cuda_detail::dispatch_varlen(make_problem<Values>(g, p, s.total_length), log_affine_op<float>{},
-                                      s.cu_seqlens, s.sequences, s.channels, be);
+  constexpr int K = cuda_detail::channels_per_lane<T>;
+  const auto P = make_problem<Values>(g, p, s.total_length);
+  if (cuda_detail::log_lane_packs_fit<K>(P))
+    return cuda_detail::dispatch_packed_lane_tiles(cuda_detail::log_forward_lanes<T, K, Values>(P),
+                                                   cuda_detail::lanewise_op<log_affine_op<float>, K>{}, s.cu_seqlens,
+                                                   s.sequences, s.channels, s.channels / K, be);
+  return cuda_detail::dispatch_varlen(P, log_affine_op<float>{}, s.cu_seqlens, s.sequences, s.channels, be);
+}
+
+// Workspace of a packed forward: the order of dispatch_varlen's lane loop, or the staged lane
+// tiles' slot table and tile state where the layouts let the lane packs take it.
+template <bool Values, class T>
+std::size_t varlen_forward_bytes(const detail::forward_plan& p, const varlen_shape& s) {
+  constexpr int K = cuda_detail::channels_per_lane<T>;
+  const std::size_t order = cuda_detail::varlen_order_bytes(s);
+  using cuda_detail::lane_packs_fit;
+  if (!lane_packs_fit<K>(p.a) || !lane_packs_fit<K>(p.b) || !lane_packs_fit<K>(p.x)) return order;
+  const std::size_t tiles = cuda_detail::packed_lane_workspace_bytes<cuda_detail::log_forward_lanes<T, K, Values>>(
+      s.channels / K, s.total_length, s.sequences);
+  return tiles > order ? tiles : order;
 }
 
 template <class T>
@@ -246,15 +267,22 @@ template <class T>
 std::size_t log_recurrence_workspace_size(const log_varlen_forward_args<T>& g) {
   detail::forward_plan p;
   if (detail::plan_log_varlen_forward(g, false, p) != status::success) return 0;
-  return cuda_detail::varlen_order_bytes(g.shape);
+  return has_value_forms(g) ? varlen_forward_bytes<true, T>(p, g.shape) : varlen_forward_bytes<false, T>(p, g.shape);
 }
 
 template <class T>
 std::size_t log_recurrence_workspace_size(const log_varlen_backward_args<T>& g) {
   detail::log_backward_plan p;
   if (detail::plan_log_varlen_backward(g, false, p) != status::success) return 0;
-  std::size_t sign_offset;
-  return recompute_bytes(g, p, sign_offset) + cuda_detail::varlen_order_bytes(g.shape);
+  std::size_t sign_offset, scan = cuda_detail::varlen_order_bytes(g.shape);
+  if (!g.log_x) {  // the recompute (laid out like b) runs first and shares what follows x
+    const detail::forward_plan fp{p.a, p.b, p.b, p.sequences};
+    const bool values = g.a || g.b || g.x0;
+    const std::size_t forward =
+        values ? varlen_forward_bytes<true, T>(fp, g.shape) : varlen_forward_bytes<false, T>(fp, g.shape);
+    if (forward > scan) scan = forward;
+  }
+  return recompute_bytes(g, p, sign_offset) + scan;
 }
 
 template <class T>
