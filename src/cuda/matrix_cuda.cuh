@@ -130,9 +130,14 @@ status launch_warp_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t st
   if (lay.stage_elems > 32 * warp_engine_slots<C>(columns)) return status::unsupported;  // not for n ≤ 16
   // warp_columns is 2 only for n = 10, 16 (aggregating): the kernels below cover n ≤ 16.
   static_assert(warp_engine_max_n == 16, "the kernels below cover n ≤ 16");
-  auto kernel = n <= 8        ? warp_chunk_kernel<Aggregate, 8, 1, T, XO, FO, C>
-                : columns == 1 ? warp_chunk_kernel<Aggregate, 16, 1, T, XO, FO, C>
-                               : warp_chunk_kernel<Aggregate, 16, (Aggregate && sizeof(C) == 4) ? 2 : 1, T, XO, FO, C>;
+  constexpr int K16 = (Aggregate && sizeof(C) == 4) ? 2 : 1;
+  const bool packed = p.offsets != nullptr;
+  auto kernel = n <= 8        ? (packed ? warp_chunk_kernel<Aggregate, 8, 1, true, T, XO, FO, C>
+                                        : warp_chunk_kernel<Aggregate, 8, 1, false, T, XO, FO, C>)
+                : columns == 1 ? (packed ? warp_chunk_kernel<Aggregate, 16, 1, true, T, XO, FO, C>
+                                         : warp_chunk_kernel<Aggregate, 16, 1, false, T, XO, FO, C>)
+                               : (packed ? warp_chunk_kernel<Aggregate, 16, K16, true, T, XO, FO, C>
+                                         : warp_chunk_kernel<Aggregate, 16, K16, false, T, XO, FO, C>);
   if (lay.block_bytes > 48 * 1024)
     if (status st = report(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                 static_cast<int>(lay.block_bytes)));

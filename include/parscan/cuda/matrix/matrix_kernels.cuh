@@ -438,8 +438,10 @@ __host__ __device__ inline warp_layout warp_layout_of(int n, int columns) {
 }
 
 /// Phase a (Aggregate) or phase c (!Aggregate) of the warp engine, for p.n ≤ NMAX; K columns of
-/// A per lane (1 when re-running).
-template <bool Aggregate, int NMAX, int K, class T, class XO, class FO, class C>
+/// A per lane (1 when re-running). Packed: p holds packed sequences (p.offsets), whose tasks
+/// keep their sequence's time anchor and length; a batch's instantiation keeps its own
+/// arithmetic (the per-task anchor cost the batch 1–3% at N = 8 and 16, H200).
+template <bool Aggregate, int NMAX, int K, bool Packed, class T, class XO, class FO, class C>
 __global__ void __launch_bounds__(32 * warp_engine_warps) warp_chunk_kernel(engine_problem<T, XO, FO, C> p) {
   using D = aggregate_t<C>;
   using E = std::conditional_t<Aggregate, D, C>;  // staged W' and b'
@@ -505,8 +507,16 @@ __global__ void __launch_bounds__(32 * warp_engine_warps) warp_chunk_kernel(engi
     // Lane k < L.tasks describes task k of the warp: its steps, and per stage where the stage
     // starts, so the prefetch does a multiply-add per element rather than the whole indexing.
     engine_task own;  // past the last task, or an unused slot: no steps
-    if (lane < L.tasks) own = p.task_at(round * L.tasks + lane);
-    const index_t own_anchor = p.descending ? own.origin + own.length - 1 : own.origin;
+    if (Packed && lane < L.tasks) {
+      own = p.task_at(round * L.tasks + lane);
+    } else if (lane < L.tasks && round * L.tasks + lane < tasks) {
+      const index_t t = round * L.tasks + lane;
+      own.seq = t / p.chunks, own.m0 = t % p.chunks * p.chunk;
+      own.m1 = own.m0 + p.chunk < p.length ? own.m0 + p.chunk : p.length;
+    }
+    // The time of engine step 0: steps go down from it (descending) or up.
+    const index_t own_anchor = Packed ? (p.descending ? own.origin + own.length - 1 : own.origin)
+                                      : (p.descending ? p.length - 1 : 0);
     auto describe = [&](index_t q) {
       if (lane < L.tasks) {
         const index_t m = own.m0 + q * S, left = own.m1 - m;
@@ -520,14 +530,14 @@ __global__ void __launch_bounds__(32 * warp_engine_warps) warp_chunk_kernel(engi
     __syncwarp();  // the previous round is done with info and the stages
     if (lane < L.tasks) {
       info_seq[lane] = own.seq, info_m0[lane] = own.m0, info_m1[lane] = own.m1;
-      info_anchor[lane] = own_anchor, info_length[lane] = own.length;
+      if (Packed) info_anchor[lane] = own_anchor, info_length[lane] = own.length;
     }
     describe(0);
     __syncwarp();
     const index_t task = round * L.tasks + g;
-    const bool active = in_group && task < tasks && info_m1[gr] > info_m0[gr];
+    const bool active = in_group && task < tasks && (!Packed || info_m1[gr] > info_m0[gr]);
     const index_t seq = info_seq[gr], my_m0 = info_m0[gr], my_m1 = active ? info_m1[gr] : my_m0;
-    const index_t my_length = info_length[gr];
+    const index_t my_length = Packed ? info_length[gr] : p.length;
 
     C pre[slots];
     auto fetch = [&]() {  // the stage describe() described last
@@ -641,7 +651,8 @@ __global__ void __launch_bounds__(32 * warp_engine_warps) warp_chunk_kernel(engi
           const int gg = e / per_task, j = e % per_task / n, i = e % n;
           const index_t m = info_m0[gg] + q * S + j;
           if (m < info_m1[gg]) {
-            const index_t t = p.descending ? info_anchor[gg] - m : info_anchor[gg] + m;
+            const index_t anchor = Packed ? info_anchor[gg] : (p.descending ? p.length - 1 : 0);
+            const index_t t = p.descending ? anchor - m : anchor + m;
             p.x[p.lx.at(info_seq[gg], t) + i] = from_c<XO>(outs[e]);
           }
         }
