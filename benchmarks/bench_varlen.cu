@@ -103,19 +103,44 @@ bench::row row_of(const spec& c, const char* dtype, index_t total, double us, do
           c.backward ? "bwd" : "fwd", shape, us, gbs, 100 * gbs / copy, 0.0};
 }
 
+/// A case's packed offsets in device memory (null for the batch); sets its total steps.
+std::int64_t* device_offsets(const spec& c, index_t& total) {
+  total = c.B * c.T;
+  if (c.lengths.empty()) return nullptr;
+  std::vector<std::int64_t> offsets(1, 0);
+  for (index_t l : c.lengths) offsets.push_back(offsets.back() + l);
+  total = offsets.back();
+  std::int64_t* cu;
+  BENCH_CHECK(cudaMalloc(&cu, offsets.size() * sizeof(std::int64_t)));
+  BENCH_CHECK(cudaMemcpy(cu, offsets.data(), offsets.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice));
+  return cu;
+}
+
+/// One forward, finished, for the caller to check its result.
+template <class Forward>
+void forward_once(const spec& c, const Forward& forward) {
+  if (forward() != parscan::status::success) std::printf("%s: forward failed\n", c.name.c_str()), std::exit(1);
+  BENCH_CHECK(cudaDeviceSynchronize());
+}
+
+/// Median µs of the call the row measures (its backward, or its forward), 15 runs.
+template <class Forward, class Backward>
+double time_case(const spec& c, const Forward& forward, const Backward& backward) {
+  auto call = [&](int) {
+    const parscan::status s = c.backward ? backward() : forward();
+    if (s != parscan::status::success) std::printf("%s: %s\n", c.name.c_str(), parscan::to_string(s)), std::exit(1);
+  };
+  return bench::median_us(call, 15, 2);
+}
+
 template <class T>
 bench::row run(const spec& c, double copy, double& max_err) {
   const bool packed = !c.lengths.empty();
-  index_t total = c.B * c.T;
-  std::vector<std::int64_t> offsets(1, 0);
-  if (packed) {
-    for (index_t l : c.lengths) offsets.push_back(offsets.back() + l);
-    total = offsets.back();
-  }
+  index_t total;
+  std::int64_t* const cu = device_offsets(c, total);
   const index_t n = total * c.D, N = static_cast<index_t>(c.lengths.size());
   const size_t bytes = size_t(n) * sizeof(T);
   T *a, *b, *x, *dx = nullptr, *da = nullptr, *db = nullptr;
-  std::int64_t* cu = nullptr;
   BENCH_CHECK(cudaMalloc(&a, bytes));
   BENCH_CHECK(cudaMalloc(&b, bytes));
   BENCH_CHECK(cudaMalloc(&x, bytes));
@@ -127,8 +152,6 @@ bench::row run(const spec& c, double copy, double& max_err) {
     BENCH_CHECK(cudaMalloc(&db, bytes));
     fill<<<2048, 256>>>(dx, n, 1001u, false);
   }
-  BENCH_CHECK(cudaMalloc(&cu, offsets.size() * sizeof(std::int64_t)));
-  BENCH_CHECK(cudaMemcpy(cu, offsets.data(), offsets.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice));
 
   const parscan::varlen_shape vs{N, c.D, total, cu, c.layout};
   const parscan::recurrence_shape fs{c.B, c.D, c.T, c.layout};
@@ -153,14 +176,9 @@ bench::row run(const spec& c, double copy, double& max_err) {
     g.shape = fs, g.a = a, g.x = x, g.dx = dx, g.da = da, g.db = db;
     return parscan::gated_recurrence_backward(be, g);
   };
-  if (forward() != parscan::status::success) std::printf("%s: forward failed\n", c.name.c_str()), std::exit(1);
-  BENCH_CHECK(cudaDeviceSynchronize());
+  forward_once(c, forward);
   if (packed) max_err = std::max(max_err, check_sequence0<T>(c, a, b, x));
-  auto call = [&](int) {
-    const parscan::status s = c.backward ? backward() : forward();
-    if (s != parscan::status::success) std::printf("%s: %s\n", c.name.c_str(), parscan::to_string(s)), std::exit(1);
-  };
-  const double us = bench::median_us(call, 15, 2);
+  const double us = time_case(c, forward, backward);
   for (void* p : {(void*)a, (void*)b, (void*)x, (void*)dx, (void*)da, (void*)db, (void*)cu})
     if (p) BENCH_CHECK(cudaFree(p));
   const int tensors = c.backward ? 5 : 3;
@@ -179,16 +197,11 @@ __global__ void fill_log(float* p, index_t n, std::uint32_t seed, bool gate) {
 /// A log-space row: the packed call on c.lengths, or the fixed-length batch (c.B, c.D, c.T).
 bench::row run_log(const spec& c, double copy, double& max_err) {
   const bool packed = !c.lengths.empty();
-  index_t total = c.B * c.T;
-  std::vector<std::int64_t> offsets(1, 0);
-  if (packed) {
-    for (index_t l : c.lengths) offsets.push_back(offsets.back() + l);
-    total = offsets.back();
-  }
+  index_t total;
+  std::int64_t* const cu = device_offsets(c, total);
   const index_t n = total * c.D, N = static_cast<index_t>(c.lengths.size());
   const size_t bytes = size_t(n) * sizeof(float);
   float *la, *lb, *lx, *g = nullptr, *ga = nullptr, *gb = nullptr;
-  std::int64_t* cu = nullptr;
   for (float** p : {&la, &lb, &lx}) BENCH_CHECK(cudaMalloc(p, bytes));
   fill_log<<<2048, 256>>>(la, n, 17u, true);
   fill_log<<<2048, 256>>>(lb, n, 107u, false);
@@ -196,8 +209,6 @@ bench::row run_log(const spec& c, double copy, double& max_err) {
     for (float** p : {&g, &ga, &gb}) BENCH_CHECK(cudaMalloc(p, bytes));
     fill<<<2048, 256>>>(g, n, 1009u, false);
   }
-  BENCH_CHECK(cudaMalloc(&cu, offsets.size() * sizeof(std::int64_t)));
-  BENCH_CHECK(cudaMemcpy(cu, offsets.data(), offsets.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice));
   const parscan::varlen_shape vs{N, c.D, total, cu, c.layout};
   const parscan::recurrence_shape fs{c.B, c.D, c.T, c.layout};
   parscan::cuda_backend be{};
@@ -225,8 +236,7 @@ bench::row run_log(const spec& c, double copy, double& max_err) {
     k.shape = fs, set_backward(k);
     return parscan::log_recurrence_backward(be, k);
   };
-  if (forward() != parscan::status::success) std::printf("%s: forward failed\n", c.name.c_str()), std::exit(1);
-  BENCH_CHECK(cudaDeviceSynchronize());
+  forward_once(c, forward);
   if (packed) {  // sequence 0, channel 0, in float64: x = a·x_prev + b from the stored logs
     const index_t len = c.lengths[0], stride = c.layout == parscan::recurrence_layout::channel_last ? c.D : 1;
     std::vector<float> ha(len), hb(len), hx(len);
@@ -240,11 +250,7 @@ bench::row run_log(const spec& c, double copy, double& max_err) {
     }
     max_err = std::max(max_err, err);
   }
-  auto call = [&](int) {
-    const parscan::status s = c.backward ? backward() : forward();
-    if (s != parscan::status::success) std::printf("%s: %s\n", c.name.c_str(), parscan::to_string(s)), std::exit(1);
-  };
-  const double us = bench::median_us(call, 15, 2);
+  const double us = time_case(c, forward, backward);
   for (void* p : {(void*)la, (void*)lb, (void*)lx, (void*)g, (void*)ga, (void*)gb, (void*)cu})
     if (p) BENCH_CHECK(cudaFree(p));
   const int tensors = c.backward ? 6 : 3;

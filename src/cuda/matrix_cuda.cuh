@@ -321,6 +321,21 @@ status run_packed_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t 
   return launch_chunks<false>(p, stream);
 }
 
+/// The engine's run over packed sequences `s`: W' from W (step stride sW), b' from b, the
+/// states to x (each a step stride; batch strides 0), z[-1] from z0, the last states to z_final.
+template <class C, class T, class XO, class FO>
+engine_problem<T, XO, FO, C> packed_problem(const T* W, index_t sW, const T* b, index_t sb, XO* x, index_t sx,
+                                            const T* z0, FO* z_final, const matrix_varlen_shape& s, bool descending,
+                                            int w_shift) {
+  engine_problem<T, XO, FO, C> e;
+  e.W = W, e.lW = {0, sW}, e.b = b, e.lb = {0, sb}, e.x = x, e.lx = {0, sx};
+  e.z0 = z0, e.z_final = z_final;
+  e.batch = s.sequences, e.length = s.total_length, e.n = s.n;
+  e.descending = descending, e.w_shift = w_shift;
+  e.offsets = s.cu_seqlens;
+  return e;
+}
+
 template <class In, class Out>
 status launch_state_copy(const In* z0, Out* z_final, index_t count, cudaStream_t stream) {
   if (!z_final || count == 0) return status::success;
@@ -776,13 +791,8 @@ status matrix_recurrence_forward(const cuda_backend& be, const matrix_varlen_for
   workspace_lease ws(be);
   if (status st = ws.acquire(bytes); st != status::success) return st;
   if (s.total_length > 0) {
-    engine_problem<T, T, T, C> e;
-    e.W = g.W, e.lW = {0, p.W.step_stride}, e.b = g.b, e.lb = {0, p.b.step_stride};
-    e.x = g.x, e.lx = {0, p.x.step_stride};
-    e.z0 = g.x0, e.z_final = g.x_final;
-    e.batch = S, e.length = s.total_length, e.n = N;
-    e.descending = g.reverse, e.w_shift = 0;
-    e.offsets = s.cu_seqlens;
+    const auto e = packed_problem<C>(g.W, p.W.step_stride, g.b, p.b.step_stride, g.x, p.x.step_stride, g.x0,
+                                     g.x_final, s, g.reverse, 0);
     if (status st = run_packed_engine(e, ws.get(), stream); st != status::success) return st;
   }
   if (!g.x_final) return status::success;  // else the sequences of no steps: x_final = x0
@@ -813,22 +823,13 @@ status matrix_recurrence_backward(const cuda_backend& be, const matrix_varlen_ba
   void* const engine_ws = w + x_bytes + ws_bytes(static_cast<std::size_t>(S * N), sizeof(C));
   if (L > 0) {
     if (!g.x) {  // recompute the forward states, in compute precision, into the workspace
-      engine_problem<T, C, T, C> f;
-      f.W = g.W, f.lW = {0, p.W.step_stride}, f.b = g.b, f.lb = {0, p.b.step_stride}, f.x = x_tmp, f.lx = {0, N};
-      f.z0 = g.x0, f.z_final = nullptr;
-      f.batch = S, f.length = L, f.n = N;
-      f.descending = g.reverse, f.w_shift = 0;
-      f.offsets = s.cu_seqlens;
+      const auto f = packed_problem<C>(g.W, p.W.step_stride, g.b, p.b.step_stride, x_tmp, N, g.x0,
+                                       static_cast<T*>(nullptr), s, g.reverse, 0);
       if (status st = run_packed_engine(f, engine_ws, stream); st != status::success) return st;
     }
     // db: the engine backwards over each sequence's steps, on the next step's Wᵀ, from dx_final.
-    engine_problem<T, T, C, C> r;
-    r.W = g.W, r.lW = {0, p.W.step_stride}, r.b = g.dx, r.lb = {0, p.dx.step_stride};
-    r.x = g.db, r.lx = {0, p.db.step_stride};
-    r.z0 = g.dx_final, r.z_final = dbf;
-    r.batch = S, r.length = L, r.n = N;
-    r.descending = !g.reverse, r.w_shift = g.reverse ? -1 : 1;
-    r.offsets = s.cu_seqlens;
+    const auto r = packed_problem<C>(g.W, p.W.step_stride, g.dx, p.dx.step_stride, g.db, p.db.step_stride,
+                                     g.dx_final, dbf, s, !g.reverse, g.reverse ? -1 : 1);
     if (status st = run_packed_engine(r, engine_ws, stream); st != status::success) return st;
     const int group = static_cast<int>(std::max<index_t>(1, 2048 / (N * N)));
     const unsigned grid = grid_for((L + group - 1) / group);
