@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <parscan/parscan.hpp>
@@ -162,6 +163,25 @@ void check_sequence(const char* what, const std::vector<T>& got, const std::vect
   if constexpr (!parscan_test::on_device) CHECK(differ == 0);
   else CHECK(vs_api <= 2 * tol);
   CHECK(vs_ref <= tol);
+}
+
+/// Chunked results against one call's: bitwise for float and double on the host, else within
+/// the matrix tests' tolerance of the largest |want|.
+template <class T>
+void check_chunks(const char* what, const std::vector<T>& got, const std::vector<T>& want, index_t N) {
+  INFO(what << ": the chunked calls against one call");
+  REQUIRE(got.size() == want.size());
+  double scale = 0, worst = 0;
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    scale = std::max(scale, std::fabs(to_d(want[i])));
+    differ += std::memcmp(&got[i], &want[i], sizeof(T)) != 0;
+  }
+  if (scale == 0) scale = 1;
+  for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(to_d(got[i]) - to_d(want[i])) / scale);
+  INFO("differing " << differ << ", worst relative difference " << worst);
+  if (!parscan_test::on_device && (std::is_same<T, float>::value || std::is_same<T, double>::value)) CHECK(differ == 0);
+  else CHECK(worst <= tolerance<T>(N, 257));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -367,6 +387,80 @@ void backward_cases() {
     }
 }
 
+/// The packed forward of case `o` (x0 given, x_final written) on packed W, b and x0.
+template <class T>
+std::pair<std::vector<T>, std::vector<T>> packed_forward(const case_opts& o, const std::vector<T>& W,
+                                                         const std::vector<T>& b, const std::vector<T>& x0) {
+  const packed pW = packed_of(o, o.N * o.N), pv = packed_of(o, o.N);
+  guarded_buffer<T> gW(W), gb(b), gx0(x0), gx = output<T>(pv.size()), gxf = output<T>(o.S() * o.N);
+  const guarded_buffer<std::int64_t> cu(o.offsets());
+  parscan::matrix_varlen_forward_args<T> f{};
+  f.shape = {o.S(), o.total(), o.N, cu.data()};
+  f.W = gW.data(), f.b = gb.data(), f.x = gx.data(), f.x0 = gx0.data(), f.x_final = gxf.data();
+  f.reverse = o.reverse;
+  f.W_strides = {-1, pW.step}, f.b_strides = f.x_strides = {-1, pv.step};
+  const status st = parscan::matrix_recurrence_forward(parscan_test::backend(), f);
+  PARSCAN_TEST_SYNC();
+  REQUIRE(st == status::success);
+  return {gx.download(), gxf.download()};
+}
+
+/// Chunked use across calls: every sequence cut in two where its steps are processed, the
+/// first part's x_final the second part's x0. Both parts' x and the second's x_final equal one
+/// call's: bitwise for float and double on the host (the state crosses the cut exactly), within
+/// the tolerance of each result's size otherwise.
+template <class T>
+void chunked_forward() {
+  for (index_t N : {index_t(2), index_t(7)})
+    for (bool rev : {false, true}) {
+      case_opts o;
+      o.lengths = {0, 1, 7, 31, 32, 33, 100, 257, 0, 64}, o.N = N, o.reverse = rev, o.x0 = true;
+      INFO("matrix varlen chunked forward <" << dtype_name<T>() << "> " << o.str());
+      PARSCAN_TEST_RNG(r, std::string("matrix varlen chunked ") + dtype_name<T>() + " " + o.str());
+      const packed pW = packed_of(o, N * N), pv = packed_of(o, N);
+      const std::vector<T> W = draw_packed_W<T>(r, o, pW);
+      std::vector<T> b(static_cast<std::size_t>(pv.size())), x0(static_cast<std::size_t>(o.S() * N));
+      for (T& v : b) v = from_d<T>(r.normal());
+      for (T& v : x0) v = from_d<T>(r.normal());
+      const auto whole = packed_forward(o, W, b, x0);
+      // Part k of sequence s: the steps processed k-th, [from, from + length) of the sequence.
+      auto part = [&](int k, index_t s, index_t& from) {
+        const index_t len = o.lengths[static_cast<std::size_t>(s)], first = len / 3;
+        const index_t length = k == 0 ? first : len - first;
+        from = (k == 0) != rev ? 0 : len - length;
+        return length;
+      };
+      std::vector<T> state = x0;
+      for (int k = 0; k < 2; ++k) {
+        case_opts c = o;
+        index_t from;
+        for (index_t s = 0; s < o.S(); ++s) c.lengths[static_cast<std::size_t>(s)] = part(k, s, from);
+        const packed cW = packed_of(c, N * N), cv = packed_of(c, N);
+        std::vector<T> Wc(static_cast<std::size_t>(cW.size())), bc(static_cast<std::size_t>(cv.size()));
+        std::vector<std::pair<std::size_t, std::size_t>> steps;  // (in the part, in the whole) per step
+        for (index_t s = 0; s < o.S(); ++s) {
+          const index_t length = part(k, s, from);
+          for (index_t t = 0; t < length; ++t)
+            steps.emplace_back(static_cast<std::size_t>(c.offsets()[static_cast<std::size_t>(s)] + t),
+                               static_cast<std::size_t>(o.offsets()[static_cast<std::size_t>(s)] + from + t));
+        }
+        for (const auto& [to, at] : steps) {
+          std::copy_n(W.begin() + pW.at(at), N * N, Wc.begin() + cW.at(to));
+          std::copy_n(b.begin() + pv.at(at), N, bc.begin() + cv.at(to));
+        }
+        const auto got = packed_forward(c, Wc, bc, state);
+        std::vector<T> x_part, x_whole;
+        for (const auto& [to, at] : steps)
+          for (index_t i = 0; i < N; ++i)
+            x_part.push_back(got.first[cv.at(to) + i]), x_whole.push_back(whole.first[pv.at(at) + i]);
+        INFO("part " << k);
+        check_chunks("x", x_part, x_whole, N);
+        state = got.second;
+      }
+      check_chunks("x_final", state, whole.second, N);
+    }
+}
+
 /// Many sequences (more thread-engine tasks than a warp round, slots left unused, long ones
 /// late), every option, N = 2 and 16.
 template <class T>
@@ -466,5 +560,6 @@ void bad_arguments() {
 MTX_VARLEN_FOR_EACH_DTYPE("forward: length mixes x state sizes x options", "[forward]", forward_cases)
 MTX_VARLEN_FOR_EACH_DTYPE("backward: length mixes x state sizes x options", "[backward]", backward_cases)
 MTX_VARLEN_FOR_EACH_DTYPE("many sequences and every option", "[forward][backward]", many_sequences)
+MTX_VARLEN_FOR_EACH_DTYPE("chunked forward across calls equals one call", "[forward]", chunked_forward)
 MTX_VARLEN_FOR_EACH_DTYPE("bad offsets and arguments return their status and write nothing", "[errors]",
                           bad_arguments)

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <parscan/parscan.hpp>
@@ -222,6 +223,25 @@ void check_agree(const char* what, const std::vector<ld>& got, const std::vector
     INFO("worst relative difference " << worst);
     CHECK(worst <= tol);
   }
+}
+
+/// Chunked against one call: bitwise for float on the host, else within the forward tolerance
+/// of the largest |want|.
+template <class T>
+void check_chunks(const char* what, const std::vector<ld>& got, const std::vector<ld>& want) {
+  INFO(what << ": the chunked calls against one call");
+  REQUIRE(got.size() == want.size());
+  ld scale = 0, worst = 0;
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    scale = std::max(scale, std::fabs(want[i]));
+    differ += !(got[i] == want[i]);
+  }
+  if (scale == 0) scale = 1;
+  for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]) / scale);
+  INFO("differing " << differ << ", worst relative difference " << static_cast<double>(worst));
+  if (!parscan_test::on_device && std::is_same<T, float>::value) CHECK(differ == 0);
+  else CHECK(worst <= tolerance<T>());
 }
 
 /// A tensor's values from its log magnitudes and signs (null signs: positive).
@@ -677,6 +697,100 @@ void every_option() {
         }
 }
 
+/// The packed forward of case `o` on `data` (log form, with sign arrays, x0 given): log|x| and
+/// its signs, log|x_final| and its signs, downloaded.
+template <class T>
+struct forward_result {
+  std::vector<T> lx, lxf;
+  std::vector<sign_t> sx, sxf;
+};
+template <class T>
+forward_result<T> packed_forward(const case_opts& o, const inputs<T>& data) {
+  const geometry g = packed_geometry(o);
+  const std::size_t states = static_cast<std::size_t>(o.N() * o.D);
+  guarded_buffer<T> la(data.la), lb(data.lb), lx0(data.lx0), lx(static_cast<std::size_t>(g.size)), lxf(states);
+  guarded_buffer<sign_t> sa(data.sa), sb(data.sb), sx0(data.sx0), sx(static_cast<std::size_t>(g.size)), sxf(states);
+  const guarded_buffer<std::int64_t> cu(o.offsets());
+  parscan::log_varlen_forward_args<T> f{};
+  f.shape = varlen_shape{o.N(), o.D, o.total(), cu.data(), api_layout(o.layout)};
+  f.a_strides = f.b_strides = f.x_strides = strides_of(g);
+  f.log_a = la.data(), f.a_negative = sa.data(), f.log_b = lb.data(), f.b_negative = sb.data();
+  f.log_x0 = lx0.data(), f.x0_negative = sx0.data();
+  f.log_x = lx.data(), f.x_negative = sx.data(), f.log_x_final = lxf.data(), f.x_final_negative = sxf.data();
+  f.reverse = o.reverse;
+  const status st = parscan::log_recurrence_forward(parscan_test::backend(), f);
+  PARSCAN_TEST_SYNC();
+  REQUIRE(st == status::success);
+  return {lx.download(), lxf.download(), sx.download(), sxf.download()};
+}
+
+/// Chunked use across calls: every sequence cut in two where its steps are processed, the
+/// first part's log|x_final| and signs the second part's x0. Both parts' x and the second's
+/// x_final equal one call's: bitwise for float on the host (the state crosses the cut exactly,
+/// as log|x| in float), within the forward tolerance of each sequence's size otherwise.
+template <class T>
+void chunked_forward() {
+  for (lay l : {lay::cl, lay::tc})
+    for (bool rev : {false, true}) {
+      case_opts o;
+      o.lengths = {0, 1, 7, 31, 32, 33, 100, 257, 0, 64}, o.D = 5, o.layout = l, o.reverse = rev;
+      o.signed_ = true, o.x0 = true;
+      INFO("log varlen chunked forward " << o.str());
+      PARSCAN_TEST_RNG(r, std::string("log varlen chunked ") + std::to_string(sizeof(T)) + " " + o.str());
+      const geometry g = packed_geometry(o);
+      const inputs<T> in = draw<T>(r, o, g);
+      const forward_result<T> whole = packed_forward(o, in);
+      // Part k of sequence n: the steps processed k-th, [from, from + length) of the sequence.
+      auto part = [&](int k, index_t n, index_t& from) {
+        const index_t len = o.lengths[static_cast<std::size_t>(n)], first = len / 3;
+        const index_t length = k == 0 ? first : len - first;
+        from = (k == 0) != rev ? 0 : len - length;
+        return length;
+      };
+      forward_result<T> parts[2];
+      for (int k = 0; k < 2; ++k) {
+        case_opts c = o;
+        index_t from;
+        for (index_t n = 0; n < o.N(); ++n) c.lengths[static_cast<std::size_t>(n)] = part(k, n, from);
+        const geometry gc = packed_geometry(c);
+        inputs<T> d;
+        d.la.resize(static_cast<std::size_t>(gc.size)), d.lb = d.la;
+        d.sa.resize(d.la.size()), d.sb = d.sa;
+        d.lx0 = k == 0 ? in.lx0 : parts[0].lxf, d.sx0 = k == 0 ? in.sx0 : parts[0].sxf;
+        for (index_t n = 0; n < o.N(); ++n) {
+          const index_t length = part(k, n, from);
+          for (index_t dd = 0; dd < o.D; ++dd)
+            for (index_t t = 0; t < length; ++t) {
+              const auto src = static_cast<std::size_t>(g.at(dd, o.offsets()[static_cast<std::size_t>(n)] + from + t));
+              const auto dst = static_cast<std::size_t>(gc.at(dd, c.offsets()[static_cast<std::size_t>(n)] + t));
+              d.la[dst] = in.la[src], d.lb[dst] = in.lb[src], d.sa[dst] = in.sa[src], d.sb[dst] = in.sb[src];
+            }
+        }
+        parts[k] = packed_forward(c, d);
+        // Its x against the one call's at the same steps.
+        std::vector<ld> got, want;
+        for (index_t n = 0; n < o.N(); ++n) {
+          const index_t length = part(k, n, from);
+          for (index_t dd = 0; dd < o.D; ++dd)
+            for (index_t t = 0; t < length; ++t) {
+              const auto src = static_cast<std::size_t>(g.at(dd, o.offsets()[static_cast<std::size_t>(n)] + from + t));
+              const auto dst = static_cast<std::size_t>(gc.at(dd, c.offsets()[static_cast<std::size_t>(n)] + t));
+              got.push_back(value(static_cast<float>(parts[k].lx[dst]), parts[k].sx[dst] != 0));
+              want.push_back(value(static_cast<float>(whole.lx[src]), whole.sx[src] != 0));
+            }
+        }
+        INFO("part " << k);
+        check_chunks<T>("x", got, want);
+      }
+      std::vector<ld> got, want;
+      for (std::size_t e = 0; e < whole.lxf.size(); ++e) {
+        got.push_back(value(static_cast<float>(parts[1].lxf[e]), parts[1].sxf[e] != 0));
+        want.push_back(value(static_cast<float>(whole.lxf[e]), whole.sxf[e] != 0));
+      }
+      check_chunks<T>("x_final", got, want);
+    }
+}
+
 /// More blocks than a wave of the device in each loop: 600 sequences of 0–40 steps with long
 /// ones late in the index order; channel-last D = 64 with signs (the lane loop's 1200 blocks
 /// take the sequences longest first) and without (on CUDA the staged lane tiles in packs over
@@ -799,5 +913,6 @@ LOG_VARLEN_FOR_EACH_DTYPE("forward: length mixes x layouts x options", "[forward
 LOG_VARLEN_FOR_EACH_DTYPE("backward: length mixes x layouts x options", "[backward]", backward_cases)
 LOG_VARLEN_FOR_EACH_DTYPE("every form and option in both dense layouts", "[forward][backward]", every_option)
 LOG_VARLEN_FOR_EACH_DTYPE("many sequences: more blocks than a wave", "[forward][backward]", many_sequences)
+LOG_VARLEN_FOR_EACH_DTYPE("chunked forward across calls equals one call", "[forward]", chunked_forward)
 LOG_VARLEN_FOR_EACH_DTYPE("bad offsets and arguments return their status and write nothing", "[errors]",
                           bad_arguments)

@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "support/catch.hpp"
@@ -439,6 +441,84 @@ void many_sequences() {
   }
 }
 
+/// The packed forward of `o` (x0 given, x_final written) on canonical a and b (d·total + t)
+/// and x0 (N, D): x (canonical) and x_final.
+template <class T>
+std::pair<std::vector<T>, std::vector<T>> packed_forward(const case_opts& o, const std::vector<T>& a,
+                                                         const std::vector<T>& b, const std::vector<T>& x0) {
+  const geometry geo = packed_geometry(o);
+  tensor<T> ta(geo, 0, &a), tb(geo, 0, &b), tx(geo, 0, nullptr);
+  tensor<T> tx0 = tensor<T>::dense(o.N() * o.D, 0, &x0), txf = tensor<T>::dense(o.N() * o.D, 0, nullptr);
+  const auto cu = offsets_buffer(o.offsets());
+  parscan::gated_varlen_forward_args<T> args;
+  args.shape = varlen_shape{o.N(), o.D, o.total(), cu.data(), api_layout(o.layout)};
+  args.a = ta.ptr(), args.b = tb.ptr(), args.x = tx.ptr(), args.x0 = tx0.ptr(), args.x_final = txf.ptr();
+  args.reverse = o.reverse;
+  args.a_strides = args.b_strides = args.x_strides = geo.s;
+  const status st = parscan::gated_recurrence_forward(parscan_test::backend(), args);
+  PARSCAN_TEST_SYNC();
+  REQUIRE(st == status::success);
+  tx.fetch(), txf.fetch();
+  return {tx.values(), txf.values()};
+}
+
+/// Chunked use across calls: every sequence cut in two where its steps are processed, the
+/// first part's x_final the second part's x0. Both parts' x and the second's x_final equal one
+/// call's: bitwise on the host where the state is stored as it is carried (float, double,
+/// complex<float>), within twice the dtype's tolerance of max|x| otherwise.
+template <class T>
+void chunked_forward() {
+  for (lay l : {lay::cl, lay::tc})
+    for (bool rev : {false, true}) {
+      case_opts o;
+      o.lengths = {0, 1, 7, 31, 32, 33, 100, 257, 0, 64}, o.D = 5, o.layout = l, o.reverse = rev, o.x0 = true;
+      INFO(scalar<T>::name() << " varlen chunked forward " << o.str());
+      PARSCAN_TEST_RNG(r, std::string("varlen chunked forward ") + scalar<T>::name() + " " + o.str());
+      const index_t D = o.D, T_ = o.total();
+      std::vector<T> a(static_cast<std::size_t>(D * T_)), b(a.size()), x0(static_cast<std::size_t>(o.N() * D));
+      for (T& v : a) v = draw_gate<T>(r, o.fam, false);
+      fill_normal(r, b), fill_normal(r, x0);
+      const auto whole = packed_forward(o, a, b, x0);
+      // Part k of sequence n: the steps processed k-th, [from, from + length) of the sequence.
+      auto part = [&](int k, index_t n, index_t& from) {
+        const index_t len = o.lengths[static_cast<std::size_t>(n)], first = len / 3;
+        const index_t length = k == 0 ? first : len - first;
+        from = (k == 0) != rev ? 0 : len - length;
+        return length;
+      };
+      constexpr bool exact = !parscan_test::on_device && !std::is_same<T, parscan::bfloat16>::value;
+      auto compare = [&](const char* what, const std::vector<T>& got, const std::vector<T>& want) {
+        INFO(what << ": the chunked calls against one call");
+        if (exact) CHECK(first_bitwise_difference(got, want) == -1);
+        else check_close(what, got, to_ref_vec(want), 2 * scalar<T>::tol, max_abs(to_ref_vec(whole.first)));
+      };
+      std::vector<T> state = x0;
+      for (int k = 0; k < 2; ++k) {
+        case_opts c = o;
+        index_t from;
+        for (index_t n = 0; n < o.N(); ++n) c.lengths[static_cast<std::size_t>(n)] = part(k, n, from);
+        const index_t Tc = c.total();
+        std::vector<T> ac(static_cast<std::size_t>(D * Tc)), bc(ac.size());
+        std::vector<std::pair<std::size_t, std::size_t>> at;  // canonical (in the part, in the whole)
+        for (index_t n = 0; n < o.N(); ++n) {
+          const index_t length = part(k, n, from);
+          for (index_t d = 0; d < D; ++d)
+            for (index_t t = 0; t < length; ++t)
+              at.emplace_back(static_cast<std::size_t>(d * Tc + c.offsets()[static_cast<std::size_t>(n)] + t),
+                              static_cast<std::size_t>(d * T_ + o.offsets()[static_cast<std::size_t>(n)] + from + t));
+        }
+        for (const auto& [to, src] : at) ac[to] = a[src], bc[to] = b[src];
+        const auto got = packed_forward(c, ac, bc, state);
+        std::vector<T> x_part, x_whole;
+        for (const auto& [to, src] : at) x_part.push_back(got.first[to]), x_whole.push_back(whole.first[src]);
+        INFO("part " << k);
+        compare("x", x_part, x_whole);
+        state = got.second;
+      }
+      compare("x_final", state, whole.second);
+    }
+}
+
 /// Bad shapes and offsets: the status, and nothing written. Offsets in host memory (host
 /// backend) are checked in full; on CUDA only what is readable without the device.
 template <class T>
@@ -542,4 +622,5 @@ VARLEN_FOR_EACH_DTYPE("backward: every option in both dense layouts", "[backward
 VARLEN_FOR_EACH_DTYPE("channel-last lane packs: many sequences and every option", "[forward][backward]",
                       lane_pack_options)
 VARLEN_FOR_EACH_DTYPE("many sequences: more blocks than a wave", "[forward][backward]", many_sequences)
+VARLEN_FOR_EACH_DTYPE("chunked forward across calls equals one call", "[forward]", chunked_forward)
 VARLEN_FOR_EACH_DTYPE("bad offsets and arguments return their status and write nothing", "[errors]", bad_arguments)
