@@ -163,30 +163,48 @@ status launch_thread_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t 
   return check_launch();
 }
 
-/// The three phases of the thread engine (p chunked as engine_chunk says, workspace carved).
-/// The chunks are made longer where the device holds fewer tasks at once than the workspace
-/// allows for, so every warp of the chunk kernels takes one round of tasks: with 1.3 rounds per
-/// warp, the second ran on a quarter of the SMs.
+/// Threads of the thread engine's chunk kernel (state size N) that the current device holds
+/// at once: where that is below thread_engine_fill, a run takes that many tasks instead, with
+/// longer chunks, so every warp of the chunk kernels takes one round of tasks (with 1.3 rounds
+/// per warp, the second ran on a quarter of the SMs). Never more chunks than the workspace,
+/// sized for thread_engine_fill, allows for.
 template <int N, class T, class XO, class FO, class C>
-status run_thread_engine(engine_problem<T, XO, FO, C> p, cudaStream_t stream) {
-  if (p.chunks > 1) {
-    const device_facts dev = current_device();
-    if (dev.st != status::success) return dev.st;
-    constexpr auto rerun = thread_chunk_kernel<false, N, T, XO, FO, C>;
-    const int per_sm = blocks_per_multiprocessor<rerun>(32 * thread_engine_warps, dev.device,
-                                                        static_cast<int>(thread_layout<N, T, XO>::block_bytes));
-    const index_t resident = static_cast<index_t>(per_sm) * thread_engine_warps * 32 * dev.multiprocessors;
-    if (resident > 0 && resident < thread_engine_fill) {
-      p.chunk = thread_engine_chunk(p.batch, p.length, resident);
-      p.chunks = (p.length + p.chunk - 1) / p.chunk;
-    }
-  }
-  if (p.chunks > 1) {
+status thread_engine_fill_for_device(index_t& fill) {
+  fill = thread_engine_fill;
+  const device_facts dev = current_device();
+  if (dev.st != status::success) return dev.st;
+  constexpr auto rerun = thread_chunk_kernel<false, N, T, XO, FO, C>;
+  const int per_sm = blocks_per_multiprocessor<rerun>(32 * thread_engine_warps, dev.device,
+                                                      static_cast<int>(thread_layout<N, T, XO>::block_bytes));
+  const index_t resident = static_cast<index_t>(per_sm) * thread_engine_warps * 32 * dev.multiprocessors;
+  if (resident > 0 && resident < fill) fill = resident;
+  return status::success;
+}
+
+/// The three phases of the thread engine (p chunked, workspace carved), or phase c alone.
+template <int N, class T, class XO, class FO, class C>
+status launch_thread_engine(const engine_problem<T, XO, FO, C>& p, bool chunked, cudaStream_t stream) {
+  if (chunked) {
     if (status st = launch_thread_chunks<true, N>(p, stream); st != status::success) return st;
     thread_carry_kernel<N><<<grid_for(p.batch), thread_carry_threads, 0, stream>>>(p);
     if (status st = check_launch(); st != status::success) return st;
   }
   return launch_thread_chunks<false, N>(p, stream);
+}
+
+/// The thread engine over a batch chunked as engine_chunk says, the chunks made longer where
+/// the device holds fewer tasks at once (thread_engine_fill_for_device).
+template <int N, class T, class XO, class FO, class C>
+status run_thread_engine(engine_problem<T, XO, FO, C> p, cudaStream_t stream) {
+  if (p.chunks > 1) {
+    index_t fill = thread_engine_fill;
+    if (status st = thread_engine_fill_for_device<N, T, XO, FO, C>(fill); st != status::success) return st;
+    if (fill < thread_engine_fill) {
+      p.chunk = thread_engine_chunk(p.batch, p.length, fill);
+      p.chunks = (p.length + p.chunk - 1) / p.chunk;
+    }
+  }
+  return launch_thread_engine<N>(p, p.chunks > 1, stream);
 }
 
 /// Runs the engine over every sequence of `p` (length ≥ 1), with `ws` holding
@@ -241,10 +259,11 @@ status run_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t stream)
 
 /// Steps per chunk of a packed run: about as many tasks as each engine's batch chunks aim for
 /// (the thread engine's fill, at least 32 steps and a multiple of 8; the warp engine's four
-/// times its fill, at least 64; the block engine's 4096, at least 32).
-inline index_t packed_engine_chunk(index_t total, index_t N) {
-  if (N <= thread_engine_max_n)
-    return std::max<index_t>(32, ((total + thread_engine_fill - 1) / thread_engine_fill + 7) / 8 * 8);
+/// times its fill, at least 64; the block engine's 4096, at least 32). A thread-engine run may
+/// pass a smaller fill (thread_engine_fill_for_device): longer chunks, fewer slots than the
+/// workspace holds.
+inline index_t packed_engine_chunk(index_t total, index_t N, index_t fill = thread_engine_fill) {
+  if (N <= thread_engine_max_n) return std::max<index_t>(32, ((total + fill - 1) / fill + 7) / 8 * 8);
   if (N <= warp_engine_max_n) {
     const index_t tasks = 4 * 4096 * (32 / (N + 1));  // warp_engine_chunk's 4 · fill_tasks
     return std::max<index_t>(64, (total + tasks - 1) / tasks);
@@ -275,8 +294,21 @@ std::size_t packed_engine_workspace(index_t sequences, index_t total, index_t N)
 template <class T, class XO, class FO, class C>
 status run_packed_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t stream) {
   using D = aggregate_t<C>;
-  p.chunk = packed_engine_chunk(p.length, p.n);
-  p.tasks = packed_engine_slots(p.batch, p.length, p.n);
+  index_t fill = thread_engine_fill;
+  const auto device_fill = [&](auto n_tag) {
+    return thread_engine_fill_for_device<decltype(n_tag)::value, T, XO, FO, C>(fill);
+  };
+  status fill_st = status::success;
+  switch (p.n) {
+    case 1: fill_st = device_fill(std::integral_constant<int, 1>{}); break;
+    case 2: fill_st = device_fill(std::integral_constant<int, 2>{}); break;
+    case 3: fill_st = device_fill(std::integral_constant<int, 3>{}); break;
+    case 4: fill_st = device_fill(std::integral_constant<int, 4>{}); break;
+    default: break;
+  }
+  if (fill_st != status::success) return fill_st;
+  p.chunk = packed_engine_chunk(p.length, p.n, fill);
+  p.tasks = p.length / p.chunk + p.batch;  // ≤ packed_engine_slots: fill ≤ thread_engine_fill
   p.chunks = 0;  // per sequence (engine_problem::sequence_at)
   p.stage_steps = engine_stage_steps(p.n);
   const std::size_t tasks = static_cast<std::size_t>(p.tasks), n = static_cast<std::size_t>(p.n);
@@ -290,13 +322,7 @@ status run_packed_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t 
   packed_slots_kernel<<<grid_for((p.tasks + 255) / 256, 65535), 256, 0, stream>>>(p.offsets, p.batch, p.chunk, p.tasks,
                                                                                     table);
   if (status st = check_launch(); st != status::success) return st;
-  auto thread_engine = [&](auto n_tag) {
-    constexpr int N = decltype(n_tag)::value;
-    if (status st = launch_thread_chunks<true, N>(p, stream); st != status::success) return st;
-    thread_carry_kernel<N><<<grid_for(p.batch), thread_carry_threads, 0, stream>>>(p);
-    if (status st = check_launch(); st != status::success) return st;
-    return launch_thread_chunks<false, N>(p, stream);
-  };
+  auto thread_engine = [&](auto n_tag) { return launch_thread_engine<decltype(n_tag)::value>(p, true, stream); };
   switch (p.n) {
     case 1: return thread_engine(std::integral_constant<int, 1>{});
     case 2: return thread_engine(std::integral_constant<int, 2>{});

@@ -820,26 +820,28 @@ __device__ PARSCAN_INLINE index_t packed_sequence_of(const std::int64_t* offsets
 
 /// The packed dW[t] = db[t]·x[prev]ᵀ over the steps [0, offsets[S]); x[prev] = x0[s] (or 0) at
 /// sequence s's first forward step. A block takes `group` consecutive packed steps at a time;
-/// a thread finds the sequence of its first step by a binary search of the offsets and walks
-/// on from there (its steps only grow).
+/// one thread finds the sequence of the group's first step by a binary search of the offsets
+/// (a search in every thread, each a chain of dependent loads, held the backward at 87% of the
+/// batch's), and each thread walks on from there (its steps only grow).
 template <class T, class X, class C>
 __global__ void packed_outer_kernel(T* dW, index_t sW, const T* db, index_t sdb, const X* x, index_t sx, const T* x0,
                                     const std::int64_t* offsets, index_t sequences, index_t total, index_t N,
                                     bool reverse, int group) {
+  __shared__ index_t group_sequence;
   const int ni = static_cast<int>(N), nn = ni * ni, elems = group * nn;
   const index_t used = offsets[sequences] < total ? offsets[sequences] : total;
   const index_t groups = (used + group - 1) / group;
   for (index_t gid = blockIdx.x; gid < groups; gid += gridDim.x) {
     const index_t t0 = gid * group;
-    index_t s = -1, origin = 0, end = 0;  // the sequence of the thread's current step
+    if (threadIdx.x == 0) group_sequence = packed_sequence_of(offsets, sequences, t0);
+    __syncthreads();
+    index_t s = group_sequence, origin = offsets[s], end = offsets[s + 1];  // the sequence of the current step
+    __syncthreads();  // group_sequence is read before thread 0 writes the next group's
     for (int e = static_cast<int>(threadIdx.x); e < elems; e += static_cast<int>(blockDim.x)) {
       const int js = e / nn, r = e % nn, i = r / ni, j = r % ni;
       const index_t t = t0 + js;
       if (t >= used) break;  // e only grows: the rest of this thread's elements are past the end too
-      if (s < 0 || t >= end) {
-        s = packed_sequence_of(offsets, sequences, t);
-        origin = offsets[s], end = offsets[s + 1];
-      }
+      while (t >= end) origin = end, end = offsets[++s + 1];  // past empty sequences too
       const bool first = reverse ? t == end - 1 : t == origin;  // the sequence's first forward step
       C xp = C(0);
       if (!first) xp = to_c<C>(x[(reverse ? t + 1 : t - 1) * sx + j]);
