@@ -95,8 +95,8 @@ def cases(torch, pt, large):
         ("gated_recurrence forward, inputs require grad", "f32", 3 * n, lambda: pt.gated_recurrence(a_g, b_g, dim=1)),
         # The backward as autograd runs it (the formula's call, in eager mode without the op's dispatch).
         ("gated_recurrence backward", "f32", 5 * n,
-         lambda: pt._call(pt._gated_backward, torch.ops.parscan.gated_recurrence_backward, a, x, None, dx, dx_final, 1,
-                          False, "linear")),
+         lambda: pt._call(pt._gated_backward, torch.ops.parscan.gated_recurrence_backward, a, x, None, None, dx,
+                          dx_final, 1, False, "linear")),
         ("log_recurrence forward (log a, value b -> x)", "f32", 3 * n,
          lambda: pt.log_recurrence(log_a, b, dim=1, b_form="value", output="value")),
         ("cumulative sum", "f32", 2 * n, lambda: pt.cumulative(b, dim=1)),

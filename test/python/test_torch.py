@@ -245,7 +245,7 @@ def test_eager_calls_skip_the_dispatch_and_match_the_op(gen, device):
     x0 = values(gen, (2, 8), torch.float32, device)
     assert _eager_path((a, b, None, 1, False, "linear")) == "direct"
     x, x_final = pt.gated_recurrence(a, b, x0, dim=1, return_final=True)
-    op_x, op_final = torch.ops.parscan.gated_recurrence(a, b, x0, 1, False, "linear")
+    op_x, op_final = torch.ops.parscan.gated_recurrence(a, b, x0, None, 1, False, "linear")
     assert torch.equal(x, op_x) and torch.equal(x_final, op_final)
     assert torch.equal(pt.gated_recurrence(a, b, x0, dim=1), op_x)  # x alone: x_final is not computed
     ref.assert_close(as_numpy(x), ref.gated_forward(as_numpy(a), as_numpy(b), as_numpy(x0), 1)[0], "float32", "x")
@@ -258,7 +258,7 @@ def test_eager_calls_skip_the_dispatch_and_match_the_op(gen, device):
         leaves = [t.clone().requires_grad_() for t in (a, b, x0)]
         assert _eager_path(leaves) == "autograd"
         if through_op:
-            out, out_final = torch.ops.parscan.gated_recurrence(*leaves, 1, False, "linear")
+            out, out_final = torch.ops.parscan.gated_recurrence(*leaves, None, 1, False, "linear")
         else:
             out, out_final = pt.gated_recurrence(*leaves, dim=1, return_final=True)
         ((out * w).sum() + (out_final * w_final).sum()).backward()
@@ -272,7 +272,7 @@ def test_eager_calls_skip_the_dispatch_and_match_the_op(gen, device):
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
             call()
         return any(e.name == "parscan::gated_recurrence" for e in prof.events())
-    assert dispatched(lambda: torch.ops.parscan.gated_recurrence(a, b, None, 1, False, "linear"))
+    assert dispatched(lambda: torch.ops.parscan.gated_recurrence(a, b, None, None, 1, False, "linear"))
     assert not dispatched(lambda: pt.gated_recurrence(a, b, dim=1))
     assert not dispatched(lambda: pt.gated_recurrence(a.clone().requires_grad_(), b, dim=1))
     assert _eager_path((a.to("meta"), b)) is None

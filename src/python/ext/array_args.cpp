@@ -205,20 +205,18 @@ time_axis_plan plan_time_axis(const char* op, const array_arg* const* list, int 
   return plan;
 }
 
-void require_state(const char* op, const array_arg& state, const array_arg& ref, int dim) {
+namespace {
+
+// state: the shape expected[0..count), dense row-major, the type and device of ref.
+void require_dense_state(const char* op, const array_arg& state, const array_arg& ref, const std::int64_t* expected,
+                         int count, const std::string& described) {
   require_like(op, ref, state);
-  bool same = state.rank == ref.rank - 1;
-  for (int i = 0, j = 0; same && i < ref.rank; ++i)
-    if (i != dim) same = state.shape[j++] == ref.shape[i];
-  if (!same) {
-    std::int64_t expected[max_rank];
-    int j = 0;
-    for (int i = 0; i < ref.rank; ++i)
-      if (i != dim) expected[j++] = ref.shape[i];
+  bool same = state.rank == count;
+  for (int i = 0; same && i < count; ++i) same = state.shape[i] == expected[i];
+  if (!same)
     fail(argument_error::value_error, op,
-         std::string(state.name) + " has shape " + state.describe_shape() + "; it must have the shape of " + ref.name +
-             " without dim=" + std::to_string(dim) + ", " + join(expected, j));
-  }
+         std::string(state.name) + " has shape " + state.describe_shape() + "; it must have the shape of " +
+             described + ", " + join(expected, count));
   std::int64_t step = 1;
   for (int i = state.rank - 1; i >= 0; --i) {
     if (state.shape[i] != 1 && state.strides[i] != step && state.size() > 0)
@@ -227,6 +225,88 @@ void require_state(const char* op, const array_arg& state, const array_arg& ref,
                ") must be dense in row-major order");
     step *= state.shape[i];
   }
+}
+
+// Appends the shape of ref without dim to expected[count..); returns the new count.
+int append_without(std::int64_t* expected, int count, const array_arg& ref, int dim) {
+  for (int i = 0; i < ref.rank; ++i)
+    if (i != dim) expected[count++] = ref.shape[i];
+  return count;
+}
+
+}  // namespace
+
+void require_state(const char* op, const array_arg& state, const array_arg& ref, int dim) {
+  std::int64_t expected[max_rank];
+  const int count = append_without(expected, 0, ref, dim);
+  require_dense_state(op, state, ref, expected, count,
+                      std::string(ref.name) + " without dim=" + std::to_string(dim));
+}
+
+void require_packed_state(const char* op, const array_arg& state, const array_arg& ref, int dim,
+                          std::int64_t sequences) {
+  std::int64_t expected[max_rank];
+  expected[0] = sequences;
+  const int count = append_without(expected, 1, ref, dim);
+  require_dense_state(op, state, ref, expected, count,
+                      "(sequences,) + " + std::string(ref.name) + " without dim=" + std::to_string(dim) +
+                          " (one state per sequence of cu_seqlens)");
+}
+
+std::int64_t require_offsets(const char* op, const array_arg& offsets, const array_arg& ref) {
+  if (offsets.type != element_type::int64 && offsets.type != element_type::int32)
+    fail(argument_error::type_error, op,
+         std::string(offsets.name) + " has dtype " + name_of(offsets.type) + "; offsets are int64 or int32");
+  array_arg as_ref = offsets;  // compared like an array of ref's type, bar the dtype
+  as_ref.type = ref.type;
+  require_like(op, ref, as_ref);
+  if (offsets.rank != 1 || offsets.shape[0] < 1)
+    fail(argument_error::value_error, op,
+         std::string(offsets.name) + " has shape " + offsets.describe_shape() +
+             "; it must hold the N + 1 offsets of N packed sequences, one dimension of at least one element");
+  if (offsets.shape[0] > 1 && offsets.strides[0] != 1)
+    fail(argument_error::value_error, op,
+         std::string(offsets.name) + " (strides " + join(offsets.strides, 1) + ") must be contiguous");
+  return offsets.shape[0] - 1;
+}
+
+time_axis_plan plan_packed_time_axis(const char* op, std::initializer_list<const array_arg*> arrays, int dim) {
+  const time_axis_plan plan = plan_time_axis(op, arrays, dim);
+  if (plan.batch > 1) {
+    const array_arg& ref = **arrays.begin();
+    fail(argument_error::value_error, op,
+         std::string(ref.name) + " (shape " + ref.describe_shape() + ", strides " + join(ref.strides, ref.rank) +
+             "): with cu_seqlens, the dimensions other than dim=" + std::to_string(dim) +
+             " must collapse into one strided dimension (the channels of the packed sequences); pass a contiguous "
+             "copy");
+  }
+  return plan;
+}
+
+void scan_axis::require_state_of(const array_arg& state) const {
+  if (packed()) require_packed_state(op, state, *ref, dim, sequences);
+  else require_state(op, state, *ref, dim);
+}
+
+varlen_shape scan_axis::packed_shape() const {
+  varlen_shape s;
+  s.sequences = sequences;
+  s.channels = plan.batch == 0 ? 0 : plan.channels;
+  s.total_length = plan.length;
+  s.layout = recurrence_layout::strided;
+  return s;
+}
+
+scan_axis plan_scan_axis(const char* op, std::initializer_list<const array_arg*> arrays, int dim,
+                         const array_arg* cu_seqlens) {
+  scan_axis axis;
+  axis.op = op;
+  axis.ref = *arrays.begin();
+  axis.dim = dim;
+  axis.cu_seqlens = cu_seqlens;
+  if (cu_seqlens) axis.sequences = require_offsets(op, *cu_seqlens, *axis.ref);
+  axis.plan = cu_seqlens ? plan_packed_time_axis(op, arrays, dim) : plan_time_axis(op, arrays, dim);
+  return axis;
 }
 
 }  // namespace parscan::python

@@ -101,6 +101,44 @@ time_axis_plan plan_time_axis(const char* op, const array_arg* const* arrays, in
 /// `dim`, dense row-major, the type and device of `ref`. Raises naming the array otherwise.
 void require_state(const char* op, const array_arg& state, const array_arg& ref, int dim);
 
+/// Checks a per-sequence state array of packed sequences: (sequences,) followed by the shape of
+/// `ref` without `dim`, dense row-major, the type and device of `ref`.
+void require_packed_state(const char* op, const array_arg& state, const array_arg& ref, int dim,
+                          std::int64_t sequences);
+
+/// Checks cu_seqlens (the N + 1 offsets of packed sequences) against the packed array `ref`:
+/// int64 or int32 (TypeError otherwise), one dense dimension of at least one element, on the
+/// device of `ref` (ValueError otherwise). Returns N. The values are the library's to check.
+std::int64_t require_offsets(const char* op, const array_arg& offsets, const array_arg& ref);
+
+/// plan_time_axis for packed sequences: the dimensions other than `dim` must collapse into one
+/// strided (channel) dimension, since the packed layouts have a channel and a time stride only.
+/// The plan's batch is 1, or 0 when a dimension other than `dim` is empty.
+time_axis_plan plan_packed_time_axis(const char* op, std::initializer_list<const array_arg*> arrays, int dim);
+
+/// The time axis of a recurrence call: a batch of sequences along `dim` or, with cu_seqlens,
+/// packed sequences along it. Holds the plan of the call's arrays (plan_time_axis, or
+/// plan_packed_time_axis) and checks the per-sequence states against it.
+struct scan_axis {
+  const char* op = "";
+  const array_arg* ref = nullptr;         // the first array of the plan
+  int dim = 0;
+  const array_arg* cu_seqlens = nullptr;  // null: a batch
+  std::int64_t sequences = 0;             // packed: N
+  time_axis_plan plan;
+
+  bool packed() const { return cu_seqlens != nullptr; }
+  /// require_state, or require_packed_state when packed.
+  void require_state_of(const array_arg& state) const;
+  /// The packed shape (layout strided, cu_seqlens left for the caller): N, the channels (0 when a
+  /// dimension other than dim is empty), the packed length.
+  varlen_shape packed_shape() const;
+};
+
+/// Checks cu_seqlens (when given) and plans the arrays along `dim` (normalised).
+scan_axis plan_scan_axis(const char* op, std::initializer_list<const array_arg*> arrays, int dim,
+                         const array_arg* cu_seqlens);
+
 /// Checks an array of the shape of `ref` (type, device, shape); raises naming the array.
 void require_same_shape(const char* op, const array_arg& a, const array_arg& ref);
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include <parscan/backend.hpp>
 #include <parscan/status.hpp>
@@ -36,6 +37,30 @@ class device_guard {
 /// more than the small kernels themselves.) The caller's default pool is left as it is.
 /// Null when the pool cannot be made (the library then falls back to cudaMallocAsync).
 device_allocator* workspace_pool(int device);
+
+/// cu_seqlens as the library reads them: int64 offsets in the memory of the arrays' device.
+/// int64 offsets are used in place; int32 ones (FlashAttention's convention, and JAX's integers
+/// without jax_enable_x64) are widened into a temporary: a host copy, or on CUDA a copy on the
+/// call's stream from the package's workspace pool, freed stream-ordered when this goes out of
+/// scope. Construct it inside run_on's function (the arrays' device current); raises
+/// RuntimeError if the temporary cannot be made.
+class packed_offsets {
+ public:
+  packed_offsets(const char* op, const array_arg& offsets, std::uintptr_t stream);
+  ~packed_offsets();
+  packed_offsets(const packed_offsets&) = delete;
+  packed_offsets& operator=(const packed_offsets&) = delete;
+  const std::int64_t* get() const { return data_; }
+
+ private:
+  void release();
+  const std::int64_t* data_ = nullptr;
+  std::vector<std::int64_t> host_;  // the widened host copy
+  void* device_ = nullptr;          // the widened device copy
+  std::size_t bytes_ = 0;
+  device_allocator* allocator_ = nullptr;
+  std::uintptr_t stream_ = 0;
+};
 
 /// f(host_backend) for CPU arrays; f(cuda_backend on `stream`) for CUDA arrays, with their
 /// device current and the package's workspace pool.

@@ -77,27 +77,69 @@ scan_operator operator_of(const char* op, std::int64_t code) {
 }
 
 // x0 is always passed (zeros when the caller has none: the same forward) and x_final always
-// returned, so one handler serves every call.
+// returned, so one handler serves every call; the packed handlers take cu_seqlens last.
+template <device_kind D>
+void gated_forward_on(CUstream_st* stream, ffi::AnyBuffer& a, ffi::AnyBuffer& b, ffi::AnyBuffer& x0,
+                      const ffi::AnyBuffer* cu_seqlens, ffi::AnyBuffer& x, ffi::AnyBuffer& x_final, std::int64_t dim,
+                      std::int64_t reverse, std::int64_t gate) {
+  const char* op = "gated_recurrence";
+  const array_arg a_ = arg_of(op, "a", a, D), b_ = arg_of(op, "b", b, D), x0_ = arg_of(op, "x0", x0, D),
+                  x_ = arg_of(op, "x", x, D), xf_ = arg_of(op, "x_final", x_final, D);
+  const array_arg cu_ = cu_seqlens ? arg_of(op, "cu_seqlens", *cu_seqlens, D) : array_arg{};
+  gated_forward_call c;
+  c.a = &a_;
+  c.b = &b_;
+  c.x = &x_;
+  c.x0 = &x0_;
+  c.x_final = &xf_;
+  c.cu_seqlens = cu_seqlens ? &cu_ : nullptr;
+  c.dim = dim;
+  c.reverse = reverse != 0;
+  c.gate = gate_of(op, gate);
+  c.stream = stream_of(stream);
+  gated_forward(c);
+}
+
 template <device_kind D>
 ffi::Error gated_forward_ffi(CUstream_st* stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer x0,
                              ffi::Result<ffi::AnyBuffer> x, ffi::Result<ffi::AnyBuffer> x_final, std::int64_t dim,
                              std::int64_t reverse, std::int64_t gate) {
-  return guarded([&] {
-    const char* op = "gated_recurrence";
-    const array_arg a_ = arg_of(op, "a", a, D), b_ = arg_of(op, "b", b, D), x0_ = arg_of(op, "x0", x0, D),
-                    x_ = arg_of(op, "x", *x, D), xf_ = arg_of(op, "x_final", *x_final, D);
-    gated_forward_call c;
-    c.a = &a_;
-    c.b = &b_;
-    c.x = &x_;
-    c.x0 = &x0_;
-    c.x_final = &xf_;
-    c.dim = dim;
-    c.reverse = reverse != 0;
-    c.gate = gate_of(op, gate);
-    c.stream = stream_of(stream);
-    gated_forward(c);
-  });
+  return guarded([&] { gated_forward_on<D>(stream, a, b, x0, nullptr, *x, *x_final, dim, reverse, gate); });
+}
+
+template <device_kind D>
+ffi::Error gated_varlen_forward_ffi(CUstream_st* stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer x0,
+                                    ffi::AnyBuffer cu_seqlens, ffi::Result<ffi::AnyBuffer> x,
+                                    ffi::Result<ffi::AnyBuffer> x_final, std::int64_t dim, std::int64_t reverse,
+                                    std::int64_t gate) {
+  return guarded([&] { gated_forward_on<D>(stream, a, b, x0, &cu_seqlens, *x, *x_final, dim, reverse, gate); });
+}
+
+template <device_kind D>
+void gated_backward_on(CUstream_st* stream, ffi::AnyBuffer& a, ffi::AnyBuffer& x, ffi::AnyBuffer& x0,
+                       ffi::AnyBuffer& dx, ffi::AnyBuffer& dx_final, const ffi::AnyBuffer* cu_seqlens,
+                       ffi::AnyBuffer& da, ffi::AnyBuffer& db, ffi::AnyBuffer& dx0, std::int64_t dim,
+                       std::int64_t reverse, std::int64_t gate) {
+  const char* op = "gated_recurrence_backward";
+  const array_arg a_ = arg_of(op, "a", a, D), x_ = arg_of(op, "x", x, D), x0_ = arg_of(op, "x0", x0, D),
+                  dx_ = arg_of(op, "dx", dx, D), dxf_ = arg_of(op, "dx_final", dx_final, D),
+                  da_ = arg_of(op, "da", da, D), db_ = arg_of(op, "db", db, D), dx0_ = arg_of(op, "dx0", dx0, D);
+  const array_arg cu_ = cu_seqlens ? arg_of(op, "cu_seqlens", *cu_seqlens, D) : array_arg{};
+  gated_backward_call c;
+  c.a = &a_;
+  c.x = &x_;
+  c.x0 = &x0_;
+  c.dx = &dx_;
+  c.dx_final = &dxf_;
+  c.da = &da_;
+  c.db = &db_;
+  c.dx0 = &dx0_;
+  c.cu_seqlens = cu_seqlens ? &cu_ : nullptr;
+  c.dim = dim;
+  c.reverse = reverse != 0;
+  c.gate = gate_of(op, gate);
+  c.stream = stream_of(stream);
+  gated_backward(c);
 }
 
 template <device_kind D>
@@ -105,26 +147,18 @@ ffi::Error gated_backward_ffi(CUstream_st* stream, ffi::AnyBuffer a, ffi::AnyBuf
                               ffi::AnyBuffer dx, ffi::AnyBuffer dx_final, ffi::Result<ffi::AnyBuffer> da,
                               ffi::Result<ffi::AnyBuffer> db, ffi::Result<ffi::AnyBuffer> dx0, std::int64_t dim,
                               std::int64_t reverse, std::int64_t gate) {
-  return guarded([&] {
-    const char* op = "gated_recurrence_backward";
-    const array_arg a_ = arg_of(op, "a", a, D), x_ = arg_of(op, "x", x, D), x0_ = arg_of(op, "x0", x0, D),
-                    dx_ = arg_of(op, "dx", dx, D), dxf_ = arg_of(op, "dx_final", dx_final, D),
-                    da_ = arg_of(op, "da", *da, D), db_ = arg_of(op, "db", *db, D), dx0_ = arg_of(op, "dx0", *dx0, D);
-    gated_backward_call c;
-    c.a = &a_;
-    c.x = &x_;
-    c.x0 = &x0_;
-    c.dx = &dx_;
-    c.dx_final = &dxf_;
-    c.da = &da_;
-    c.db = &db_;
-    c.dx0 = &dx0_;
-    c.dim = dim;
-    c.reverse = reverse != 0;
-    c.gate = gate_of(op, gate);
-    c.stream = stream_of(stream);
-    gated_backward(c);
-  });
+  return guarded(
+      [&] { gated_backward_on<D>(stream, a, x, x0, dx, dx_final, nullptr, *da, *db, *dx0, dim, reverse, gate); });
+}
+
+template <device_kind D>
+ffi::Error gated_varlen_backward_ffi(CUstream_st* stream, ffi::AnyBuffer a, ffi::AnyBuffer x, ffi::AnyBuffer x0,
+                                     ffi::AnyBuffer dx, ffi::AnyBuffer dx_final, ffi::AnyBuffer cu_seqlens,
+                                     ffi::Result<ffi::AnyBuffer> da, ffi::Result<ffi::AnyBuffer> db,
+                                     ffi::Result<ffi::AnyBuffer> dx0, std::int64_t dim, std::int64_t reverse,
+                                     std::int64_t gate) {
+  return guarded(
+      [&] { gated_backward_on<D>(stream, a, x, x0, dx, dx_final, &cu_seqlens, *da, *db, *dx0, dim, reverse, gate); });
 }
 
 template <device_kind D>
@@ -335,6 +369,8 @@ namespace py = parscan::python;
 #define PARSCAN_GATED_ATTRS PARSCAN_SCAN_ATTRS PARSCAN_INT_ATTR("gate")
 #define PARSCAN_GATED_FORWARD_SIGNATURE PARSCAN_ARGS_3 PARSCAN_RETS_2 PARSCAN_GATED_ATTRS
 #define PARSCAN_GATED_BACKWARD_SIGNATURE PARSCAN_ARGS_3 PARSCAN_ARGS_2 PARSCAN_RETS_3 PARSCAN_GATED_ATTRS
+#define PARSCAN_GATED_VARLEN_FORWARD_SIGNATURE PARSCAN_ARGS_3 PARSCAN_ARGS_1 PARSCAN_RETS_2 PARSCAN_GATED_ATTRS
+#define PARSCAN_GATED_VARLEN_BACKWARD_SIGNATURE PARSCAN_ARGS_3 PARSCAN_ARGS_3 PARSCAN_RETS_3 PARSCAN_GATED_ATTRS
 #define PARSCAN_CUMULATIVE_SIGNATURE \
   PARSCAN_ARGS_1 PARSCAN_RETS_1 PARSCAN_INT_ATTR("op") PARSCAN_SCAN_ATTRS PARSCAN_INT_ATTR("exclusive")
 #define PARSCAN_REDUCE_SIGNATURE PARSCAN_ARGS_1 PARSCAN_RETS_1 PARSCAN_INT_ATTR("op") PARSCAN_INT_ATTR("dim")
@@ -362,6 +398,8 @@ namespace py = parscan::python;
 
 PARSCAN_HANDLERS(parscan_gated_forward, gated_forward_ffi, PARSCAN_GATED_FORWARD_SIGNATURE)
 PARSCAN_HANDLERS(parscan_gated_backward, gated_backward_ffi, PARSCAN_GATED_BACKWARD_SIGNATURE)
+PARSCAN_HANDLERS(parscan_gated_varlen_forward, gated_varlen_forward_ffi, PARSCAN_GATED_VARLEN_FORWARD_SIGNATURE)
+PARSCAN_HANDLERS(parscan_gated_varlen_backward, gated_varlen_backward_ffi, PARSCAN_GATED_VARLEN_BACKWARD_SIGNATURE)
 PARSCAN_HANDLERS(parscan_cumulative, cumulative_ffi, PARSCAN_CUMULATIVE_SIGNATURE)
 PARSCAN_HANDLERS(parscan_reduce, reduce_ffi, PARSCAN_REDUCE_SIGNATURE)
 PARSCAN_HANDLERS(parscan_log_forward, log_forward_ffi, PARSCAN_LOG_FORWARD_SIGNATURE)
@@ -383,6 +421,8 @@ std::vector<jax_handler> jax_handlers() {
 #endif
   PARSCAN_REGISTER(parscan_gated_forward);
   PARSCAN_REGISTER(parscan_gated_backward);
+  PARSCAN_REGISTER(parscan_gated_varlen_forward);
+  PARSCAN_REGISTER(parscan_gated_varlen_backward);
   PARSCAN_REGISTER(parscan_cumulative);
   PARSCAN_REGISTER(parscan_reduce);
   PARSCAN_REGISTER(parscan_log_forward);

@@ -102,17 +102,19 @@ scan_operator operator_of(const char* op, const std::string& name) {
 
 void gated_forward_py(const input_array& a, const input_array& b, const output_array& x, const optional_input& x0,
                       const optional_output& x_final, std::int64_t dim, bool reverse, const std::string& gate,
-                      std::uintptr_t stream) {
+                      std::uintptr_t stream, const optional_input& cu_seqlens) {
   const char* op = "gated_recurrence";
   const array_arg a_ = arg_of(op, "a", a), b_ = arg_of(op, "b", b), x_ = arg_of(op, "x", x);
   const auto x0_ = optional_arg_of(op, "x0", x0);
   const auto xf_ = optional_arg_of(op, "x_final", x_final);
+  const auto cu_ = optional_arg_of(op, "cu_seqlens", cu_seqlens);
   gated_forward_call c;
   c.a = &a_;
   c.b = &b_;
   c.x = &x_;
   c.x0 = pointer(x0_);
   c.x_final = pointer(xf_);
+  c.cu_seqlens = pointer(cu_);
   c.dim = dim;
   c.reverse = reverse;
   c.gate = gate_of(op, gate);
@@ -124,12 +126,13 @@ void gated_forward_py(const input_array& a, const input_array& b, const output_a
 void gated_backward_py(const input_array& a, const optional_input& x, const optional_input& b,
                        const optional_input& x0, const input_array& dx, const optional_input& dx_final,
                        const output_array& da, const output_array& db, const optional_output& dx0, std::int64_t dim,
-                       bool reverse, const std::string& gate, std::uintptr_t stream) {
+                       bool reverse, const std::string& gate, std::uintptr_t stream, const optional_input& cu_seqlens) {
   const char* op = "gated_recurrence_backward";
   const array_arg a_ = arg_of(op, "a", a), dx_ = arg_of(op, "dx", dx), da_ = arg_of(op, "da", da),
                   db_ = arg_of(op, "db", db);
   const auto x_ = optional_arg_of(op, "x", x), b_ = optional_arg_of(op, "b", b), x0_ = optional_arg_of(op, "x0", x0),
-             dxf_ = optional_arg_of(op, "dx_final", dx_final), dx0_ = optional_arg_of(op, "dx0", dx0);
+             dxf_ = optional_arg_of(op, "dx_final", dx_final), dx0_ = optional_arg_of(op, "dx0", dx0),
+             cu_ = optional_arg_of(op, "cu_seqlens", cu_seqlens);
   gated_backward_call c;
   c.a = &a_;
   c.x = pointer(x_);
@@ -140,6 +143,7 @@ void gated_backward_py(const input_array& a, const optional_input& x, const opti
   c.da = &da_;
   c.db = &db_;
   c.dx0 = pointer(dx0_);
+  c.cu_seqlens = pointer(cu_);
   c.dim = dim;
   c.reverse = reverse;
   c.gate = gate_of(op, gate);
@@ -342,10 +346,13 @@ NB_MODULE(_core, m) {
 
   m.def("gated_forward", &gated_forward_py, "a"_a, "b"_a, "x"_a, "x0"_a.none() = nb::none(),
         "x_final"_a.none() = nb::none(), "dim"_a = -1, "reverse"_a = false, "gate"_a = "linear", "stream"_a = 0,
-        "x[t] = a[t]*x[t-1] + b[t] along dim, written to x (and the last state to x_final).");
+        "cu_seqlens"_a.none() = nb::none(),
+        "x[t] = a[t]*x[t-1] + b[t] along dim (per packed sequence with cu_seqlens), written to x (and the last "
+        "states to x_final).");
   m.def("gated_backward", &gated_backward_py, "a"_a, "x"_a.none(), "b"_a.none(), "x0"_a.none(), "dx"_a,
         "dx_final"_a.none(), "da"_a, "db"_a, "dx0"_a.none(), "dim"_a = -1, "reverse"_a = false, "gate"_a = "linear",
-        "stream"_a = 0, "The gradients of gated_forward: da, db and (with x0) dx0.");
+        "stream"_a = 0, "cu_seqlens"_a.none() = nb::none(),
+        "The gradients of gated_forward: da, db and (with x0) dx0.");
   m.def("cumulative", &cumulative_py, "x"_a, "out"_a, "op"_a = "sum", "dim"_a = -1, "reverse"_a = false,
         "exclusive"_a = false, "stream"_a = 0, "Inclusive or exclusive scan of x along dim into out.");
   m.def("reduce", &reduce_py, "x"_a, "out"_a, "op"_a = "sum", "dim"_a = -1, "stream"_a = 0,

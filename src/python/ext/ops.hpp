@@ -14,13 +14,17 @@
 namespace parscan::python {
 
 /// x[t] = a[t]·x[t-1] + b[t] along dimension `dim` of a, b and x (one shape, any strides);
-/// x0 and x_final (optional) have that shape without `dim`, dense.
+/// x0 and x_final (optional) have that shape without `dim`, dense. With cu_seqlens (N + 1
+/// int64 or int32 offsets on the arrays' device), `dim` holds N packed sequences
+/// (parscan::gated_varlen_forward_args): the other dimensions collapse into one strided
+/// channel dimension, and x0, x_final are (N,) + that shape without `dim`.
 struct gated_forward_call {
   const array_arg* a = nullptr;
   const array_arg* b = nullptr;
   const array_arg* x = nullptr;
-  const array_arg* x0 = nullptr;       // optional
-  const array_arg* x_final = nullptr;  // optional
+  const array_arg* x0 = nullptr;          // optional
+  const array_arg* x_final = nullptr;     // optional
+  const array_arg* cu_seqlens = nullptr;  // optional: packed sequences
   std::int64_t dim = -1;
   bool reverse = false;
   gate_form gate = gate_form::linear;
@@ -29,7 +33,8 @@ struct gated_forward_call {
 void gated_forward(const gated_forward_call& c);
 
 /// The backward of gated_forward (parscan::gated_recurrence_backward): da, db and, with x0,
-/// dx0. x is the forward's output; without it, it is recomputed from b (and x0).
+/// dx0. x is the forward's output; without it, it is recomputed from b (and x0). cu_seqlens
+/// as for the forward (the states (N,) + ...).
 struct gated_backward_call {
   const array_arg* a = nullptr;
   const array_arg* x = nullptr;         // forward output, or null: then b is required
@@ -40,6 +45,7 @@ struct gated_backward_call {
   const array_arg* da = nullptr;
   const array_arg* db = nullptr;
   const array_arg* dx0 = nullptr;       // required with x0, ignored without
+  const array_arg* cu_seqlens = nullptr;  // optional: packed sequences
   std::int64_t dim = -1;
   bool reverse = false;
   gate_form gate = gate_form::linear;

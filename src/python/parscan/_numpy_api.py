@@ -8,7 +8,7 @@ import numpy as np
 
 from . import _core
 from ._shapes import (CHAIN_ORDERS, GATES, SCAN_OPERATORS, chain_dim, chain_math, check_choice, check_log_forms,
-                      check_signs, matrix_step_dim, normalize_dim, without)
+                      check_signs, matrix_step_dim, normalize_dim, state_shape, without)
 
 
 def _as_array(name, value):
@@ -27,7 +27,12 @@ def _bits(array):
     return array
 
 
-def gated_recurrence(a, b, x0=None, *, dim=-1, reverse=False, gate="linear", return_final=False):
+def _offsets(cu_seqlens):
+    """cu_seqlens as given (the extension checks its dtype, int64 or int32, and layout)."""
+    return None if cu_seqlens is None else np.asarray(cu_seqlens)
+
+
+def gated_recurrence(a, b, x0=None, *, dim=-1, reverse=False, gate="linear", return_final=False, cu_seqlens=None):
     """x[t] = a[t] * x[t-1] + b[t] along dimension ``dim``, with x[-1] = x0 (or 0).
 
     a and b have one shape (any rank; the time dimension is ``dim``) and one dtype: float32,
@@ -38,25 +43,38 @@ def gated_recurrence(a, b, x0=None, *, dim=-1, reverse=False, gate="linear", ret
     from the last step to the first: x[t] = a[t] * x[t+1] + b[t]. With gate="log", a holds
     log a[t]. Returns x (C-contiguous, a's shape and dtype), and with ``return_final`` also the
     last state computed (shape of a without ``dim``), which chains chunks through x0.
+
+    Packed sequences: with ``cu_seqlens`` (N + 1 int64 or int32 offsets, non-decreasing from 0),
+    dimension ``dim`` holds N sequences one after another, sequence n at steps
+    [cu_seqlens[n], cu_seqlens[n+1]), each its own recurrence from x0[n] (or 0) to x_final[n].
+    The other dimensions must collapse into one strided dimension ((total, D), (D, total),
+    (total, H, P), ...); x0 and x_final then have the shape (N,) + a's shape without ``dim``.
+    Steps past cu_seqlens[N] are not computed: their x is unspecified. Offsets that break the
+    rule raise ValueError.
     """
     op = "gated_recurrence"
     check_choice(op, "gate", gate, GATES)
     a, b, x0 = _as_array("a", a), _as_array("b", b), _as_array("x0", x0)
+    offsets = _offsets(cu_seqlens)
     d = normalize_dim(op, "a", a.ndim, dim)
     x = np.empty(a.shape, a.dtype)
-    x_final = np.empty(without(a.shape, d), a.dtype) if return_final else None
+    x_final = np.empty(state_shape(op, a.shape, d, offsets), a.dtype) if return_final else None
     if x0 is not None:
         x0 = np.asarray(x0, order="C")
-    _core.gated_forward(_bits(a), _bits(b), _bits(x), _bits(x0), _bits(x_final), d, bool(reverse), gate)
+    _core.gated_forward(_bits(a), _bits(b), _bits(x), _bits(x0), _bits(x_final), d, bool(reverse), gate,
+                        cu_seqlens=offsets)
     return (x, x_final) if return_final else x
 
 
-def gated_recurrence_backward(a, dx, *, x=None, b=None, x0=None, dx_final=None, dim=-1, reverse=False, gate="linear"):
+def gated_recurrence_backward(a, dx, *, x=None, b=None, x0=None, dx_final=None, dim=-1, reverse=False, gate="linear",
+                              cu_seqlens=None):
     """Gradients of gated_recurrence: returns (da, db, dx0), dx0 None without x0.
 
     dx = dL/dx (x's shape), dx_final = dL/dx_final (optional). x is the forward's output; if it
     is not given, it is recomputed from b (and x0). With gate="log", da is dL/dlog a. For complex
     inputs the gradients follow PyTorch's convention (conjugate Wirtinger: da = db * conj(x[t-1])).
+    With ``cu_seqlens``, per packed sequence as in gated_recurrence (the states (N,) + ...;
+    da and db unspecified past cu_seqlens[N]).
     """
     op = "gated_recurrence_backward"
     check_choice(op, "gate", gate, GATES)
@@ -64,15 +82,16 @@ def gated_recurrence_backward(a, dx, *, x=None, b=None, x0=None, dx_final=None, 
     x, b, x0, dx_final = (_as_array(n, v) for n, v in (("x", x), ("b", b), ("x0", x0), ("dx_final", dx_final)))
     if x is None and b is None:
         raise ValueError(f"parscan.{op}: give the forward's output x, or b to recompute it")
+    offsets = _offsets(cu_seqlens)
     d = normalize_dim(op, "a", a.ndim, dim)
     da, db = np.empty(a.shape, a.dtype), np.empty(a.shape, a.dtype)
-    dx0 = np.empty(without(a.shape, d), a.dtype) if x0 is not None else None
+    dx0 = np.empty(state_shape(op, a.shape, d, offsets), a.dtype) if x0 is not None else None
     if x0 is not None:
         x0 = np.asarray(x0, order="C")
     if dx_final is not None:
         dx_final = np.asarray(dx_final, order="C")
     _core.gated_backward(_bits(a), _bits(x), _bits(b), _bits(x0), _bits(dx), _bits(dx_final), _bits(da), _bits(db),
-                         _bits(dx0), d, bool(reverse), gate)
+                         _bits(dx0), d, bool(reverse), gate, cu_seqlens=offsets)
     return da, db, dx0
 
 

@@ -20,6 +20,17 @@ def without(shape, dim):
     return tuple(shape[:dim]) + tuple(shape[dim + 1:])
 
 
+def state_shape(op, shape, dim, cu_seqlens=None):
+    """The shape of the per-sequence states (x0, x_final, their gradients): shape without dim,
+    after (N,) for the N packed sequences of cu_seqlens (N + 1 offsets) when it is given."""
+    if cu_seqlens is None:
+        return without(shape, dim)
+    if len(cu_seqlens.shape) != 1 or cu_seqlens.shape[0] < 1:
+        raise ValueError(f"parscan.{op}: cu_seqlens has shape {tuple(cu_seqlens.shape)}; it must hold the N + 1 "
+                         "offsets of N packed sequences (one dimension, at least one element)")
+    return (cu_seqlens.shape[0] - 1,) + without(shape, dim)
+
+
 def check_choice(op, what, value, choices):
     if value not in choices:
         options = ", ".join(f'"{c}"' for c in choices)

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import _core
 from ._shapes import (CHAIN_ORDERS, GATES, SCAN_OPERATORS, chain_dim, chain_math, check_choice, check_log_forms,
-                      check_signs, matrix_step_dim, normalize_dim, without)
+                      check_signs, matrix_step_dim, normalize_dim, state_shape, without)
 
 
 def _register_targets():
@@ -46,7 +46,17 @@ def _require_targets(op):
 _GATED_TYPES = (jnp.float32, jnp.float64, jnp.bfloat16, jnp.float16, jnp.complex64)
 
 
-def _check_gated(op, a, b, x0, d):
+def _check_state(op, a, x0, d, cu_seqlens=None):
+    """x0 against a (and the offsets of packed sequences, whose dtype is checked here)."""
+    if cu_seqlens is not None and cu_seqlens.dtype not in (jnp.int32, jnp.int64):
+        raise TypeError(f"parscan.{op}: cu_seqlens has dtype {cu_seqlens.dtype}; offsets are int64 or int32")
+    state = state_shape(op, a.shape, a.ndim + d, cu_seqlens)
+    if x0.shape != state:
+        what = "(N,) + the shape of a without dim" if cu_seqlens is not None else "the shape of a without dim"
+        raise ValueError(f"parscan.{op}: x0 has shape {x0.shape}; it must have {what}, {state}")
+
+
+def _check_gated(op, a, b, x0, d, cu_seqlens=None):
     """The checks a trace can make, raised as TypeError / ValueError before anything is compiled
     (the handler checks again at run time, and everything else: strides cannot be wrong here)."""
     if a.dtype not in _GATED_TYPES:
@@ -57,9 +67,7 @@ def _check_gated(op, a, b, x0, d):
             raise TypeError(f"parscan.{op}: {name} has dtype {other.dtype} but a has dtype {a.dtype}; they must match")
     if b.shape != a.shape:
         raise ValueError(f"parscan.{op}: b has shape {b.shape} but a has shape {a.shape}; they must match")
-    state = without(a.shape, a.ndim + d)
-    if x0.shape != state:
-        raise ValueError(f"parscan.{op}: x0 has shape {x0.shape}; it must have the shape of a without dim, {state}")
+    _check_state(op, a, x0, d, cu_seqlens)
 
 
 def _negative_dim(op, name, array, dim):
@@ -111,7 +119,47 @@ def _gated_bwd(dim, reverse, gate, residuals, cotangents):
 _gated.defvjp(_gated_fwd, _gated_bwd)
 
 
-def gated_recurrence(a, b, x0=None, *, dim=-1, reverse=False, gate="linear", return_final=False):
+# Packed sequences (cu_seqlens): their own targets, which take the offsets last. vmap runs them
+# one batch element at a time (the packed layouts have no batch dimension).
+
+
+def _gated_varlen_forward_call(a, b, x0, cu_seqlens, dim, reverse, gate):
+    call = jax.ffi.ffi_call(
+        "parscan_gated_varlen_forward",
+        (jax.ShapeDtypeStruct(a.shape, a.dtype), jax.ShapeDtypeStruct(x0.shape, a.dtype)), vmap_method="sequential")
+    return call(a, b, x0, cu_seqlens, dim=np.int64(dim), reverse=np.int64(reverse), gate=np.int64(GATES.index(gate)))
+
+
+def _gated_varlen_backward_call(a, x, x0, dx, dx_final, cu_seqlens, dim, reverse, gate):
+    shapes = (jax.ShapeDtypeStruct(a.shape, a.dtype), jax.ShapeDtypeStruct(a.shape, a.dtype),
+              jax.ShapeDtypeStruct(x0.shape, a.dtype))
+    call = jax.ffi.ffi_call("parscan_gated_varlen_backward", shapes, vmap_method="sequential")
+    return call(a, x, x0, dx, dx_final, cu_seqlens, dim=np.int64(dim), reverse=np.int64(reverse),
+                gate=np.int64(GATES.index(gate)))
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6))
+def _gated_varlen(a, b, x0, cu_seqlens, dim, reverse, gate):
+    return _gated_varlen_forward_call(a, b, x0, cu_seqlens, dim, reverse, gate)
+
+
+def _gated_varlen_fwd(a, b, x0, cu_seqlens, dim, reverse, gate):
+    x, x_final = _gated_varlen_forward_call(a, b, x0, cu_seqlens, dim, reverse, gate)
+    return (x, x_final), (a, x, x0, cu_seqlens)
+
+
+def _gated_varlen_bwd(dim, reverse, gate, residuals, cotangents):
+    a, x, x0, cu_seqlens = residuals
+    dx, dx_final = cotangents
+    conj = jnp.conj if jnp.iscomplexobj(a) else (lambda v: v)  # as in _gated_bwd
+    da, db, dx0 = _gated_varlen_backward_call(a, x, x0, conj(dx), conj(dx_final), cu_seqlens, dim, reverse, gate)
+    return conj(da), conj(db), conj(dx0), None  # the offsets have no cotangent
+
+
+_gated_varlen.defvjp(_gated_varlen_fwd, _gated_varlen_bwd)
+
+
+def gated_recurrence(a, b, x0=None, *, dim=-1, reverse=False, gate="linear", return_final=False, cu_seqlens=None):
     """x[t] = a[t] * x[t-1] + b[t] along dimension ``dim``, with x[-1] = x0 (or 0).
 
     a and b: arrays of one shape and dtype (float32, float64 with jax_enable_x64, bfloat16,
@@ -119,15 +167,27 @@ def gated_recurrence(a, b, x0=None, *, dim=-1, reverse=False, gate="linear", ret
     (optional; zeros otherwise). ``reverse`` runs from the last step to the first; gate="log"
     takes log a. Returns x, and with ``return_final`` also the last state computed.
     Differentiable in a, b and x0 (jax.grad, jax.vjp; complex: JAX's convention).
+
+    Packed sequences: with ``cu_seqlens`` (N + 1 int32 or int64 offsets), ``dim`` holds N
+    sequences one after another, each its own recurrence from x0[n] to x_final[n]; x0 and
+    x_final are (N,) + a's shape without ``dim``, and the other dimensions of a must collapse
+    into one. Steps past cu_seqlens[N] are not computed (unspecified). Offsets are checked on
+    the CPU (an error); on CUDA they are the caller's contract, as in the C++ API. Under vmap
+    the packed call runs once per batch element.
     """
     op = "gated_recurrence"
     _require_targets(op)
     check_choice(op, "gate", gate, GATES)
     a, b = jnp.asarray(a), jnp.asarray(b)
+    offsets = None if cu_seqlens is None else jnp.asarray(cu_seqlens)
     d = _negative_dim(op, "a", a, dim)
-    x0 = jnp.zeros(without(a.shape, a.ndim + d), a.dtype) if x0 is None else jnp.asarray(x0)
-    _check_gated(op, a, b, x0, d)
-    x, x_final = _gated(a, b, x0, d, bool(reverse), gate)
+    state = state_shape(op, a.shape, a.ndim + d, offsets)
+    x0 = jnp.zeros(state, a.dtype) if x0 is None else jnp.asarray(x0)
+    _check_gated(op, a, b, x0, d, offsets)
+    if offsets is None:
+        x, x_final = _gated(a, b, x0, d, bool(reverse), gate)
+    else:
+        x, x_final = _gated_varlen(a, b, x0, offsets, d, bool(reverse), gate)
     return (x, x_final) if return_final else x
 
 
@@ -258,9 +318,7 @@ def _check_log(op, a, b, x0, d):
             raise TypeError(f"parscan.{op}: {name} has dtype {other.dtype} but a has dtype {a.dtype}; they must match")
     if b.shape != a.shape:
         raise ValueError(f"parscan.{op}: b has shape {b.shape} but a has shape {a.shape}; they must match")
-    state = without(a.shape, a.ndim + d)
-    if x0.shape != state:
-        raise ValueError(f"parscan.{op}: x0 has shape {x0.shape}; it must have the shape of a without dim, {state}")
+    _check_state(op, a, x0, d)
 
 
 def _log_forward_call(a, b, x0, signs, dim, reverse, forms, outputs):

@@ -24,7 +24,7 @@ from torch.utils.dlpack import to_dlpack as _to_dlpack
 
 from . import _core
 from ._shapes import (CHAIN_ORDERS, GATES, SCAN_OPERATORS, chain_dim, chain_math, check_choice, check_log_forms,
-                      check_signs, matrix_step_dim, normalize_dim, without)
+                      check_signs, matrix_step_dim, normalize_dim, state_shape, without)
 
 _GATED_TYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.complex64)
 
@@ -181,70 +181,75 @@ def _check_gated(op, a, b, dim, gate):
 # The gated recurrence.
 
 
-def _gated_run(a, b, x0, dim, reverse, gate, want_final):
+def _gated_run(a, b, x0, cu_seqlens, dim, reverse, gate, want_final):
     """The gated forward into new tensors: (x, x_final), x_final None unless want_final."""
-    d = _check_gated("gated_recurrence", a, b, dim, gate)
+    op = "gated_recurrence"
+    d = _check_gated(op, a, b, dim, gate)
     x = _new_dense(a)
-    x_final = a.new_empty(without(a.shape, d)) if want_final else None
-    _run(_core.gated_forward, _plain(a), _plain(b), x, _state(x0), x_final, d, reverse, gate, _stream(a))
+    x_final = a.new_empty(state_shape(op, a.shape, d, cu_seqlens)) if want_final else None
+    _run(_core.gated_forward, _plain(a), _plain(b), x, _state(x0), x_final, d, reverse, gate, _stream(a), cu_seqlens)
     return x, x_final
 
 
 @_custom_op("parscan::gated_recurrence")
-def _gated_forward(a: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], dim: int, reverse: bool,
-                   gate: str) -> Tuple[torch.Tensor, torch.Tensor]:
-    return _gated_run(a, b, x0, dim, reverse, gate, True)
+def _gated_forward(a: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], cu_seqlens: Optional[torch.Tensor],
+                   dim: int, reverse: bool, gate: str) -> Tuple[torch.Tensor, torch.Tensor]:
+    return _gated_run(a, b, x0, cu_seqlens, dim, reverse, gate, True)
 
 
 @torch.library.register_fake("parscan::gated_recurrence")
-def _(a, b, x0, dim, reverse, gate):
+def _(a, b, x0, cu_seqlens, dim, reverse, gate):
     d = _check_gated("gated_recurrence", a, b, dim, gate)
-    return a.new_empty(a.shape), a.new_empty(without(a.shape, d))
+    return a.new_empty(a.shape), a.new_empty(state_shape("gated_recurrence", a.shape, d, cu_seqlens))
 
 
 @_custom_op("parscan::gated_recurrence_backward")
-def _gated_backward(a: torch.Tensor, x: torch.Tensor, x0: Optional[torch.Tensor], dx: torch.Tensor,
-                    dx_final: torch.Tensor, dim: int, reverse: bool,
+def _gated_backward(a: torch.Tensor, x: torch.Tensor, x0: Optional[torch.Tensor], cu_seqlens: Optional[torch.Tensor],
+                    dx: torch.Tensor, dx_final: torch.Tensor, dim: int, reverse: bool,
                     gate: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    d = _check_gated("gated_recurrence_backward", a, a, dim, gate)
+    op = "gated_recurrence_backward"
+    d = _check_gated(op, a, a, dim, gate)
     da, db = _new_dense(a), _new_dense(a)
     # Without x0 there is no dx0: an empty tensor stands for it (a custom op returns tensors).
-    dx0 = a.new_empty(without(a.shape, d) if x0 is not None else (0,))
+    dx0 = a.new_empty(state_shape(op, a.shape, d, cu_seqlens) if x0 is not None else (0,))
     # Incoming gradients may have any strides (expanded ones, say); dense ones always describe.
     _run(_core.gated_backward, _plain(a), _plain(x), None, _state(x0), _plain(dx).contiguous(), _state(dx_final), da, db,
-                         dx0 if x0 is not None else None, d, reverse, gate, _stream(a))
+         dx0 if x0 is not None else None, d, reverse, gate, _stream(a), cu_seqlens)
     return da, db, dx0
 
 
 @torch.library.register_fake("parscan::gated_recurrence_backward")
-def _(a, x, x0, dx, dx_final, dim, reverse, gate):
-    d = _check_gated("gated_recurrence_backward", a, a, dim, gate)
-    return a.new_empty(a.shape), a.new_empty(a.shape), a.new_empty(without(a.shape, d) if x0 is not None else (0,))
+def _(a, x, x0, cu_seqlens, dx, dx_final, dim, reverse, gate):
+    op = "gated_recurrence_backward"
+    d = _check_gated(op, a, a, dim, gate)
+    return (a.new_empty(a.shape), a.new_empty(a.shape),
+            a.new_empty(state_shape(op, a.shape, d, cu_seqlens) if x0 is not None else (0,)))
 
 
 def _gated_setup_context(ctx, inputs, output):
-    a, _b, x0, dim, reverse, gate = inputs
+    a, _b, x0, cu_seqlens, dim, reverse, gate = inputs
     x, _x_final = output
-    ctx.save_for_backward(a, x, x0)
+    ctx.save_for_backward(a, x, x0, cu_seqlens)
     ctx.options = (dim, reverse, gate)
 
 
 def _gated_autograd(ctx, dx, dx_final):
-    a, x, x0 = ctx.saved_tensors
+    a, x, x0, cu_seqlens = ctx.saved_tensors
     dim, reverse, gate = ctx.options
     if dx is None:
         dx = torch.zeros_like(x)
     if dx_final is None:
-        dx_final = torch.zeros(without(a.shape, normalize_dim("gated_recurrence", "a", a.dim(), dim)), dtype=a.dtype,
-                               device=a.device)
-    da, db, dx0 = _call(_gated_backward, _ops.gated_recurrence_backward, a, x, x0, dx, dx_final, dim, reverse, gate)
-    return da, db, (dx0 if x0 is not None else None), None, None, None
+        d = normalize_dim("gated_recurrence", "a", a.dim(), dim)
+        dx_final = torch.zeros(state_shape("gated_recurrence", a.shape, d, cu_seqlens), dtype=a.dtype, device=a.device)
+    da, db, dx0 = _call(_gated_backward, _ops.gated_recurrence_backward, a, x, x0, cu_seqlens, dx, dx_final, dim,
+                        reverse, gate)
+    return da, db, (dx0 if x0 is not None else None), None, None, None, None
 
 
 _register_autograd(_gated_forward, "gated_recurrence", _gated_autograd, _gated_setup_context)
 
 
-def gated_recurrence(a, b, x0=None, *, dim=-1, reverse=False, gate="linear", return_final=False):
+def gated_recurrence(a, b, x0=None, *, dim=-1, reverse=False, gate="linear", return_final=False, cu_seqlens=None):
     """x[t] = a[t] * x[t-1] + b[t] along dimension ``dim``, with x[-1] = x0 (or 0).
 
     a and b: tensors of one shape, dtype and device (float32, float64, bfloat16, float16,
@@ -253,9 +258,17 @@ def gated_recurrence(a, b, x0=None, *, dim=-1, reverse=False, gate="linear", ret
     shape of a without ``dim`` (optional). ``reverse`` runs from the last step to the first;
     gate="log" takes log a. Returns x (a new contiguous tensor), and with ``return_final`` also
     the last state computed. Differentiable in a, b and x0 (complex: PyTorch's convention).
+
+    Packed sequences: with ``cu_seqlens`` (N + 1 int64 or int32 offsets on a's device), ``dim``
+    holds N sequences one after another, each its own recurrence from x0[n] to x_final[n]; the
+    other dimensions collapse into one strided dimension, and x0, x_final are (N,) + a's shape
+    without ``dim``. Steps past cu_seqlens[N] are not computed (x and the gradients unspecified
+    there). CPU offsets are checked (ValueError); CUDA offsets are read on the device, where
+    checking them would cost a synchronisation: offsets that are not non-decreasing from 0 up
+    to at most a.shape[dim] are the caller's error there, as in the C++ API.
     """
-    return _forward_with_final(_gated_run, _gated_forward, _ops.gated_recurrence, (a, b, x0, dim, reverse, gate),
-                               return_final)
+    return _forward_with_final(_gated_run, _gated_forward, _ops.gated_recurrence,
+                               (a, b, x0, cu_seqlens, dim, reverse, gate), return_final)
 
 
 # ---------------------------------------------------------------------------------------------

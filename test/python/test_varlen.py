@@ -1,0 +1,352 @@
+"""Packed sequences (cu_seqlens) in the gated recurrence from Python: NumPy, PyTorch and JAX
+against the float64 loop run on each sequence alone (reference.py), forward and backward, every
+packed layout the front ends map (time first or last, several channel dimensions, one
+dimension), int64 and int32 offsets, empty sequences, reverse and log gates; bad offsets and
+arguments raise errors that name them, and write nothing. PyTorch and JAX parts are skipped
+where they are not installed."""
+
+import numpy as np
+import pytest
+
+import parscan
+from parscan import _core
+
+import reference as ref
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+DTYPES = {"float64": np.float64, "float32": np.float32, "complex64": np.complex64, "float16": np.float16}
+
+# (shape with the packed time dimension as T, dim): (total, D), (D, total), (total, H, P), (total,)
+LAYOUTS = [((None, 5), 0), ((4, None), 1), ((None, 2, 3), 0), ((None,), 0), ((3, None), -1)]
+
+
+def packed_shape(layout, total):
+    return tuple(total if n is None else n for n in layout)
+
+
+def random_lengths(rng, count):
+    """Lengths with the edges in: empty, one step, a prime, and random ones up to 40."""
+    edges = [0, 1, 13, 0, 2]
+    lengths = edges + list(rng.integers(0, 40, size=max(0, count - len(edges))))
+    rng.shuffle(lengths)
+    return np.array(lengths[:count], np.int64)
+
+
+def offsets_of(lengths, spare=0):
+    """cu_seqlens for lengths; the packed tensor gets `spare` steps past the last offset."""
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    return offsets, int(offsets[-1]) + spare
+
+
+def random_gates(rng, shape, dtype_name):
+    magnitude = rng.uniform(0.6, 1.0, shape)
+    if dtype_name == "complex64":
+        return (magnitude * np.exp(1j * rng.uniform(-0.5, 0.5, shape))).astype(np.complex64)
+    return magnitude.astype(DTYPES[dtype_name])
+
+
+def random_values(rng, shape, dtype_name):
+    if dtype_name == "complex64":
+        return (rng.normal(size=shape) + 1j * rng.normal(size=shape)).astype(np.complex64)
+    return rng.normal(size=shape).astype(DTYPES[dtype_name])
+
+
+def sequence(array, dim, start, stop):
+    """Steps [start, stop) of array along dim."""
+    index = [slice(None)] * array.ndim
+    index[dim] = slice(start, stop)
+    return array[tuple(index)]
+
+
+def reference_forward(a, b, x0, offsets, dim, reverse=False, gate="linear"):
+    """(x, x_final) of each sequence alone, in float64; x is NaN past the last offset."""
+    x = np.full(a.shape, np.nan, np.complex128 if a.dtype.kind == "c" else np.float64)
+    finals = []
+    for n in range(len(offsets) - 1):
+        lo, hi = int(offsets[n]), int(offsets[n + 1])
+        xn, final = ref.gated_forward(sequence(a, dim, lo, hi), sequence(b, dim, lo, hi),
+                                      None if x0 is None else x0[n], dim, reverse, gate)
+        sequence(x, dim, lo, hi)[...] = xn
+        finals.append(final)
+    d = dim % a.ndim
+    return x, (np.stack(finals) if finals else np.zeros((0,) + a.shape[:d] + a.shape[d + 1:]))
+
+
+def reference_backward(a, b, dx, x0, dx_final, offsets, dim, reverse=False, gate="linear"):
+    """(da, db, dx0) of each sequence alone, in float64."""
+    kind = np.complex128 if a.dtype.kind == "c" else np.float64
+    da, db = np.full(a.shape, np.nan, kind), np.full(a.shape, np.nan, kind)
+    dx0 = []
+    for n in range(len(offsets) - 1):
+        lo, hi = int(offsets[n]), int(offsets[n + 1])
+        dan, dbn, dx0n = ref.gated_backward(sequence(a, dim, lo, hi), sequence(b, dim, lo, hi),
+                                            sequence(dx, dim, lo, hi), None if x0 is None else x0[n],
+                                            None if dx_final is None else dx_final[n], dim, reverse, gate)
+        sequence(da, dim, lo, hi)[...] = dan
+        sequence(db, dim, lo, hi)[...] = dbn
+        dx0.append(dx0n)
+    return da, db, (np.stack(dx0) if x0 is not None and dx0 else None)
+
+
+def assert_packed_close(actual, expected, used, dim, dtype_name, what):
+    """actual equals expected over the steps [0, used) along dim."""
+    ref.assert_close(sequence(actual, dim, 0, used), sequence(expected, dim, 0, used), dtype_name, what)
+
+
+# ---------------------------------------------------------------------------------------------
+# NumPy (the host backend).
+
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+@pytest.mark.parametrize("layout,dim", LAYOUTS)
+@pytest.mark.parametrize("reverse,gate", [(False, "linear"), (True, "linear"), (False, "log")])
+def test_numpy_forward_per_sequence(rng, dtype_name, layout, dim, reverse, gate):
+    offsets, total = offsets_of(random_lengths(rng, 9), spare=3)
+    shape = packed_shape(layout, total)
+    a = random_gates(rng, shape, dtype_name)
+    if gate == "log":
+        a = np.log(ref.wide(a)).astype(a.dtype)
+    b = random_values(rng, shape, dtype_name)
+    state = (len(offsets) - 1,) + tuple(n for i, n in enumerate(shape) if i != dim % len(shape))
+    x0 = random_values(rng, state, dtype_name)
+    x, x_final = parscan.gated_recurrence(a, b, x0, dim=dim, reverse=reverse, gate=gate, return_final=True,
+                                          cu_seqlens=offsets)
+    want, want_final = reference_forward(a, b, x0, offsets, dim, reverse, gate)
+    assert x.shape == a.shape and x_final.shape == state and x_final.dtype == a.dtype
+    assert_packed_close(x, want, int(offsets[-1]), dim, dtype_name, "x")
+    ref.assert_close(x_final, want_final, dtype_name, "x_final")
+
+
+@pytest.mark.parametrize("dtype_name", ["float64", "float32", "complex64"])
+@pytest.mark.parametrize("layout,dim", LAYOUTS)
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("with_x", [True, False])
+def test_numpy_backward_per_sequence(rng, dtype_name, layout, dim, reverse, with_x):
+    offsets, total = offsets_of(random_lengths(rng, 8), spare=2)
+    shape = packed_shape(layout, total)
+    a, b = random_gates(rng, shape, dtype_name), random_values(rng, shape, dtype_name)
+    state = (len(offsets) - 1,) + tuple(n for i, n in enumerate(shape) if i != dim % len(shape))
+    x0, dx_final = random_values(rng, state, dtype_name), random_values(rng, state, dtype_name)
+    dx = random_values(rng, shape, dtype_name)
+    x = parscan.gated_recurrence(a, b, x0, dim=dim, reverse=reverse, cu_seqlens=offsets) if with_x else None
+    da, db, dx0 = parscan.gated_recurrence_backward(a, dx, x=x, b=None if with_x else b, x0=x0, dx_final=dx_final,
+                                                    dim=dim, reverse=reverse, cu_seqlens=offsets)
+    want_da, want_db, want_dx0 = reference_backward(a, b, dx, x0, dx_final, offsets, dim, reverse)
+    used = int(offsets[-1])
+    assert_packed_close(da, want_da, used, dim, dtype_name, "da")
+    assert_packed_close(db, want_db, used, dim, dtype_name, "db")
+    ref.assert_close(dx0, want_dx0, dtype_name, "dx0")
+
+
+def test_numpy_int32_offsets_and_no_x0(rng):
+    offsets, total = offsets_of(random_lengths(rng, 12))
+    a, b = random_gates(rng, (total, 6), "float64"), random_values(rng, (total, 6), "float64")
+    x64, f64 = parscan.gated_recurrence(a, b, dim=0, cu_seqlens=offsets, return_final=True)
+    x32, f32 = parscan.gated_recurrence(a, b, dim=0, cu_seqlens=offsets.astype(np.int32), return_final=True)
+    want, want_final = reference_forward(a, b, None, offsets, 0)
+    ref.assert_close(x64, want, "float64", "x")
+    ref.assert_close(f64, want_final, "float64", "x_final")
+    np.testing.assert_array_equal(x32, x64)
+    np.testing.assert_array_equal(f32, f64)
+
+
+def test_numpy_zero_sequences_and_empty_channels(rng):
+    a, b = random_gates(rng, (7, 3), "float32"), random_values(rng, (7, 3), "float32")
+    x, x_final = parscan.gated_recurrence(a, b, dim=0, cu_seqlens=np.zeros(1, np.int64), return_final=True)
+    assert x.shape == (7, 3) and x_final.shape == (0, 3)
+    empty = np.ones((7, 0), np.float32)
+    x, x_final = parscan.gated_recurrence(empty, empty, dim=0, cu_seqlens=np.array([0, 3, 7]), return_final=True)
+    assert x.shape == (7, 0) and x_final.shape == (2, 0)
+
+
+def test_numpy_low_level_writes_only_the_packed_steps(rng):
+    """Through the extension with poisoned outputs: every step before cu_seqlens[N] is written,
+    the steps after it and the inputs are not touched."""
+    offsets, used = offsets_of(random_lengths(rng, 10))
+    total = used + 5
+    a, b = random_gates(rng, (total, 4), "float32"), random_values(rng, (total, 4), "float32")
+    x0 = random_values(rng, (10, 4), "float32")
+    a_copy, b_copy = a.copy(), b.copy()
+    x, x_final = np.full((total, 4), np.nan, np.float32), np.full((10, 4), np.nan, np.float32)
+    _core.gated_forward(a, b, x, x0, x_final, 0, False, "linear", cu_seqlens=offsets)
+    want, want_final = reference_forward(a, b, x0, offsets, 0)
+    ref.assert_close(x[:used], want[:used], "float32", "x")
+    ref.assert_close(x_final, want_final, "float32", "x_final")
+    assert np.isnan(x[used:]).all(), "a step past cu_seqlens[N] was written"
+    np.testing.assert_array_equal(a, a_copy)
+    np.testing.assert_array_equal(b, b_copy)
+
+
+BAD_OFFSETS = [
+    (np.array([0, 5, 3, 9]), ValueError, "segment offsets"),       # decreasing
+    (np.array([1, 5, 9]), ValueError, "segment offsets"),          # not from 0
+    (np.array([0, 5, 99]), ValueError, "segment offsets"),         # past the packed length
+    (np.array([0.0, 5.0, 9.0]), TypeError, "cu_seqlens has dtype float64"),
+    (np.array([[0, 5, 9]]), ValueError, "cu_seqlens has shape"),
+    (np.zeros(0, np.int64), ValueError, "cu_seqlens has shape"),
+    (np.arange(0, 20, 2)[::2], ValueError, "cu_seqlens (strides"),  # 0, 4, 8, ... not contiguous
+]
+
+
+@pytest.mark.parametrize("offsets,error,message", BAD_OFFSETS)
+def test_numpy_bad_offsets_raise_and_write_nothing(rng, offsets, error, message):
+    a, b = random_gates(rng, (12, 3), "float32"), random_values(rng, (12, 3), "float32")
+    x, x_final = np.full((12, 3), np.nan, np.float32), np.full((max(len(offsets) - 1, 0), 3), np.nan, np.float32)
+    with pytest.raises(error) as caught:
+        _core.gated_forward(a, b, x, None, x_final, 0, False, "linear", cu_seqlens=offsets)
+    assert message in str(caught.value)
+    assert np.isnan(x).all() and np.isnan(x_final).all(), "a refused call wrote its outputs"
+    da, db = np.full((12, 3), np.nan, np.float32), np.full((12, 3), np.nan, np.float32)
+    with pytest.raises(error):
+        _core.gated_backward(a, None, b, None, b, None, da, db, None, 0, False, "linear", cu_seqlens=offsets)
+    assert np.isnan(da).all() and np.isnan(db).all()
+
+
+def test_numpy_bad_arguments_name_them(rng):
+    offsets = np.array([0, 4, 9])
+    a, b = random_gates(rng, (9, 3), "float32"), random_values(rng, (9, 3), "float32")
+    with pytest.raises(ValueError, match="x0 has shape"):
+        parscan.gated_recurrence(a, b, np.zeros((3,), np.float32), dim=0, cu_seqlens=offsets)
+    with pytest.raises(ValueError, match="x0 has shape"):
+        parscan.gated_recurrence(a, b, np.zeros((3, 3), np.float32), dim=0, cu_seqlens=offsets)
+    batch = random_values(rng, (2, 9, 3), "float32")
+    with pytest.raises(ValueError, match="one strided dimension"):
+        parscan.gated_recurrence(batch, batch, dim=1, cu_seqlens=offsets)
+    dx = random_values(rng, (9, 3), "float32")
+    with pytest.raises(ValueError, match="x0 has shape"):
+        parscan.gated_recurrence_backward(a, dx, b=b, x0=np.zeros((9, 3), np.float32), dim=0, cu_seqlens=offsets)
+
+
+# ---------------------------------------------------------------------------------------------
+# PyTorch: CPU tensors on the host backend; CUDA tensors where a GPU is visible.
+
+TORCH_DEVICES = []
+if torch is not None:
+    TORCH_DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() and parscan.built_with_cuda else [])
+
+
+def _torch_tensor(array, device, requires_grad=False):
+    return torch.tensor(array, device=device, requires_grad=requires_grad)
+
+
+def _numpy(t):
+    return t.detach().cpu().numpy()
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
+@pytest.mark.parametrize("device", TORCH_DEVICES)
+@pytest.mark.parametrize("dtype_name", ["float32", "complex64"])
+@pytest.mark.parametrize("layout,dim", [((None, 5), 0), ((4, None), 1), ((None, 2, 3), 0)])
+@pytest.mark.parametrize("offset_type", [np.int64, np.int32])
+def test_torch_forward_and_gradients_per_sequence(rng, device, dtype_name, layout, dim, offset_type):
+    import parscan.torch as pt
+    offsets, total = offsets_of(random_lengths(rng, 9))
+    shape = packed_shape(layout, total)
+    a_np, b_np = random_gates(rng, shape, dtype_name), random_values(rng, shape, dtype_name)
+    state = (len(offsets) - 1,) + tuple(n for i, n in enumerate(shape) if i != dim % len(shape))
+    x0_np, dx_np, dxf_np = (random_values(rng, s, dtype_name) for s in (state, shape, state))
+    a, b, x0 = (_torch_tensor(v, device, True) for v in (a_np, b_np, x0_np))
+    cu = torch.tensor(offsets.astype(offset_type), device=device)
+    x, x_final = pt.gated_recurrence(a, b, x0, dim=dim, return_final=True, cu_seqlens=cu)
+    want, want_final = reference_forward(a_np, b_np, x0_np, offsets, dim)
+    ref.assert_close(_numpy(x), want, dtype_name, "x")
+    ref.assert_close(_numpy(x_final), want_final, dtype_name, "x_final")
+    dx, dxf = _torch_tensor(dx_np, device), _torch_tensor(dxf_np, device)
+    # PyTorch's complex convention: the gradient of Re<dx, x> is what the backward computes.
+    loss = (torch.real(torch.sum(torch.conj(dx) * x)) + torch.real(torch.sum(torch.conj(dxf) * x_final)))
+    loss.backward()
+    want_da, want_db, want_dx0 = reference_backward(a_np, b_np, dx_np, x0_np, dxf_np, offsets, dim)
+    ref.assert_close(_numpy(a.grad), want_da, dtype_name, "a.grad")
+    ref.assert_close(_numpy(b.grad), want_db, dtype_name, "b.grad")
+    ref.assert_close(_numpy(x0.grad), want_dx0, dtype_name, "x0.grad")
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
+def test_torch_gradcheck_and_compile(rng):
+    import parscan.torch as pt
+    offsets, total = offsets_of(np.array([3, 0, 5, 1]))
+    cu = torch.tensor(offsets)
+    a = torch.tensor(random_gates(rng, (total, 2), "float64"), requires_grad=True)
+    b = torch.tensor(random_values(rng, (total, 2), "float64"), requires_grad=True)
+    x0 = torch.tensor(random_values(rng, (4, 2), "float64"), requires_grad=True)
+
+    def f(a, b, x0):
+        return pt.gated_recurrence(a, b, x0, dim=0, return_final=True, cu_seqlens=cu)
+
+    assert torch.autograd.gradcheck(f, (a, b, x0))
+    compiled = torch.compile(lambda a, b, x0: pt.gated_recurrence(a, b, x0, dim=0, cu_seqlens=cu), fullgraph=True)
+    torch.testing.assert_close(compiled(a, b, x0), f(a, b, x0)[0], rtol=0, atol=0)
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
+def test_torch_bad_offsets_name_them(rng):
+    import parscan.torch as pt
+    a = torch.tensor(random_gates(rng, (9, 3), "float32"))
+    with pytest.raises(TypeError, match="cu_seqlens has dtype"):
+        pt.gated_recurrence(a, a, dim=0, cu_seqlens=torch.tensor([0.0, 9.0]))
+    with pytest.raises(ValueError, match="segment offsets"):
+        pt.gated_recurrence(a, a, dim=0, cu_seqlens=torch.tensor([0, 7, 4]))
+    with pytest.raises(ValueError, match="cu_seqlens has shape"):
+        pt.gated_recurrence(a, a, dim=0, cu_seqlens=torch.tensor([[0, 9]]))
+    if "cuda" in TORCH_DEVICES:
+        with pytest.raises(ValueError, match="cu_seqlens is on cpu"):
+            pt.gated_recurrence(a.cuda(), a.cuda(), dim=0, cu_seqlens=torch.tensor([0, 9]))
+
+
+# ---------------------------------------------------------------------------------------------
+# JAX: jit, grad and vmap.
+
+def _jax():
+    jax = pytest.importorskip("jax")
+    if not _core.jax_targets():
+        pytest.skip("parscan was built without JAX support")
+    if not parscan.built_with_cuda:
+        jax.config.update("jax_default_device", jax.devices("cpu")[0])
+    return jax
+
+
+@pytest.mark.parametrize("offset_type", [np.int32, np.int64])
+def test_jax_jit_grad_vmap_per_sequence(rng, offset_type):
+    jax = _jax()
+    jnp = jax.numpy
+    import parscan.jax as pj
+    jax.config.update("jax_enable_x64", True)  # float64 references (test_jax.py sets it too)
+    offsets, total = offsets_of(random_lengths(rng, 7))
+    cu = jnp.asarray(offsets.astype(offset_type))
+    a_np, b_np = random_gates(rng, (total, 3), "float64"), random_values(rng, (total, 3), "float64")
+    x0_np, dx_np = random_values(rng, (7, 3), "float64"), random_values(rng, (total, 3), "float64")
+
+    def forward(a, b, x0):
+        return pj.gated_recurrence(a, b, x0, dim=0, cu_seqlens=cu)
+
+    x = jax.jit(forward)(a_np, b_np, x0_np)
+    want, _ = reference_forward(a_np, b_np, x0_np, offsets, 0)
+    ref.assert_close(np.asarray(x), want, "float64", "x")
+    grads = jax.grad(lambda a, b, x0: jnp.sum(forward(a, b, x0) * dx_np), argnums=(0, 1, 2))(a_np, b_np, x0_np)
+    want_da, want_db, want_dx0 = reference_backward(a_np, b_np, dx_np, x0_np, None, offsets, 0)
+    for got, expected, name in zip(grads, (want_da, want_db, want_dx0), ("da", "db", "dx0")):
+        ref.assert_close(np.asarray(got), expected, "float64", name)
+    batched = jax.vmap(forward)(np.stack([a_np, a_np[::-1].copy()]), np.stack([b_np, b_np]),
+                                np.stack([x0_np, x0_np]))
+    ref.assert_close(np.asarray(batched[0]), want, "float64", "vmap x[0]")
+    want_1, _ = reference_forward(a_np[::-1].copy(), b_np, x0_np, offsets, 0)
+    ref.assert_close(np.asarray(batched[1]), want_1, "float64", "vmap x[1]")
+
+
+def test_jax_bad_offsets_raise(rng):
+    jax = _jax()
+    jnp = jax.numpy
+    import parscan.jax as pj
+    a = jnp.asarray(random_gates(rng, (9, 3), "float32"))
+    with pytest.raises(TypeError, match="cu_seqlens has dtype"):
+        pj.gated_recurrence(a, a, dim=0, cu_seqlens=jnp.asarray([0.0, 9.0]))
+    with pytest.raises(ValueError, match="x0 has shape"):
+        pj.gated_recurrence(a, a, jnp.zeros((3,), a.dtype), dim=0, cu_seqlens=jnp.asarray([0, 4, 9]))
+    # Checked on the CPU target only: on CUDA, offsets are the caller's contract (no check).
+    cpu = jax.devices("cpu")[0]
+    a_cpu, bad = jax.device_put(a, cpu), jax.device_put(jnp.asarray([0, 7, 4]), cpu)
+    with pytest.raises(Exception, match="segment offsets"):
+        jax.block_until_ready(jax.jit(lambda a, cu: pj.gated_recurrence(a, a, dim=0, cu_seqlens=cu))(a_cpu, bad))
