@@ -86,7 +86,7 @@ def test_eager_calls_return_what_the_op_returns(rng, device):
     x0 = torch.tensor(rng.normal(size=(2, 3)), dtype=torch.float32, device=device)
     a_neg = torch.tensor(rng.random(shape) < 0.3, device=device)
     log_x, x_neg, x, log_final, final_neg = torch.ops.parscan.log_recurrence(
-        log_a, b, x0, a_neg, None, None, 1, False, "log", "value", "value", True, True)
+        log_a, b, x0, a_neg, None, None, None, 1, False, "log", "value", "value", True, True)
     for output, want in (("log", (log_x, x_neg)), ("value", (x,))):
         for return_final in (False, True):
             got = pt.log_recurrence(log_a, b, x0, dim=1, a_negative=a_neg, b_form="value", x0_form="value",

@@ -350,3 +350,139 @@ def test_jax_bad_offsets_raise(rng):
     a_cpu, bad = jax.device_put(a, cpu), jax.device_put(jnp.asarray([0, 7, 4]), cpu)
     with pytest.raises(Exception, match="segment offsets"):
         jax.block_until_ready(jax.jit(lambda a, cu: pj.gated_recurrence(a, a, dim=0, cu_seqlens=cu))(a_cpu, bad))
+
+
+# ---------------------------------------------------------------------------------------------
+# The log-space recurrence over packed sequences: each sequence against the batch call on it
+# alone (bitwise on the host, where both run the same loops), and against the float64 loop.
+
+from test_numpy_log_matrix import LOG_DTYPES, assert_log_close, log_inputs  # noqa: E402
+
+LOG_FORMS = [("log", "log", True), ("value", "value", True), ("log", "value", False)]
+
+
+def log_case(rng, layout, dim, a_form, b_form, signed, dtype_name="float32", count=8, spare=2):
+    """Packed log-space inputs: (offsets, a, a_neg, b, b_neg, x0, x0_neg, float64 values of a, b, x0)."""
+    offsets, total = offsets_of(random_lengths(rng, count), spare=spare)
+    shape = packed_shape(layout, total)
+    state = (count,) + tuple(n for i, n in enumerate(shape) if i != dim % len(shape))
+    a, a_neg, a_val = log_inputs(rng, shape, dtype_name, a_form, signed)
+    b, b_neg, b_val = log_inputs(rng, shape, dtype_name, b_form, signed)
+    x0, x0_neg, x0_val = log_inputs(rng, state, dtype_name, "log", signed)
+    return offsets, a, a_neg, b, b_neg, x0, x0_neg, a_val, b_val, x0_val
+
+
+def part(array, dim, offsets, n):
+    return None if array is None else sequence(array, dim, int(offsets[n]), int(offsets[n + 1]))
+
+
+@pytest.mark.parametrize("dtype_name", list(LOG_DTYPES))
+@pytest.mark.parametrize("a_form,b_form,signed", LOG_FORMS)
+@pytest.mark.parametrize("layout,dim", LAYOUTS)
+@pytest.mark.parametrize("reverse", [False, True])
+def test_numpy_log_forward_per_sequence(rng, dtype_name, a_form, b_form, signed, layout, dim, reverse):
+    offsets, a, a_neg, b, b_neg, x0, x0_neg, a_val, b_val, x0_val = log_case(rng, layout, dim, a_form, b_form, signed,
+                                                                              dtype_name)
+    common = dict(dim=dim, reverse=reverse, a_form=a_form, b_form=b_form, return_final=True)
+    log_x, x_neg, log_final, final_neg = parscan.log_recurrence(
+        a, b, x0, a_negative=a_neg, b_negative=b_neg, x0_negative=x0_neg, cu_seqlens=offsets, **common)
+    assert log_final.shape == x0.shape and final_neg.shape == x0.shape
+    for n in range(len(offsets) - 1):
+        alone = parscan.log_recurrence(part(a, dim, offsets, n), part(b, dim, offsets, n), x0[n],
+                                       a_negative=part(a_neg, dim, offsets, n), b_negative=part(b_neg, dim, offsets, n),
+                                       x0_negative=None if x0_neg is None else x0_neg[n], **common)
+        for got, want, what in zip((part(log_x, dim, offsets, n), part(x_neg, dim, offsets, n), log_final[n],
+                                    final_neg[n]), alone, ("log_x", "x_negative", "log_x_final", "x_final_negative")):
+            np.testing.assert_array_equal(got, want, err_msg=f"sequence {n}: {what}")
+    want, want_final = reference_forward(a_val, b_val, x0_val, offsets, dim, reverse)
+    used = int(offsets[-1])
+    x = ref.from_log(sequence(log_x, dim, 0, used), sequence(x_neg, dim, 0, used))
+    assert_log_close(x, sequence(want, dim, 0, used), dtype_name, "x")
+    assert_log_close(ref.from_log(log_final, final_neg), want_final, dtype_name, "x_final")
+
+
+@pytest.mark.parametrize("a_form,b_form,signed", LOG_FORMS)
+@pytest.mark.parametrize("layout,dim", LAYOUTS[:3])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("with_log_x", [True, False])
+def test_numpy_log_backward_per_sequence(rng, a_form, b_form, signed, layout, dim, reverse, with_log_x):
+    offsets, a, a_neg, b, b_neg, x0, x0_neg, *_ = log_case(rng, layout, dim, a_form, b_form, signed)
+    signs = dict(a_negative=a_neg, b_negative=b_neg, x0_negative=x0_neg)
+    options = dict(dim=dim, reverse=reverse, a_form=a_form, b_form=b_form)
+    log_x = x_neg = None
+    if with_log_x:
+        log_x, x_neg = parscan.log_recurrence(a, b, x0, cu_seqlens=offsets, **signs, **options)
+    dx = random_values(rng, a.shape, "float32")
+    dfinal = random_values(rng, x0.shape, "float32")
+    da, db, dx0 = parscan.log_recurrence_backward(a, b, dx, x0=x0, log_x=log_x, x_negative=x_neg, dlog_x_final=dfinal,
+                                                  cu_seqlens=offsets, **signs, **options)
+    assert dx0.shape == x0.shape
+    for n in range(len(offsets) - 1):
+        alone = parscan.log_recurrence_backward(
+            part(a, dim, offsets, n), part(b, dim, offsets, n), part(dx, dim, offsets, n), x0=x0[n],
+            a_negative=part(a_neg, dim, offsets, n), b_negative=part(b_neg, dim, offsets, n),
+            x0_negative=None if x0_neg is None else x0_neg[n], log_x=part(log_x, dim, offsets, n),
+            x_negative=part(x_neg, dim, offsets, n), dlog_x_final=dfinal[n], **options)
+        for got, want, what in zip((part(da, dim, offsets, n), part(db, dim, offsets, n), dx0[n]), alone,
+                                   ("da", "db", "dx0")):
+            np.testing.assert_array_equal(got, want, err_msg=f"sequence {n}: {what}")
+
+
+def test_numpy_log_bad_arguments(rng):
+    offsets, a, a_neg, b, b_neg, x0, x0_neg, *_ = log_case(rng, (None, 3), 0, "log", "log", True)
+    with pytest.raises(ValueError, match="x0 has shape"):
+        parscan.log_recurrence(a, b, x0[0], dim=0, cu_seqlens=offsets)
+    with pytest.raises(ValueError, match="segment offsets"):
+        parscan.log_recurrence(a, b, dim=0, cu_seqlens=offsets[::-1].copy())
+    with pytest.raises(TypeError, match="cu_seqlens has dtype"):
+        parscan.log_recurrence(a, b, dim=0, cu_seqlens=offsets.astype(np.float32))
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
+@pytest.mark.parametrize("device", TORCH_DEVICES)
+@pytest.mark.parametrize("output", ["log", "value"])
+def test_torch_log_forward_and_gradients_per_sequence(rng, device, output):
+    import parscan.torch as pt
+    offsets, a, a_neg, b, b_neg, x0, x0_neg, *_ = log_case(rng, (None, 4), 0, "log", "value", True, spare=0)
+    cu = torch.tensor(offsets.astype(np.int32), device=device)
+    t = {k: torch.tensor(v, device=device) for k, v in dict(a=a, a_neg=a_neg, b=b, x0=x0, x0_neg=x0_neg).items()}
+    leaves = [t[k].clone().requires_grad_() for k in ("a", "b", "x0")]
+    options = dict(dim=0, b_form="value", output=output)
+    packed = pt.log_recurrence(*leaves, a_negative=t["a_neg"], x0_negative=t["x0_neg"], cu_seqlens=cu, **options)
+    main = packed if output == "value" else packed[0]
+    weights = torch.tensor(random_values(rng, a.shape, "float32"), device=device)
+    (main * weights).sum().backward()
+    for n in range(len(offsets) - 1):
+        lo, hi = int(offsets[n]), int(offsets[n + 1])
+        alone_leaves = [t["a"][lo:hi].clone().requires_grad_(), t["b"][lo:hi].clone().requires_grad_(),
+                        t["x0"][n].clone().requires_grad_()]
+        alone = pt.log_recurrence(*alone_leaves, a_negative=t["a_neg"][lo:hi], x0_negative=t["x0_neg"][n], **options)
+        alone_main = alone if output == "value" else alone[0]
+        torch.testing.assert_close(main[lo:hi], alone_main, rtol=1e-5, atol=1e-6)
+        if hi > lo:
+            (alone_main * weights[lo:hi]).sum().backward()
+            for packed_grad, alone_grad in ((leaves[0].grad[lo:hi], alone_leaves[0].grad),
+                                            (leaves[1].grad[lo:hi], alone_leaves[1].grad),
+                                            (leaves[2].grad[n], alone_leaves[2].grad)):
+                torch.testing.assert_close(packed_grad, alone_grad, rtol=1e-5, atol=1e-6)
+
+
+def test_jax_log_jit_grad_per_sequence(rng):
+    jax = _jax()
+    jnp = jax.numpy
+    import parscan.jax as pj
+    offsets, a, a_neg, b, b_neg, x0, x0_neg, *_ = log_case(rng, (None, 3), 0, "log", "log", True, spare=0)
+    cu = jnp.asarray(offsets.astype(np.int32))
+    weights = random_values(rng, a.shape, "float32")
+
+    def loss(a, b, x0):
+        log_x, _ = pj.log_recurrence(a, b, x0, dim=0, a_negative=a_neg, x0_negative=x0_neg, cu_seqlens=cu)
+        return jnp.sum(log_x * weights)
+
+    value, grads = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))(a, b, x0)
+    signs = dict(a_negative=a_neg, x0_negative=x0_neg)
+    log_x, _ = parscan.log_recurrence(a, b, x0, dim=0, cu_seqlens=offsets, **signs)
+    np.testing.assert_allclose(float(value), float(np.sum(log_x.astype(np.float64) * weights)), rtol=1e-4)
+    want = parscan.log_recurrence_backward(a, b, weights, x0=x0, dim=0, cu_seqlens=offsets, **signs)
+    for got, expected, name in zip(grads, want, ("da", "db", "dx0")):
+        np.testing.assert_allclose(np.asarray(got), expected, rtol=2e-5, atol=1e-6, err_msg=name)

@@ -75,4 +75,26 @@ status run_on(const array_arg& where, std::uintptr_t stream, F&& f) {
   return f(be);
 }
 
+/// Runs a recurrence's call on args of type Batch (the batch API) or Packed (cu_seqlens),
+/// whichever the axis says, on the arrays' backend, with `fill` setting every field the two
+/// share (the tensors, strides and options) and `call(backend, args)` the library's function.
+template <class Batch, class Packed, class Fill, class Call>
+status run_batch_or_packed(const array_arg& where, std::uintptr_t stream, const scan_axis& axis, Fill&& fill,
+                           Call&& call) {
+  if (!axis.packed()) {
+    Batch g;
+    g.shape = {axis.plan.batch, axis.plan.channels, axis.plan.length, recurrence_layout::strided};
+    fill(g);
+    return run_on(where, stream, [&](const auto& backend) { return call(backend, g); });
+  }
+  Packed g;
+  g.shape = axis.packed_shape();
+  fill(g);
+  return run_on(where, stream, [&](const auto& backend) {
+    const packed_offsets offsets(axis.op, *axis.cu_seqlens, stream);
+    g.shape.cu_seqlens = offsets.get();
+    return call(backend, g);
+  });
+}
+
 }  // namespace parscan::python

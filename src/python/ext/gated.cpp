@@ -24,26 +24,6 @@ const T* input(const array_arg* a) { return a ? static_cast<const T*>(a->data) :
 template <class T>
 T* output(const array_arg* a) { return a ? static_cast<T*>(a->data) : nullptr; }
 
-/// Runs parscan's call on args of type Batch (the batch API) or Packed (cu_seqlens), whichever
-/// the axis says, with `fill` setting every field the two share.
-template <class Batch, class Packed, class Fill, class Call>
-status run_gated(const array_arg& where, std::uintptr_t stream, const scan_axis& axis, Fill&& fill, Call&& call) {
-  if (!axis.packed()) {
-    Batch g;
-    g.shape = {axis.plan.batch, axis.plan.channels, axis.plan.length, recurrence_layout::strided};
-    fill(g);
-    return run_on(where, stream, [&](const auto& backend) { return call(backend, g); });
-  }
-  Packed g;
-  g.shape = axis.packed_shape();
-  fill(g);
-  return run_on(where, stream, [&](const auto& backend) {
-    const packed_offsets offsets(axis.op, *axis.cu_seqlens, stream);
-    g.shape.cu_seqlens = offsets.get();
-    return call(backend, g);
-  });
-}
-
 }  // namespace
 
 void gated_forward(const gated_forward_call& c) {
@@ -69,7 +49,7 @@ void gated_forward(const gated_forward_call& c) {
       g.x_strides = axis.plan.strides[2];
     };
     const auto call = [](const auto& backend, const auto& g) { return gated_recurrence_forward(backend, g); };
-    return run_gated<gated_forward_args<T>, gated_varlen_forward_args<T>>(*c.a, c.stream, axis, fill, call);
+    return run_batch_or_packed<gated_forward_args<T>, gated_varlen_forward_args<T>>(*c.a, c.stream, axis, fill, call);
   });
   check_status(s, op, c.cu_seqlens ? "a, b, x0, cu_seqlens -> x, x_final" : "a, b, x0 -> x, x_final");
 }
@@ -109,7 +89,7 @@ void gated_backward(const gated_backward_call& c) {
       g.db_strides = axis.plan.strides[4];
     };
     const auto call = [](const auto& backend, const auto& g) { return gated_recurrence_backward(backend, g); };
-    return run_gated<gated_backward_args<T>, gated_varlen_backward_args<T>>(*c.a, c.stream, axis, fill, call);
+    return run_batch_or_packed<gated_backward_args<T>, gated_varlen_backward_args<T>>(*c.a, c.stream, axis, fill, call);
   });
   check_status(s, op,
                c.cu_seqlens ? "a, x, x0, dx, dx_final, cu_seqlens -> da, db, dx0"

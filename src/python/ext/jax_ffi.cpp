@@ -208,6 +208,36 @@ log_input log_input_of(const array_arg& magnitude, const array_arg& negative, st
 
 // x0 is always passed: zeros in value form when the caller has none, the same forward.
 template <device_kind D>
+void log_forward_on(CUstream_st* stream, ffi::AnyBuffer& a, ffi::AnyBuffer& b, ffi::AnyBuffer& x0,
+                    ffi::AnyBuffer& a_negative, ffi::AnyBuffer& b_negative, ffi::AnyBuffer& x0_negative,
+                    const ffi::AnyBuffer* cu_seqlens, ffi::AnyBuffer& log_x, ffi::AnyBuffer& x_negative,
+                    ffi::AnyBuffer& x, ffi::AnyBuffer& log_x_final, ffi::AnyBuffer& x_final_negative, std::int64_t dim,
+                    std::int64_t reverse, std::int64_t forms, std::int64_t signs, std::int64_t outputs) {
+  const char* op = "log_recurrence";
+  const array_arg a_ = arg_of(op, "a", a, D), b_ = arg_of(op, "b", b, D), x0_ = arg_of(op, "x0", x0, D),
+                  an_ = arg_of(op, "a_negative", a_negative, D), bn_ = arg_of(op, "b_negative", b_negative, D),
+                  x0n_ = arg_of(op, "x0_negative", x0_negative, D), lx_ = arg_of(op, "log_x", log_x, D),
+                  xn_ = arg_of(op, "x_negative", x_negative, D), x_ = arg_of(op, "x", x, D),
+                  lf_ = arg_of(op, "log_x_final", log_x_final, D),
+                  fn_ = arg_of(op, "x_final_negative", x_final_negative, D);
+  const array_arg cu_ = cu_seqlens ? arg_of(op, "cu_seqlens", *cu_seqlens, D) : array_arg{};
+  log_forward_call c;
+  c.a = log_input_of(a_, an_, forms, signs, 0);
+  c.b = log_input_of(b_, bn_, forms, signs, 1);
+  c.x0 = log_input_of(x0_, x0n_, forms, signs, 2);
+  c.log_x = bit(outputs, 0) ? &lx_ : nullptr;
+  c.x_negative = bit(outputs, 0) ? &xn_ : nullptr;
+  c.x = bit(outputs, 1) ? &x_ : nullptr;
+  c.log_x_final = &lf_;
+  c.x_final_negative = &fn_;
+  c.cu_seqlens = cu_seqlens ? &cu_ : nullptr;
+  c.dim = dim;
+  c.reverse = reverse != 0;
+  c.stream = stream_of(stream);
+  log_forward(c);
+}
+
+template <device_kind D>
 ffi::Error log_forward_ffi(CUstream_st* stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer x0,
                            ffi::AnyBuffer a_negative, ffi::AnyBuffer b_negative, ffi::AnyBuffer x0_negative,
                            ffi::Result<ffi::AnyBuffer> log_x, ffi::Result<ffi::AnyBuffer> x_negative,
@@ -215,31 +245,60 @@ ffi::Error log_forward_ffi(CUstream_st* stream, ffi::AnyBuffer a, ffi::AnyBuffer
                            ffi::Result<ffi::AnyBuffer> x_final_negative, std::int64_t dim, std::int64_t reverse,
                            std::int64_t forms, std::int64_t signs, std::int64_t outputs) {
   return guarded([&] {
-    const char* op = "log_recurrence";
-    const array_arg a_ = arg_of(op, "a", a, D), b_ = arg_of(op, "b", b, D), x0_ = arg_of(op, "x0", x0, D),
-                    an_ = arg_of(op, "a_negative", a_negative, D), bn_ = arg_of(op, "b_negative", b_negative, D),
-                    x0n_ = arg_of(op, "x0_negative", x0_negative, D), lx_ = arg_of(op, "log_x", *log_x, D),
-                    xn_ = arg_of(op, "x_negative", *x_negative, D), x_ = arg_of(op, "x", *x, D),
-                    lf_ = arg_of(op, "log_x_final", *log_x_final, D),
-                    fn_ = arg_of(op, "x_final_negative", *x_final_negative, D);
-    log_forward_call c;
-    c.a = log_input_of(a_, an_, forms, signs, 0);
-    c.b = log_input_of(b_, bn_, forms, signs, 1);
-    c.x0 = log_input_of(x0_, x0n_, forms, signs, 2);
-    c.log_x = bit(outputs, 0) ? &lx_ : nullptr;
-    c.x_negative = bit(outputs, 0) ? &xn_ : nullptr;
-    c.x = bit(outputs, 1) ? &x_ : nullptr;
-    c.log_x_final = &lf_;
-    c.x_final_negative = &fn_;
-    c.dim = dim;
-    c.reverse = reverse != 0;
-    c.stream = stream_of(stream);
-    log_forward(c);
+    log_forward_on<D>(stream, a, b, x0, a_negative, b_negative, x0_negative, nullptr, *log_x, *x_negative, *x,
+                      *log_x_final, *x_final_negative, dim, reverse, forms, signs, outputs);
+  });
+}
+
+template <device_kind D>
+ffi::Error log_varlen_forward_ffi(CUstream_st* stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer x0,
+                                  ffi::AnyBuffer a_negative, ffi::AnyBuffer b_negative, ffi::AnyBuffer x0_negative,
+                                  ffi::AnyBuffer cu_seqlens, ffi::Result<ffi::AnyBuffer> log_x,
+                                  ffi::Result<ffi::AnyBuffer> x_negative, ffi::Result<ffi::AnyBuffer> x,
+                                  ffi::Result<ffi::AnyBuffer> log_x_final, ffi::Result<ffi::AnyBuffer> x_final_negative,
+                                  std::int64_t dim, std::int64_t reverse, std::int64_t forms, std::int64_t signs,
+                                  std::int64_t outputs) {
+  return guarded([&] {
+    log_forward_on<D>(stream, a, b, x0, a_negative, b_negative, x0_negative, &cu_seqlens, *log_x, *x_negative, *x,
+                      *log_x_final, *x_final_negative, dim, reverse, forms, signs, outputs);
   });
 }
 
 // The backward always gets the forward's log|x| and its signs: parscan/jax.py's forward rule
 // keeps them, so nothing is recomputed.
+template <device_kind D>
+void log_backward_on(CUstream_st* stream, ffi::AnyBuffer& a, ffi::AnyBuffer& b, ffi::AnyBuffer& x0,
+                     ffi::AnyBuffer& a_negative, ffi::AnyBuffer& b_negative, ffi::AnyBuffer& x0_negative,
+                     ffi::AnyBuffer& log_x, ffi::AnyBuffer& x_negative, ffi::AnyBuffer& dx, ffi::AnyBuffer& dlog_x_final,
+                     const ffi::AnyBuffer* cu_seqlens, ffi::AnyBuffer& da, ffi::AnyBuffer& db, ffi::AnyBuffer& dx0,
+                     std::int64_t dim, std::int64_t reverse, std::int64_t forms, std::int64_t signs) {
+  const char* op = "log_recurrence_backward";
+  const array_arg a_ = arg_of(op, "a", a, D), b_ = arg_of(op, "b", b, D), x0_ = arg_of(op, "x0", x0, D),
+                  an_ = arg_of(op, "a_negative", a_negative, D), bn_ = arg_of(op, "b_negative", b_negative, D),
+                  x0n_ = arg_of(op, "x0_negative", x0_negative, D), lx_ = arg_of(op, "log_x", log_x, D),
+                  xn_ = arg_of(op, "x_negative", x_negative, D), dx_ = arg_of(op, "dx", dx, D),
+                  dlf_ = arg_of(op, "dlog_x_final", dlog_x_final, D), da_ = arg_of(op, "da", da, D),
+                  db_ = arg_of(op, "db", db, D), dx0_ = arg_of(op, "dx0", dx0, D);
+  const array_arg cu_ = cu_seqlens ? arg_of(op, "cu_seqlens", *cu_seqlens, D) : array_arg{};
+  log_backward_call c;
+  c.a = log_input_of(a_, an_, forms, signs, 0);
+  c.b = log_input_of(b_, bn_, forms, signs, 1);
+  c.x0 = log_input_of(x0_, x0n_, forms, signs, 2);
+  c.log_x = &lx_;
+  c.x_negative = &xn_;
+  c.dx = &dx_;
+  c.dx_value = bit(forms, 3);
+  c.dlog_x_final = &dlf_;
+  c.da = &da_;
+  c.db = &db_;
+  c.dx0 = &dx0_;
+  c.cu_seqlens = cu_seqlens ? &cu_ : nullptr;
+  c.dim = dim;
+  c.reverse = reverse != 0;
+  c.stream = stream_of(stream);
+  log_backward(c);
+}
+
 template <device_kind D>
 ffi::Error log_backward_ffi(CUstream_st* stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer x0,
                             ffi::AnyBuffer a_negative, ffi::AnyBuffer b_negative, ffi::AnyBuffer x0_negative,
@@ -248,29 +307,22 @@ ffi::Error log_backward_ffi(CUstream_st* stream, ffi::AnyBuffer a, ffi::AnyBuffe
                             ffi::Result<ffi::AnyBuffer> db, ffi::Result<ffi::AnyBuffer> dx0, std::int64_t dim,
                             std::int64_t reverse, std::int64_t forms, std::int64_t signs) {
   return guarded([&] {
-    const char* op = "log_recurrence_backward";
-    const array_arg a_ = arg_of(op, "a", a, D), b_ = arg_of(op, "b", b, D), x0_ = arg_of(op, "x0", x0, D),
-                    an_ = arg_of(op, "a_negative", a_negative, D), bn_ = arg_of(op, "b_negative", b_negative, D),
-                    x0n_ = arg_of(op, "x0_negative", x0_negative, D), lx_ = arg_of(op, "log_x", log_x, D),
-                    xn_ = arg_of(op, "x_negative", x_negative, D), dx_ = arg_of(op, "dx", dx, D),
-                    dlf_ = arg_of(op, "dlog_x_final", dlog_x_final, D), da_ = arg_of(op, "da", *da, D),
-                    db_ = arg_of(op, "db", *db, D), dx0_ = arg_of(op, "dx0", *dx0, D);
-    log_backward_call c;
-    c.a = log_input_of(a_, an_, forms, signs, 0);
-    c.b = log_input_of(b_, bn_, forms, signs, 1);
-    c.x0 = log_input_of(x0_, x0n_, forms, signs, 2);
-    c.log_x = &lx_;
-    c.x_negative = &xn_;
-    c.dx = &dx_;
-    c.dx_value = bit(forms, 3);
-    c.dlog_x_final = &dlf_;
-    c.da = &da_;
-    c.db = &db_;
-    c.dx0 = &dx0_;
-    c.dim = dim;
-    c.reverse = reverse != 0;
-    c.stream = stream_of(stream);
-    log_backward(c);
+    log_backward_on<D>(stream, a, b, x0, a_negative, b_negative, x0_negative, log_x, x_negative, dx, dlog_x_final,
+                       nullptr, *da, *db, *dx0, dim, reverse, forms, signs);
+  });
+}
+
+template <device_kind D>
+ffi::Error log_varlen_backward_ffi(CUstream_st* stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer x0,
+                                   ffi::AnyBuffer a_negative, ffi::AnyBuffer b_negative, ffi::AnyBuffer x0_negative,
+                                   ffi::AnyBuffer log_x, ffi::AnyBuffer x_negative, ffi::AnyBuffer dx,
+                                   ffi::AnyBuffer dlog_x_final, ffi::AnyBuffer cu_seqlens,
+                                   ffi::Result<ffi::AnyBuffer> da, ffi::Result<ffi::AnyBuffer> db,
+                                   ffi::Result<ffi::AnyBuffer> dx0, std::int64_t dim, std::int64_t reverse,
+                                   std::int64_t forms, std::int64_t signs) {
+  return guarded([&] {
+    log_backward_on<D>(stream, a, b, x0, a_negative, b_negative, x0_negative, log_x, x_negative, dx, dlog_x_final,
+                       &cu_seqlens, *da, *db, *dx0, dim, reverse, forms, signs);
   });
 }
 
@@ -378,6 +430,10 @@ namespace py = parscan::python;
 #define PARSCAN_LOG_FORWARD_SIGNATURE \
   PARSCAN_ARGS_3 PARSCAN_ARGS_3 PARSCAN_RETS_3 PARSCAN_RETS_2 PARSCAN_LOG_ATTRS PARSCAN_INT_ATTR("outputs")
 #define PARSCAN_LOG_BACKWARD_SIGNATURE PARSCAN_ARGS_3 PARSCAN_ARGS_3 PARSCAN_ARGS_3 PARSCAN_ARGS_1 PARSCAN_RETS_3 PARSCAN_LOG_ATTRS
+#define PARSCAN_LOG_VARLEN_FORWARD_SIGNATURE \
+  PARSCAN_ARGS_3 PARSCAN_ARGS_3 PARSCAN_ARGS_1 PARSCAN_RETS_3 PARSCAN_RETS_2 PARSCAN_LOG_ATTRS PARSCAN_INT_ATTR("outputs")
+#define PARSCAN_LOG_VARLEN_BACKWARD_SIGNATURE \
+  PARSCAN_ARGS_3 PARSCAN_ARGS_3 PARSCAN_ARGS_3 PARSCAN_ARGS_2 PARSCAN_RETS_3 PARSCAN_LOG_ATTRS
 #define PARSCAN_MATRIX_FORWARD_SIGNATURE PARSCAN_ARGS_3 PARSCAN_RETS_2 PARSCAN_SCAN_ATTRS
 #define PARSCAN_MATRIX_BACKWARD_SIGNATURE PARSCAN_ARGS_3 PARSCAN_ARGS_2 PARSCAN_RETS_3 PARSCAN_SCAN_ATTRS
 #define PARSCAN_MATRIX_CHAIN_SIGNATURE \
@@ -404,6 +460,8 @@ PARSCAN_HANDLERS(parscan_cumulative, cumulative_ffi, PARSCAN_CUMULATIVE_SIGNATUR
 PARSCAN_HANDLERS(parscan_reduce, reduce_ffi, PARSCAN_REDUCE_SIGNATURE)
 PARSCAN_HANDLERS(parscan_log_forward, log_forward_ffi, PARSCAN_LOG_FORWARD_SIGNATURE)
 PARSCAN_HANDLERS(parscan_log_backward, log_backward_ffi, PARSCAN_LOG_BACKWARD_SIGNATURE)
+PARSCAN_HANDLERS(parscan_log_varlen_forward, log_varlen_forward_ffi, PARSCAN_LOG_VARLEN_FORWARD_SIGNATURE)
+PARSCAN_HANDLERS(parscan_log_varlen_backward, log_varlen_backward_ffi, PARSCAN_LOG_VARLEN_BACKWARD_SIGNATURE)
 PARSCAN_HANDLERS(parscan_matrix_forward, matrix_forward_ffi, PARSCAN_MATRIX_FORWARD_SIGNATURE)
 PARSCAN_HANDLERS(parscan_matrix_backward, matrix_backward_ffi, PARSCAN_MATRIX_BACKWARD_SIGNATURE)
 PARSCAN_HANDLERS(parscan_matrix_chain, matrix_chain_ffi, PARSCAN_MATRIX_CHAIN_SIGNATURE)
@@ -427,6 +485,8 @@ std::vector<jax_handler> jax_handlers() {
   PARSCAN_REGISTER(parscan_reduce);
   PARSCAN_REGISTER(parscan_log_forward);
   PARSCAN_REGISTER(parscan_log_backward);
+  PARSCAN_REGISTER(parscan_log_varlen_forward);
+  PARSCAN_REGISTER(parscan_log_varlen_backward);
   PARSCAN_REGISTER(parscan_matrix_forward);
   PARSCAN_REGISTER(parscan_matrix_backward);
   PARSCAN_REGISTER(parscan_matrix_chain);

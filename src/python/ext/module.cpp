@@ -193,7 +193,8 @@ void log_forward_py(const input_array& a, const input_array& b, const optional_o
                     const optional_input& a_negative, const optional_input& b_negative,
                     const optional_input& x0_negative, const optional_output& log_x_final,
                     const optional_output& x_final_negative, const std::string& a_form, const std::string& b_form,
-                    const std::string& x0_form, std::int64_t dim, bool reverse, std::uintptr_t stream) {
+                    const std::string& x0_form, std::int64_t dim, bool reverse, std::uintptr_t stream,
+                    const optional_input& cu_seqlens) {
   const char* op = "log_recurrence";
   const array_arg a_ = arg_of(op, "a", a), b_ = arg_of(op, "b", b);
   const auto lx_ = optional_arg_of(op, "log_x", log_x), xn_ = optional_arg_of(op, "x_negative", x_negative),
@@ -201,7 +202,8 @@ void log_forward_py(const input_array& a, const input_array& b, const optional_o
              an_ = optional_arg_of(op, "a_negative", a_negative), bn_ = optional_arg_of(op, "b_negative", b_negative),
              x0n_ = optional_arg_of(op, "x0_negative", x0_negative),
              lxf_ = optional_arg_of(op, "log_x_final", log_x_final),
-             xfn_ = optional_arg_of(op, "x_final_negative", x_final_negative);
+             xfn_ = optional_arg_of(op, "x_final_negative", x_final_negative),
+             cu_ = optional_arg_of(op, "cu_seqlens", cu_seqlens);
   log_forward_call c;
   c.a = {&a_, pointer(an_), value_form(op, "a_form", a_form)};
   c.b = {&b_, pointer(bn_), value_form(op, "b_form", b_form)};
@@ -211,6 +213,7 @@ void log_forward_py(const input_array& a, const input_array& b, const optional_o
   c.x = pointer(x_);
   c.log_x_final = pointer(lxf_);
   c.x_final_negative = pointer(xfn_);
+  c.cu_seqlens = pointer(cu_);
   c.dim = dim;
   c.reverse = reverse;
   c.stream = stream;
@@ -223,7 +226,8 @@ void log_backward_py(const input_array& a, const input_array& b, const input_arr
                      const optional_input& b_negative, const optional_input& x0_negative, const optional_input& log_x,
                      const optional_input& x_negative, const optional_input& dlog_x_final, const optional_output& dx0,
                      const std::string& a_form, const std::string& b_form, const std::string& x0_form,
-                     const std::string& dx_form, std::int64_t dim, bool reverse, std::uintptr_t stream) {
+                     const std::string& dx_form, std::int64_t dim, bool reverse, std::uintptr_t stream,
+                     const optional_input& cu_seqlens) {
   const char* op = "log_recurrence_backward";
   const array_arg a_ = arg_of(op, "a", a), b_ = arg_of(op, "b", b), dx_ = arg_of(op, "dx", dx),
                   da_ = arg_of(op, "da", da), db_ = arg_of(op, "db", db);
@@ -231,7 +235,8 @@ void log_backward_py(const input_array& a, const input_array& b, const input_arr
              bn_ = optional_arg_of(op, "b_negative", b_negative),
              x0n_ = optional_arg_of(op, "x0_negative", x0_negative), lx_ = optional_arg_of(op, "log_x", log_x),
              xn_ = optional_arg_of(op, "x_negative", x_negative),
-             dlxf_ = optional_arg_of(op, "dlog_x_final", dlog_x_final), dx0_ = optional_arg_of(op, "dx0", dx0);
+             dlxf_ = optional_arg_of(op, "dlog_x_final", dlog_x_final), dx0_ = optional_arg_of(op, "dx0", dx0),
+             cu_ = optional_arg_of(op, "cu_seqlens", cu_seqlens);
   log_backward_call c;
   c.a = {&a_, pointer(an_), value_form(op, "a_form", a_form)};
   c.b = {&b_, pointer(bn_), value_form(op, "b_form", b_form)};
@@ -244,6 +249,7 @@ void log_backward_py(const input_array& a, const input_array& b, const input_arr
   c.da = &da_;
   c.db = &db_;
   c.dx0 = pointer(dx0_);
+  c.cu_seqlens = pointer(cu_);
   c.dim = dim;
   c.reverse = reverse;
   c.stream = stream;
@@ -361,13 +367,14 @@ NB_MODULE(_core, m) {
         "x0"_a.none() = nb::none(), "a_negative"_a.none() = nb::none(), "b_negative"_a.none() = nb::none(),
         "x0_negative"_a.none() = nb::none(), "log_x_final"_a.none() = nb::none(),
         "x_final_negative"_a.none() = nb::none(), "a_form"_a = "log", "b_form"_a = "log", "x0_form"_a = "log",
-        "dim"_a = -1, "reverse"_a = false, "stream"_a = 0,
-        "x[t] = a[t]*x[t-1] + b[t] in log space along dim: log|x| and its sign, and/or x itself.");
+        "dim"_a = -1, "reverse"_a = false, "stream"_a = 0, "cu_seqlens"_a.none() = nb::none(),
+        "x[t] = a[t]*x[t-1] + b[t] in log space along dim (per packed sequence with cu_seqlens): log|x| and its "
+        "sign, and/or x itself.");
   m.def("log_backward", &log_backward_py, "a"_a, "b"_a, "dx"_a, "da"_a, "db"_a, "x0"_a.none() = nb::none(),
         "a_negative"_a.none() = nb::none(), "b_negative"_a.none() = nb::none(), "x0_negative"_a.none() = nb::none(),
         "log_x"_a.none() = nb::none(), "x_negative"_a.none() = nb::none(), "dlog_x_final"_a.none() = nb::none(),
         "dx0"_a.none() = nb::none(), "a_form"_a = "log", "b_form"_a = "log", "x0_form"_a = "log", "dx_form"_a = "log",
-        "dim"_a = -1, "reverse"_a = false, "stream"_a = 0,
+        "dim"_a = -1, "reverse"_a = false, "stream"_a = 0, "cu_seqlens"_a.none() = nb::none(),
         "The gradients of log_forward with respect to each input in its own form.");
   m.def("matrix_forward", &matrix_forward_py, "W"_a, "b"_a, "x"_a, "x0"_a.none() = nb::none(),
         "x_final"_a.none() = nb::none(), "dim"_a = -2, "reverse"_a = false, "stream"_a = 0,

@@ -65,7 +65,8 @@ struct log_input {
 /// `dim`. Outputs: log_x with x_negative, or x (value form), or both; log_x_final with
 /// x_final_negative (always log form) optionally. a, b, log_x, x share a shape (any strides;
 /// log_x and x the same strides); every sign array has its magnitude's strides; x0 and the
-/// final state are dense, of the shape without `dim`. float32 and bfloat16.
+/// final state are dense, of the shape without `dim`. float32 and bfloat16. With cu_seqlens,
+/// per packed sequence (parscan::log_varlen_forward_args; the states (N,) + ...).
 struct log_forward_call {
   log_input a, b, x0;  // x0 optional (magnitude null)
   const array_arg* log_x = nullptr;
@@ -73,6 +74,7 @@ struct log_forward_call {
   const array_arg* x = nullptr;
   const array_arg* log_x_final = nullptr;       // optional
   const array_arg* x_final_negative = nullptr;  // required with log_x_final
+  const array_arg* cu_seqlens = nullptr;        // optional: packed sequences, as for gated_forward_call
   std::int64_t dim = -1;
   bool reverse = false;
   std::uintptr_t stream = 0;
@@ -93,6 +95,7 @@ struct log_backward_call {
   const array_arg* da = nullptr;
   const array_arg* db = nullptr;
   const array_arg* dx0 = nullptr;  // required with x0, ignored without
+  const array_arg* cu_seqlens = nullptr;  // optional: packed sequences
   std::int64_t dim = -1;
   bool reverse = false;
   std::uintptr_t stream = 0;

@@ -145,19 +145,22 @@ def _sign(name, value):
 def _with_sign(magnitude, sign, dense=False):
     """A magnitude and its sign array with one set of element strides, which is how parscan
     addresses them: as given where they already agree, else both as contiguous copies."""
+    # np.asarray(order="C"), not np.ascontiguousarray, which turns the 0-d state of a 1-d
+    # sequence into shape (1,).
     if dense and magnitude is not None:
-        magnitude = np.ascontiguousarray(magnitude)
+        magnitude = np.asarray(magnitude, order="C")
     if sign is None:
         return magnitude, None
     if sign.shape == magnitude.shape and all(
             n <= 1 or m // magnitude.itemsize == s // sign.itemsize
             for n, m, s in zip(magnitude.shape, magnitude.strides, sign.strides)):
         return magnitude, sign
-    return np.ascontiguousarray(magnitude), np.ascontiguousarray(sign)
+    return np.asarray(magnitude, order="C"), np.asarray(sign, order="C")
 
 
 def log_recurrence(a, b, x0=None, *, dim=-1, reverse=False, a_negative=None, b_negative=None, x0_negative=None,
-                   a_form="log", b_form="log", x0_form="log", output="log", return_final=False):
+                   a_form="log", b_form="log", x0_form="log", output="log", return_final=False,
+                   cu_seqlens=None):
     """x[t] = a[t] * x[t-1] + b[t] carried in log space, along dimension ``dim``.
 
     Each input is given in log form (log|v|, with an optional bool/uint8 sign array
@@ -167,7 +170,8 @@ def log_recurrence(a, b, x0=None, *, dim=-1, reverse=False, a_negative=None, b_n
     returns (log|x|, x_negative) with x_negative bool; ``output="value"`` returns x itself (which
     overflows to ±inf or underflows to 0 where |x| leaves the dtype's range; log|x| does not).
     With ``return_final`` the final state follows, always in log form: log|x_final| and
-    x_final_negative, which chain chunks through x0 (x0_form="log").
+    x_final_negative, which chain chunks through x0 (x0_form="log"). ``cu_seqlens``: packed
+    sequences along ``dim``, as for gated_recurrence (every state then (N,) + ...).
     """
     op = "log_recurrence"
     check_log_forms(op, a_form, b_form, x0_form, output)
@@ -176,6 +180,7 @@ def log_recurrence(a, b, x0=None, *, dim=-1, reverse=False, a_negative=None, b_n
     a, a_negative = _with_sign(a, _sign("a_negative", a_negative))
     b, b_negative = _with_sign(b, _sign("b_negative", b_negative))
     x0, x0_negative = _with_sign(x0, _sign("x0_negative", x0_negative), dense=True)
+    offsets = _offsets(cu_seqlens)
     d = normalize_dim(op, "a", a.ndim, dim)
     log_x = x_negative = x = log_x_final = x_final_negative = None
     if output == "log":
@@ -183,9 +188,11 @@ def log_recurrence(a, b, x0=None, *, dim=-1, reverse=False, a_negative=None, b_n
     else:
         x = np.empty(a.shape, a.dtype)
     if return_final:
-        log_x_final, x_final_negative = np.empty(without(a.shape, d), a.dtype), np.empty(without(a.shape, d), np.bool_)
+        state = state_shape(op, a.shape, d, offsets)
+        log_x_final, x_final_negative = np.empty(state, a.dtype), np.empty(state, np.bool_)
     _core.log_forward(_bits(a), _bits(b), _bits(log_x), x_negative, _bits(x), _bits(x0), a_negative, b_negative,
-                      x0_negative, _bits(log_x_final), x_final_negative, a_form, b_form, x0_form, d, bool(reverse))
+                      x0_negative, _bits(log_x_final), x_final_negative, a_form, b_form, x0_form, d, bool(reverse),
+                      cu_seqlens=offsets)
     result = (log_x, x_negative) if output == "log" else (x,)
     if return_final:
         result += (log_x_final, x_final_negative)
@@ -194,14 +201,14 @@ def log_recurrence(a, b, x0=None, *, dim=-1, reverse=False, a_negative=None, b_n
 
 def log_recurrence_backward(a, b, dx, *, x0=None, a_negative=None, b_negative=None, x0_negative=None, log_x=None,
                             x_negative=None, dlog_x_final=None, dim=-1, reverse=False, a_form="log", b_form="log",
-                            x0_form="log", dx_form="log"):
+                            x0_form="log", dx_form="log", cu_seqlens=None):
     """Gradients of log_recurrence: returns (da, db, dx0), dx0 None without x0.
 
     Each gradient is with respect to its input in the form it was given: dL/dlog|a| for a in
     log form, dL/da for a in value form, and so on. dx is the upstream gradient dL/dlog|x|, or
     dL/dx with dx_form="value"; dlog_x_final is dL/dlog|x_final| (optional). log_x and
     x_negative are the forward's log-form output; without them x is recomputed. Sign arrays are
-    not differentiable.
+    not differentiable. ``cu_seqlens``: packed sequences, as for the forward.
     """
     op = "log_recurrence_backward"
     check_log_forms(op, a_form, b_form, x0_form)
@@ -215,13 +222,14 @@ def log_recurrence_backward(a, b, dx, *, x0=None, a_negative=None, b_negative=No
     if log_x is not None:
         log_x, x_negative = _with_sign(log_x, _sign("x_negative", x_negative))
     if dlog_x_final is not None:
-        dlog_x_final = np.ascontiguousarray(dlog_x_final)
+        dlog_x_final = np.asarray(dlog_x_final, order="C")
+    offsets = _offsets(cu_seqlens)
     d = normalize_dim(op, "a", a.ndim, dim)
     da, db = np.empty(a.shape, a.dtype), np.empty(a.shape, a.dtype)
-    dx0 = np.empty(without(a.shape, d), a.dtype) if x0 is not None else None
+    dx0 = np.empty(state_shape(op, a.shape, d, offsets), a.dtype) if x0 is not None else None
     _core.log_backward(_bits(a), _bits(b), _bits(dx), _bits(da), _bits(db), _bits(x0), a_negative, b_negative,
                        x0_negative, _bits(log_x), x_negative, _bits(dlog_x_final), _bits(dx0), a_form, b_form, x0_form,
-                       dx_form, d, bool(reverse))
+                       dx_form, d, bool(reverse), cu_seqlens=offsets)
     return da, db, dx0
 
 

@@ -310,7 +310,7 @@ def _sign_of(op, name, sign, magnitude):
     return sign
 
 
-def _check_log(op, a, b, x0, d):
+def _check_log(op, a, b, x0, d, cu_seqlens=None):
     if a.dtype not in _LOG_TYPES:
         raise TypeError(f"parscan.{op}: a has dtype {a.dtype}; this operation takes float32, bfloat16")
     for name, other in (("b", b), ("x0", x0)):
@@ -318,17 +318,20 @@ def _check_log(op, a, b, x0, d):
             raise TypeError(f"parscan.{op}: {name} has dtype {other.dtype} but a has dtype {a.dtype}; they must match")
     if b.shape != a.shape:
         raise ValueError(f"parscan.{op}: b has shape {b.shape} but a has shape {a.shape}; they must match")
-    _check_state(op, a, x0, d)
+    _check_state(op, a, x0, d, cu_seqlens)
 
 
-def _log_forward_call(a, b, x0, signs, dim, reverse, forms, outputs):
-    state = without(a.shape, a.ndim + dim)
+def _log_forward_call(a, b, x0, signs, cu_seqlens, dim, reverse, forms, outputs):
+    state = x0.shape
     full = (lambda wanted, dtype: jax.ShapeDtypeStruct(a.shape if wanted else (0,), dtype))
     shapes = (full(outputs & _OUT_LOG, a.dtype), full(outputs & _OUT_LOG, jnp.bool_), full(outputs & _OUT_VALUE, a.dtype),
               jax.ShapeDtypeStruct(state, a.dtype), jax.ShapeDtypeStruct(state, jnp.bool_))
-    call = jax.ffi.ffi_call("parscan_log_forward", shapes, vmap_method="broadcast_all")
     present = [s if s is not None else _placeholder() for s in signs]
-    return call(a, b, x0, *present, dim=np.int64(dim), reverse=np.int64(reverse), forms=np.int64(forms),
+    if cu_seqlens is None:
+        call, offsets = jax.ffi.ffi_call("parscan_log_forward", shapes, vmap_method="broadcast_all"), ()
+    else:  # packed sequences: the offsets last, one call per vmapped element
+        call, offsets = jax.ffi.ffi_call("parscan_log_varlen_forward", shapes, vmap_method="sequential"), (cu_seqlens,)
+    return call(a, b, x0, *present, *offsets, dim=np.int64(dim), reverse=np.int64(reverse), forms=np.int64(forms),
                 signs=np.int64(_sign_mask(signs)), outputs=np.int64(outputs))
 
 
@@ -336,46 +339,51 @@ def _sign_mask(signs):
     return sum(bit for bit, sign in zip((_A, _B, _X0), signs) if sign is not None)
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(6, 7, 8, 9))
-def _log(a, b, x0, a_negative, b_negative, x0_negative, dim, reverse, forms, output):
+@partial(jax.custom_vjp, nondiff_argnums=(7, 8, 9, 10))
+def _log(a, b, x0, a_negative, b_negative, x0_negative, cu_seqlens, dim, reverse, forms, output):
     outputs = _OUT_LOG if output == "log" else _OUT_VALUE
     log_x, x_negative, x, log_final, final_negative = _log_forward_call(
-        a, b, x0, (a_negative, b_negative, x0_negative), dim, reverse, forms, outputs)
+        a, b, x0, (a_negative, b_negative, x0_negative), cu_seqlens, dim, reverse, forms, outputs)
     return (log_x, x_negative) if output == "log" else (x, None), log_final, final_negative
 
 
-def _log_fwd(a, b, x0, a_negative, b_negative, x0_negative, dim, reverse, forms, output):
+def _log_fwd(a, b, x0, a_negative, b_negative, x0_negative, cu_seqlens, dim, reverse, forms, output):
     # log|x| and its signs are always kept: the backward reads them instead of recomputing x.
     outputs = _OUT_LOG | (_OUT_VALUE if output == "value" else 0)
     signs = (a_negative, b_negative, x0_negative)
-    log_x, x_negative, x, log_final, final_negative = _log_forward_call(a, b, x0, signs, dim, reverse, forms, outputs)
+    log_x, x_negative, x, log_final, final_negative = _log_forward_call(a, b, x0, signs, cu_seqlens, dim, reverse,
+                                                                        forms, outputs)
     main = (log_x, x_negative) if output == "log" else (x, None)
-    return (main, log_final, final_negative), (a, b, x0, signs, log_x, x_negative)
+    return (main, log_final, final_negative), (a, b, x0, signs, cu_seqlens, log_x, x_negative)
 
 
 def _log_bwd(dim, reverse, forms, output, residuals, cotangents):
-    a, b, x0, signs, log_x, x_negative = residuals
+    a, b, x0, signs, cu_seqlens, log_x, x_negative = residuals
     (dx, _), dlog_final, _ = cotangents
     forms = forms | (_DX if output == "value" else 0)
-    call = jax.ffi.ffi_call("parscan_log_backward", (jax.ShapeDtypeStruct(a.shape, a.dtype),) * 2
-                            + (jax.ShapeDtypeStruct(x0.shape, a.dtype),), vmap_method="broadcast_all")
+    shapes = (jax.ShapeDtypeStruct(a.shape, a.dtype),) * 2 + (jax.ShapeDtypeStruct(x0.shape, a.dtype),)
+    if cu_seqlens is None:
+        call, offsets = jax.ffi.ffi_call("parscan_log_backward", shapes, vmap_method="broadcast_all"), ()
+    else:
+        call, offsets = jax.ffi.ffi_call("parscan_log_varlen_backward", shapes, vmap_method="sequential"), (cu_seqlens,)
     present = [s if s is not None else _placeholder() for s in signs]
-    da, db, dx0 = call(a, b, x0, *present, log_x, x_negative, dx, dlog_final, dim=np.int64(dim),
+    da, db, dx0 = call(a, b, x0, *present, log_x, x_negative, dx, dlog_final, *offsets, dim=np.int64(dim),
                        reverse=np.int64(reverse), forms=np.int64(forms), signs=np.int64(_sign_mask(signs)))
-    return da, db, dx0, None, None, None  # sign arrays are not differentiable
+    return da, db, dx0, None, None, None, None  # sign arrays and offsets are not differentiable
 
 
 _log.defvjp(_log_fwd, _log_bwd)
 
 
 def log_recurrence(a, b, x0=None, *, dim=-1, reverse=False, a_negative=None, b_negative=None, x0_negative=None,
-                   a_form="log", b_form="log", x0_form="log", output="log", return_final=False):
+                   a_form="log", b_form="log", x0_form="log", output="log", return_final=False, cu_seqlens=None):
     """x[t] = a[t] * x[t-1] + b[t] carried in log space, along dimension ``dim``.
 
-    The arguments and results are those of parscan.log_recurrence: float32 or bfloat16 arrays in
-    log form (log|v|, with an optional bool or uint8 sign array ``*_negative``) or value form;
-    output="log" returns (log|x|, x_negative), output="value" returns x; ``return_final`` adds
-    (log|x_final|, x_final_negative). Differentiable in a, b and x0, each with respect to its
+    The arguments and results are those of parscan.log_recurrence (packed sequences with
+    ``cu_seqlens`` as for gated_recurrence, one call per element under vmap): float32 or
+    bfloat16 arrays in log form (log|v|, with an optional bool or uint8 sign array
+    ``*_negative``) or value form; output="log" returns (log|x|, x_negative), output="value"
+    returns x; ``return_final`` adds (log|x_final|, x_final_negative). Differentiable in a, b and x0, each with respect to its
     form (log|v| or v); sign arrays are not differentiable.
     """
     op = "log_recurrence"
@@ -385,16 +393,18 @@ def log_recurrence(a, b, x0=None, *, dim=-1, reverse=False, a_negative=None, b_n
     if x0 is None and x0_negative is not None:
         raise ValueError(f"parscan.{op}: x0_negative is given without x0")
     a, b = jnp.asarray(a), jnp.asarray(b)
+    offsets = None if cu_seqlens is None else jnp.asarray(cu_seqlens)
     d = _negative_dim(op, "a", a, dim)
     if x0 is None:
         # x[-1] = 0, which is a value (log form has no exact zero): the same forward.
-        x0, x0_form = jnp.zeros(without(a.shape, a.ndim + d), a.dtype), "value"
+        x0, x0_form = jnp.zeros(state_shape(op, a.shape, a.ndim + d, offsets), a.dtype), "value"
     x0 = jnp.asarray(x0)
-    _check_log(op, a, b, x0, d)
+    _check_log(op, a, b, x0, d, offsets)
     signs = (_sign_of(op, "a_negative", a_negative, a), _sign_of(op, "b_negative", b_negative, b),
              _sign_of(op, "x0_negative", x0_negative, x0))
     forms = sum(bit for bit, form in zip((_A, _B, _X0), (a_form, b_form, x0_form)) if form == "value")
-    (main, main_negative), log_final, final_negative = _log(a, b, x0, *signs, d, bool(reverse), forms, output)
+    (main, main_negative), log_final, final_negative = _log(a, b, x0, *signs, offsets, d, bool(reverse), forms,
+                                                            output)
     result = (main, main_negative) if output == "log" else (main,)
     if return_final:
         result += (log_final, final_negative)

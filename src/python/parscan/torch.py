@@ -374,79 +374,86 @@ def _signs(magnitude, sign):
     return magnitude.contiguous(), sign.contiguous()
 
 
-def _log_run(a, b, x0, a_negative, b_negative, x0_negative, dim, reverse, a_form, b_form, x0_form, want_log,
-             want_value, want_final):
+def _log_run(a, b, x0, a_negative, b_negative, x0_negative, cu_seqlens, dim, reverse, a_form, b_form, x0_form,
+             want_log, want_value, want_final):
     """The log-space forward into new tensors: (log|x|, x < 0, x, log|x_final|, x_final < 0), each
     None where want_log, want_value or want_final does not ask for it."""
     d = normalize_dim("log_recurrence", "a", a.dim(), dim)
     log_x, x_neg = (_new_dense(a), torch.empty_like(a, dtype=torch.bool, memory_format=torch.contiguous_format)) \
         if want_log else (None, None)
     x = _new_dense(a) if want_value else None
-    final_shape = without(a.shape, d)
+    final_shape = state_shape("log_recurrence", a.shape, d, cu_seqlens)
     log_final, final_neg = (a.new_empty(final_shape), a.new_empty(final_shape, dtype=torch.bool)) \
         if want_final else (None, None)
     a_, a_negative = _signs(a, a_negative)
     b_, b_negative = _signs(b, b_negative)
     x0_, x0_negative = (None, None) if x0 is None else (_state(x0), _state(x0_negative))
     _run(_core.log_forward, a_, b_, log_x, x_neg, x, x0_, a_negative, b_negative, x0_negative, log_final, final_neg,
-         a_form, b_form, x0_form, d, reverse, _stream(a))
+         a_form, b_form, x0_form, d, reverse, _stream(a), cu_seqlens)
     return log_x, x_neg, x, log_final, final_neg
 
 
 @_custom_op("parscan::log_recurrence")
 def _log_forward(a: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], a_negative: Optional[torch.Tensor],
-                 b_negative: Optional[torch.Tensor], x0_negative: Optional[torch.Tensor], dim: int, reverse: bool,
-                 a_form: str, b_form: str, x0_form: str, want_log: bool,
+                 b_negative: Optional[torch.Tensor], x0_negative: Optional[torch.Tensor],
+                 cu_seqlens: Optional[torch.Tensor], dim: int, reverse: bool, a_form: str, b_form: str, x0_form: str,
+                 want_log: bool,
                  want_value: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    log_x, x_neg, x, log_final, final_neg = _log_run(a, b, x0, a_negative, b_negative, x0_negative, dim, reverse,
-                                                     a_form, b_form, x0_form, want_log, want_value, True)
+    log_x, x_neg, x, log_final, final_neg = _log_run(a, b, x0, a_negative, b_negative, x0_negative, cu_seqlens, dim,
+                                                     reverse, a_form, b_form, x0_form, want_log, want_value, True)
     if not want_log:
         log_x, x_neg = a.new_empty(_EMPTY), a.new_empty(_EMPTY, dtype=torch.bool)
     return log_x, x_neg, x if want_value else a.new_empty(_EMPTY), log_final, final_neg
 
 
 @torch.library.register_fake("parscan::log_recurrence")
-def _(a, b, x0, a_negative, b_negative, x0_negative, dim, reverse, a_form, b_form, x0_form, want_log, want_value):
+def _(a, b, x0, a_negative, b_negative, x0_negative, cu_seqlens, dim, reverse, a_form, b_form, x0_form, want_log,
+      want_value):
     d = normalize_dim("log_recurrence", "a", a.dim(), dim)
-    full = a.shape if want_log else _EMPTY
+    full, state = (a.shape if want_log else _EMPTY), state_shape("log_recurrence", a.shape, d, cu_seqlens)
     return (a.new_empty(full), a.new_empty(full, dtype=torch.bool), a.new_empty(a.shape if want_value else _EMPTY),
-            a.new_empty(without(a.shape, d)), a.new_empty(without(a.shape, d), dtype=torch.bool))
+            a.new_empty(state), a.new_empty(state, dtype=torch.bool))
 
 
 @_custom_op("parscan::log_recurrence_backward")
 def _log_backward(a: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], a_negative: Optional[torch.Tensor],
                   b_negative: Optional[torch.Tensor], x0_negative: Optional[torch.Tensor],
-                  log_x: Optional[torch.Tensor], x_negative: Optional[torch.Tensor], dx: torch.Tensor,
-                  dlog_x_final: torch.Tensor, dim: int, reverse: bool, a_form: str, b_form: str, x0_form: str,
-                  dx_form: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    d = normalize_dim("log_recurrence_backward", "a", a.dim(), dim)
+                  cu_seqlens: Optional[torch.Tensor], log_x: Optional[torch.Tensor], x_negative: Optional[torch.Tensor],
+                  dx: torch.Tensor, dlog_x_final: torch.Tensor, dim: int, reverse: bool, a_form: str, b_form: str,
+                  x0_form: str, dx_form: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    op = "log_recurrence_backward"
+    d = normalize_dim(op, "a", a.dim(), dim)
     da, db = _new_dense(a), _new_dense(a)
-    dx0 = a.new_empty(without(a.shape, d) if x0 is not None else _EMPTY)
+    dx0 = a.new_empty(state_shape(op, a.shape, d, cu_seqlens) if x0 is not None else _EMPTY)
     a_, a_negative = _signs(a, a_negative)
     b_, b_negative = _signs(b, b_negative)
     log_x_, x_negative = (None, None) if log_x is None else _signs(log_x, x_negative)
     _run(_core.log_backward, a_, b_, _plain(dx).contiguous(), da, db, _state(x0), a_negative, b_negative,
                        _state(x0_negative), log_x_, x_negative, _state(dlog_x_final),
-                       dx0 if x0 is not None else None, a_form, b_form, x0_form, dx_form, d, reverse, _stream(a))
+                       dx0 if x0 is not None else None, a_form, b_form, x0_form, dx_form, d, reverse, _stream(a),
+                       cu_seqlens)
     return da, db, dx0
 
 
 @torch.library.register_fake("parscan::log_recurrence_backward")
-def _(a, b, x0, a_negative, b_negative, x0_negative, log_x, x_negative, dx, dlog_x_final, dim, reverse, a_form, b_form,
-      x0_form, dx_form):
-    d = normalize_dim("log_recurrence_backward", "a", a.dim(), dim)
-    return a.new_empty(a.shape), a.new_empty(a.shape), a.new_empty(without(a.shape, d) if x0 is not None else _EMPTY)
+def _(a, b, x0, a_negative, b_negative, x0_negative, cu_seqlens, log_x, x_negative, dx, dlog_x_final, dim, reverse,
+      a_form, b_form, x0_form, dx_form):
+    op = "log_recurrence_backward"
+    d = normalize_dim(op, "a", a.dim(), dim)
+    return (a.new_empty(a.shape), a.new_empty(a.shape),
+            a.new_empty(state_shape(op, a.shape, d, cu_seqlens) if x0 is not None else _EMPTY))
 
 
 def _log_setup_context(ctx, inputs, output):
-    a, b, x0, a_negative, b_negative, x0_negative, dim, reverse, a_form, b_form, x0_form, want_log, want_value = inputs
+    (a, b, x0, a_negative, b_negative, x0_negative, cu_seqlens, dim, reverse, a_form, b_form, x0_form, want_log,
+     want_value) = inputs
     log_x, x_negative = output[0], output[1]
-    ctx.save_for_backward(a, b, x0, a_negative, b_negative, x0_negative, log_x, x_negative)
+    ctx.save_for_backward(a, b, x0, a_negative, b_negative, x0_negative, cu_seqlens, log_x, x_negative)
     ctx.options = (dim, reverse, a_form, b_form, x0_form, want_log, want_value)
 
 
 def _log_autograd(ctx, dlog_x, _dx_negative, dx, dlog_x_final, _dfinal_negative):
-    a, b, x0, a_negative, b_negative, x0_negative, log_x, x_negative = ctx.saved_tensors
+    a, b, x0, a_negative, b_negative, x0_negative, cu_seqlens, log_x, x_negative = ctx.saved_tensors
     dim, reverse, a_form, b_form, x0_form, want_log, want_value = ctx.options
     # The caller sees log|x| (output="log") or x (output="value"), never both: its gradient is
     # the upstream one, in that form.
@@ -455,23 +462,25 @@ def _log_autograd(ctx, dlog_x, _dx_negative, dx, dlog_x_final, _dfinal_negative)
         upstream = torch.zeros(a.shape, dtype=a.dtype, device=a.device)
     d = normalize_dim("log_recurrence", "a", a.dim(), dim)
     if dlog_x_final is None:
-        dlog_x_final = torch.zeros(without(a.shape, d), dtype=a.dtype, device=a.device)
+        dlog_x_final = torch.zeros(state_shape("log_recurrence", a.shape, d, cu_seqlens), dtype=a.dtype,
+                                   device=a.device)
     stored = want_log and log_x.numel() == a.numel()
     log_x, x_negative = (log_x, x_negative) if stored else (None, None)
     da, db, dx0 = _call(_log_backward, _ops.log_recurrence_backward, a, b, x0, a_negative, b_negative, x0_negative,
-                        log_x, x_negative, upstream, dlog_x_final, dim, reverse, a_form, b_form, x0_form, form)
-    return da, db, (dx0 if x0 is not None else None), None, None, None, None, None, None, None, None, None, None
+                        cu_seqlens, log_x, x_negative, upstream, dlog_x_final, dim, reverse, a_form, b_form, x0_form,
+                        form)
+    return (da, db, (dx0 if x0 is not None else None)) + (None,) * 11
 
 
 _register_autograd(_log_forward, "log_recurrence", _log_autograd, _log_setup_context)
 
 
 def log_recurrence(a, b, x0=None, *, dim=-1, reverse=False, a_negative=None, b_negative=None, x0_negative=None,
-                   a_form="log", b_form="log", x0_form="log", output="log", return_final=False):
+                   a_form="log", b_form="log", x0_form="log", output="log", return_final=False, cu_seqlens=None):
     """x[t] = a[t] * x[t-1] + b[t] carried in log space, along dimension ``dim``.
 
     The arguments and results are those of parscan.log_recurrence (float32 or bfloat16 tensors;
-    sign arrays bool or uint8). Differentiable in a, b and x0, each with respect to its form
+    sign arrays bool or uint8; packed sequences with ``cu_seqlens`` as for gated_recurrence). Differentiable in a, b and x0, each with respect to its form
     (log|v| or v); sign arrays are not. With output="value" and gradients wanted, log|x| is
     also computed and kept for the backward (otherwise the backward recomputes it).
     """
@@ -481,7 +490,7 @@ def log_recurrence(a, b, x0=None, *, dim=-1, reverse=False, a_negative=None, b_n
     if a.dtype not in (torch.float32, torch.bfloat16):
         raise TypeError(f"parscan.{op}: a has dtype {a.dtype}; this operation takes float32, bfloat16")
     want_value = output == "value"
-    args = (a, b, x0, a_negative, b_negative, x0_negative, dim, reverse, a_form, b_form, x0_form)
+    args = (a, b, x0, a_negative, b_negative, x0_negative, cu_seqlens, dim, reverse, a_form, b_form, x0_form)
     path = _eager_path(args)
     if path == "direct":  # only what is returned is computed
         log_x, x_negative, x, log_final, final_negative = _log_run(*args, not want_value, want_value, return_final)
