@@ -99,7 +99,7 @@ def test_eager_calls_return_what_the_op_returns(rng, device):
 
     W = torch.tensor(rng.normal(size=(4, 20, 5, 5)) * 0.3, dtype=torch.float32, device=device)
     bm = torch.tensor(rng.normal(size=(4, 20, 5)), dtype=torch.float32, device=device)
-    op_x, op_final = torch.ops.parscan.matrix_recurrence(W, bm, None, 1, False)
+    op_x, op_final = torch.ops.parscan.matrix_recurrence(W, bm, None, None, 1, False)
     assert torch.equal(pt.matrix_recurrence(W, bm, dim=1), op_x)
     got_x, got_final = pt.matrix_recurrence(W, bm, dim=1, return_final=True)
     assert torch.equal(got_x, op_x) and torch.equal(got_final, op_final)

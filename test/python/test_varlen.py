@@ -486,3 +486,114 @@ def test_jax_log_jit_grad_per_sequence(rng):
     want = parscan.log_recurrence_backward(a, b, weights, x0=x0, dim=0, cu_seqlens=offsets, **signs)
     for got, expected, name in zip(grads, want, ("da", "db", "dx0")):
         np.testing.assert_allclose(np.asarray(got), expected, rtol=2e-5, atol=1e-6, err_msg=name)
+
+
+# ---------------------------------------------------------------------------------------------
+# The matrix recurrence over packed sequences: each sequence against the batch call on it alone
+# (bitwise on the host), forward and backward.
+
+MATRIX_DTYPES = {"float64": np.float64, "float32": np.float32, "float16": np.float16}
+
+
+def matrix_case(rng, n, dtype_name, leading=(), count=7, spare=2):
+    """(offsets, W, b, x0): W (..., total, N, N) scaled so states stay of order 1; x0 (count, ..., N)."""
+    offsets, total = offsets_of(random_lengths(rng, count), spare=spare)
+    dtype = MATRIX_DTYPES[dtype_name]
+    W = (0.6 / np.sqrt(n) * rng.normal(size=leading + (total, n, n))).astype(dtype)
+    b = rng.normal(size=leading + (total, n)).astype(dtype)
+    x0 = rng.normal(size=(count,) + leading + (n,)).astype(dtype)
+    return offsets, W, b, x0
+
+
+def steps(array, dim, offsets, k):
+    return sequence(array, dim, int(offsets[k]), int(offsets[k + 1]))
+
+
+@pytest.mark.parametrize("dtype_name", list(MATRIX_DTYPES))
+@pytest.mark.parametrize("n", [1, 3, 8])
+@pytest.mark.parametrize("leading,dim", [((), 0), ((1,), 1)])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_numpy_matrix_forward_and_backward_per_sequence(rng, dtype_name, n, leading, dim, reverse):
+    offsets, W, b, x0 = matrix_case(rng, n, dtype_name, leading)
+    x, x_final = parscan.matrix_recurrence(W, b, x0, dim=dim, reverse=reverse, return_final=True, cu_seqlens=offsets)
+    assert x_final.shape == x0.shape
+    dx = rng.normal(size=b.shape).astype(b.dtype)
+    dx_final = rng.normal(size=x0.shape).astype(b.dtype)
+    dW, db, dx0 = parscan.matrix_recurrence_backward(W, dx, x=x, x0=x0, dx_final=dx_final, dim=dim, reverse=reverse,
+                                                     cu_seqlens=offsets)
+    dW_b, db_b, dx0_b = parscan.matrix_recurrence_backward(W, dx, b=b, x0=x0, dx_final=dx_final, dim=dim,
+                                                           reverse=reverse, cu_seqlens=offsets)
+    for k in range(len(offsets) - 1):
+        x_k, final_k = parscan.matrix_recurrence(steps(W, dim, offsets, k), steps(b, dim, offsets, k), x0[k],
+                                                 dim=dim, reverse=reverse, return_final=True)
+        np.testing.assert_array_equal(steps(x, dim, offsets, k), x_k, err_msg=f"sequence {k}: x")
+        np.testing.assert_array_equal(x_final[k], final_k, err_msg=f"sequence {k}: x_final")
+        want = parscan.matrix_recurrence_backward(steps(W, dim, offsets, k), steps(dx, dim, offsets, k), x=x_k,
+                                                  x0=x0[k], dx_final=dx_final[k], dim=dim, reverse=reverse)
+        for got, expected, what in zip((steps(dW, dim, offsets, k), steps(db, dim, offsets, k), dx0[k]), want,
+                                       ("dW", "db", "dx0")):
+            np.testing.assert_array_equal(got, expected, err_msg=f"sequence {k}: {what}")
+        for got, expected, what in zip((steps(dW_b, dim, offsets, k), steps(db_b, dim, offsets, k), dx0_b[k]), want,
+                                       ("dW (x recomputed)", "db (x recomputed)", "dx0 (x recomputed)")):
+            ref.assert_close(got, expected, dtype_name, f"sequence {k}: {what}")
+
+
+def test_numpy_matrix_bad_arguments(rng):
+    offsets, W, b, x0 = matrix_case(rng, 2, "float32", leading=(2,))
+    with pytest.raises(ValueError, match="packed sequences have no batch dimension"):
+        parscan.matrix_recurrence(W, b, dim=1, cu_seqlens=offsets)
+    offsets, W, b, x0 = matrix_case(rng, 2, "float32")
+    with pytest.raises(ValueError, match="x0 has shape"):
+        parscan.matrix_recurrence(W, b, x0[0], dim=0, cu_seqlens=offsets)
+    with pytest.raises(ValueError, match="segment offsets"):
+        parscan.matrix_recurrence(W, b, x0, dim=0, cu_seqlens=offsets[::-1].copy())
+    with pytest.raises(TypeError, match="cu_seqlens has dtype"):
+        parscan.matrix_recurrence(W, b, x0, dim=0, cu_seqlens=offsets.astype(np.float64))
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
+@pytest.mark.parametrize("device", TORCH_DEVICES)
+@pytest.mark.parametrize("n", [2, 8])
+def test_torch_matrix_forward_and_gradients_per_sequence(rng, device, n):
+    import parscan.torch as pt
+    offsets, W, b, x0 = (torch.tensor(v, device=device) for v in matrix_case(rng, n, "float64", spare=0))
+    cu = offsets.to(torch.int32)
+    leaves = [t.clone().requires_grad_() for t in (W, b, x0)]
+    x, x_final = pt.matrix_recurrence(*leaves, dim=0, return_final=True, cu_seqlens=cu)
+    weights = torch.randn(x.shape, dtype=x.dtype, device=device)
+    final_weights = torch.randn(x_final.shape, dtype=x.dtype, device=device)
+    ((x * weights).sum() + (x_final * final_weights).sum()).backward()
+    for k in range(len(offsets) - 1):
+        lo, hi = int(offsets[k]), int(offsets[k + 1])
+        alone = [W[lo:hi].clone().requires_grad_(), b[lo:hi].clone().requires_grad_(), x0[k].clone().requires_grad_()]
+        x_k, final_k = pt.matrix_recurrence(*alone, dim=0, return_final=True)
+        torch.testing.assert_close(x[lo:hi], x_k, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(x_final[k], final_k, rtol=1e-12, atol=1e-12)
+        ((x_k * weights[lo:hi]).sum() + (final_k * final_weights[k]).sum()).backward()
+        torch.testing.assert_close(leaves[0].grad[lo:hi], alone[0].grad, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(leaves[1].grad[lo:hi], alone[1].grad, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(leaves[2].grad[k], alone[2].grad, rtol=1e-12, atol=1e-12)
+
+
+def test_jax_matrix_jit_grad_vmap(rng):
+    jax = _jax()
+    jnp = jax.numpy
+    import parscan.jax as pj
+    jax.config.update("jax_enable_x64", True)
+    offsets, W, b, x0 = matrix_case(rng, 3, "float64", spare=0)
+    cu = jnp.asarray(offsets.astype(np.int32))
+    weights = rng.normal(size=b.shape)
+
+    def loss(W, b, x0):
+        return jnp.sum(pj.matrix_recurrence(W, b, x0, dim=0, cu_seqlens=cu) * weights)
+
+    value, grads = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))(W, b, x0)
+    x = parscan.matrix_recurrence(W, b, x0, dim=0, cu_seqlens=offsets)
+    np.testing.assert_allclose(float(value), float(np.sum(x * weights)), rtol=1e-12)
+    want = parscan.matrix_recurrence_backward(W, weights, x=x, x0=x0, dim=0, cu_seqlens=offsets)
+    for got, expected, name in zip(grads, want, ("dW", "db", "dx0")):
+        np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-12, atol=1e-12, err_msg=name)
+    batched = jax.vmap(lambda W, b: pj.matrix_recurrence(W, b, dim=0, cu_seqlens=cu))(np.stack([W, W]),
+                                                                                        np.stack([b, 2 * b]))
+    np.testing.assert_allclose(np.asarray(batched[1]), parscan.matrix_recurrence(W, 2 * b, dim=0, cu_seqlens=offsets),
+                               rtol=1e-12, atol=1e-12)

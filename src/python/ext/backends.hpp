@@ -75,6 +75,18 @@ status run_on(const array_arg& where, std::uintptr_t stream, F&& f) {
   return f(be);
 }
 
+/// call(backend, g) on the arrays' backend, g.shape.cu_seqlens set to the offsets as the
+/// library reads them (packed_offsets) for the call's duration.
+template <class Packed, class Call>
+status run_packed(const array_arg& where, std::uintptr_t stream, const char* op, const array_arg& cu_seqlens, Packed& g,
+                  Call&& call) {
+  return run_on(where, stream, [&](const auto& backend) {
+    const packed_offsets offsets(op, cu_seqlens, stream);
+    g.shape.cu_seqlens = offsets.get();
+    return call(backend, g);
+  });
+}
+
 /// Runs a recurrence's call on args of type Batch (the batch API) or Packed (cu_seqlens),
 /// whichever the axis says, on the arrays' backend, with `fill` setting every field the two
 /// share (the tensors, strides and options) and `call(backend, args)` the library's function.
@@ -90,11 +102,7 @@ status run_batch_or_packed(const array_arg& where, std::uintptr_t stream, const 
   Packed g;
   g.shape = axis.packed_shape();
   fill(g);
-  return run_on(where, stream, [&](const auto& backend) {
-    const packed_offsets offsets(axis.op, *axis.cu_seqlens, stream);
-    g.shape.cu_seqlens = offsets.get();
-    return call(backend, g);
-  });
+  return run_packed(where, stream, axis.op, *axis.cu_seqlens, g, call);
 }
 
 }  // namespace parscan::python

@@ -329,24 +329,64 @@ ffi::Error log_varlen_backward_ffi(CUstream_st* stream, ffi::AnyBuffer a, ffi::A
 // As for the gated recurrence: x0 is always passed (zeros when the caller has none) and x_final
 // always returned.
 template <device_kind D>
+void matrix_forward_on(CUstream_st* stream, ffi::AnyBuffer& W, ffi::AnyBuffer& b, ffi::AnyBuffer& x0,
+                       const ffi::AnyBuffer* cu_seqlens, ffi::AnyBuffer& x, ffi::AnyBuffer& x_final, std::int64_t dim,
+                       std::int64_t reverse) {
+  const char* op = "matrix_recurrence";
+  const array_arg W_ = arg_of(op, "W", W, D), b_ = arg_of(op, "b", b, D), x0_ = arg_of(op, "x0", x0, D),
+                  x_ = arg_of(op, "x", x, D), xf_ = arg_of(op, "x_final", x_final, D);
+  const array_arg cu_ = cu_seqlens ? arg_of(op, "cu_seqlens", *cu_seqlens, D) : array_arg{};
+  matrix_forward_call c;
+  c.W = &W_;
+  c.b = &b_;
+  c.x = &x_;
+  c.x0 = &x0_;
+  c.x_final = &xf_;
+  c.cu_seqlens = cu_seqlens ? &cu_ : nullptr;
+  c.dim = dim;
+  c.reverse = reverse != 0;
+  c.stream = stream_of(stream);
+  matrix_forward(c);
+}
+
+template <device_kind D>
 ffi::Error matrix_forward_ffi(CUstream_st* stream, ffi::AnyBuffer W, ffi::AnyBuffer b, ffi::AnyBuffer x0,
                               ffi::Result<ffi::AnyBuffer> x, ffi::Result<ffi::AnyBuffer> x_final, std::int64_t dim,
                               std::int64_t reverse) {
-  return guarded([&] {
-    const char* op = "matrix_recurrence";
-    const array_arg W_ = arg_of(op, "W", W, D), b_ = arg_of(op, "b", b, D), x0_ = arg_of(op, "x0", x0, D),
-                    x_ = arg_of(op, "x", *x, D), xf_ = arg_of(op, "x_final", *x_final, D);
-    matrix_forward_call c;
-    c.W = &W_;
-    c.b = &b_;
-    c.x = &x_;
-    c.x0 = &x0_;
-    c.x_final = &xf_;
-    c.dim = dim;
-    c.reverse = reverse != 0;
-    c.stream = stream_of(stream);
-    matrix_forward(c);
-  });
+  return guarded([&] { matrix_forward_on<D>(stream, W, b, x0, nullptr, *x, *x_final, dim, reverse); });
+}
+
+template <device_kind D>
+ffi::Error matrix_varlen_forward_ffi(CUstream_st* stream, ffi::AnyBuffer W, ffi::AnyBuffer b, ffi::AnyBuffer x0,
+                                     ffi::AnyBuffer cu_seqlens, ffi::Result<ffi::AnyBuffer> x,
+                                     ffi::Result<ffi::AnyBuffer> x_final, std::int64_t dim, std::int64_t reverse) {
+  return guarded([&] { matrix_forward_on<D>(stream, W, b, x0, &cu_seqlens, *x, *x_final, dim, reverse); });
+}
+
+template <device_kind D>
+void matrix_backward_on(CUstream_st* stream, ffi::AnyBuffer& W, ffi::AnyBuffer& x, ffi::AnyBuffer& x0,
+                        ffi::AnyBuffer& dx, ffi::AnyBuffer& dx_final, const ffi::AnyBuffer* cu_seqlens,
+                        ffi::AnyBuffer& dW, ffi::AnyBuffer& db, ffi::AnyBuffer& dx0, std::int64_t dim,
+                        std::int64_t reverse) {
+  const char* op = "matrix_recurrence_backward";
+  const array_arg W_ = arg_of(op, "W", W, D), x_ = arg_of(op, "x", x, D), x0_ = arg_of(op, "x0", x0, D),
+                  dx_ = arg_of(op, "dx", dx, D), dxf_ = arg_of(op, "dx_final", dx_final, D),
+                  dW_ = arg_of(op, "dW", dW, D), db_ = arg_of(op, "db", db, D), dx0_ = arg_of(op, "dx0", dx0, D);
+  const array_arg cu_ = cu_seqlens ? arg_of(op, "cu_seqlens", *cu_seqlens, D) : array_arg{};
+  matrix_backward_call c;
+  c.W = &W_;
+  c.x = &x_;
+  c.x0 = &x0_;
+  c.dx = &dx_;
+  c.dx_final = &dxf_;
+  c.dW = &dW_;
+  c.db = &db_;
+  c.dx0 = &dx0_;
+  c.cu_seqlens = cu_seqlens ? &cu_ : nullptr;
+  c.dim = dim;
+  c.reverse = reverse != 0;
+  c.stream = stream_of(stream);
+  matrix_backward(c);
 }
 
 template <device_kind D>
@@ -354,25 +394,16 @@ ffi::Error matrix_backward_ffi(CUstream_st* stream, ffi::AnyBuffer W, ffi::AnyBu
                                ffi::AnyBuffer dx, ffi::AnyBuffer dx_final, ffi::Result<ffi::AnyBuffer> dW,
                                ffi::Result<ffi::AnyBuffer> db, ffi::Result<ffi::AnyBuffer> dx0, std::int64_t dim,
                                std::int64_t reverse) {
-  return guarded([&] {
-    const char* op = "matrix_recurrence_backward";
-    const array_arg W_ = arg_of(op, "W", W, D), x_ = arg_of(op, "x", x, D), x0_ = arg_of(op, "x0", x0, D),
-                    dx_ = arg_of(op, "dx", dx, D), dxf_ = arg_of(op, "dx_final", dx_final, D),
-                    dW_ = arg_of(op, "dW", *dW, D), db_ = arg_of(op, "db", *db, D), dx0_ = arg_of(op, "dx0", *dx0, D);
-    matrix_backward_call c;
-    c.W = &W_;
-    c.x = &x_;
-    c.x0 = &x0_;
-    c.dx = &dx_;
-    c.dx_final = &dxf_;
-    c.dW = &dW_;
-    c.db = &db_;
-    c.dx0 = &dx0_;
-    c.dim = dim;
-    c.reverse = reverse != 0;
-    c.stream = stream_of(stream);
-    matrix_backward(c);
-  });
+  return guarded([&] { matrix_backward_on<D>(stream, W, x, x0, dx, dx_final, nullptr, *dW, *db, *dx0, dim, reverse); });
+}
+
+template <device_kind D>
+ffi::Error matrix_varlen_backward_ffi(CUstream_st* stream, ffi::AnyBuffer W, ffi::AnyBuffer x, ffi::AnyBuffer x0,
+                                      ffi::AnyBuffer dx, ffi::AnyBuffer dx_final, ffi::AnyBuffer cu_seqlens,
+                                      ffi::Result<ffi::AnyBuffer> dW, ffi::Result<ffi::AnyBuffer> db,
+                                      ffi::Result<ffi::AnyBuffer> dx0, std::int64_t dim, std::int64_t reverse) {
+  return guarded(
+      [&] { matrix_backward_on<D>(stream, W, x, x0, dx, dx_final, &cu_seqlens, *dW, *db, *dx0, dim, reverse); });
 }
 
 template <device_kind D>
@@ -436,6 +467,8 @@ namespace py = parscan::python;
   PARSCAN_ARGS_3 PARSCAN_ARGS_3 PARSCAN_ARGS_3 PARSCAN_ARGS_2 PARSCAN_RETS_3 PARSCAN_LOG_ATTRS
 #define PARSCAN_MATRIX_FORWARD_SIGNATURE PARSCAN_ARGS_3 PARSCAN_RETS_2 PARSCAN_SCAN_ATTRS
 #define PARSCAN_MATRIX_BACKWARD_SIGNATURE PARSCAN_ARGS_3 PARSCAN_ARGS_2 PARSCAN_RETS_3 PARSCAN_SCAN_ATTRS
+#define PARSCAN_MATRIX_VARLEN_FORWARD_SIGNATURE PARSCAN_ARGS_3 PARSCAN_ARGS_1 PARSCAN_RETS_2 PARSCAN_SCAN_ATTRS
+#define PARSCAN_MATRIX_VARLEN_BACKWARD_SIGNATURE PARSCAN_ARGS_3 PARSCAN_ARGS_3 PARSCAN_RETS_3 PARSCAN_SCAN_ATTRS
 #define PARSCAN_MATRIX_CHAIN_SIGNATURE \
   PARSCAN_ARGS_1 PARSCAN_RETS_1 PARSCAN_INT_ATTR("dim") PARSCAN_INT_ATTR("prefixes") PARSCAN_INT_ATTR("order") PARSCAN_INT_ATTR("math")
 
@@ -464,6 +497,8 @@ PARSCAN_HANDLERS(parscan_log_varlen_forward, log_varlen_forward_ffi, PARSCAN_LOG
 PARSCAN_HANDLERS(parscan_log_varlen_backward, log_varlen_backward_ffi, PARSCAN_LOG_VARLEN_BACKWARD_SIGNATURE)
 PARSCAN_HANDLERS(parscan_matrix_forward, matrix_forward_ffi, PARSCAN_MATRIX_FORWARD_SIGNATURE)
 PARSCAN_HANDLERS(parscan_matrix_backward, matrix_backward_ffi, PARSCAN_MATRIX_BACKWARD_SIGNATURE)
+PARSCAN_HANDLERS(parscan_matrix_varlen_forward, matrix_varlen_forward_ffi, PARSCAN_MATRIX_VARLEN_FORWARD_SIGNATURE)
+PARSCAN_HANDLERS(parscan_matrix_varlen_backward, matrix_varlen_backward_ffi, PARSCAN_MATRIX_VARLEN_BACKWARD_SIGNATURE)
 PARSCAN_HANDLERS(parscan_matrix_chain, matrix_chain_ffi, PARSCAN_MATRIX_CHAIN_SIGNATURE)
 
 namespace parscan::python {
@@ -489,6 +524,8 @@ std::vector<jax_handler> jax_handlers() {
   PARSCAN_REGISTER(parscan_log_varlen_backward);
   PARSCAN_REGISTER(parscan_matrix_forward);
   PARSCAN_REGISTER(parscan_matrix_backward);
+  PARSCAN_REGISTER(parscan_matrix_varlen_forward);
+  PARSCAN_REGISTER(parscan_matrix_varlen_backward);
   PARSCAN_REGISTER(parscan_matrix_chain);
 #undef PARSCAN_REGISTER
   return h;

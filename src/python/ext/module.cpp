@@ -258,16 +258,19 @@ void log_backward_py(const input_array& a, const input_array& b, const input_arr
 }
 
 void matrix_forward_py(const input_array& W, const input_array& b, const output_array& x, const optional_input& x0,
-                       const optional_output& x_final, std::int64_t dim, bool reverse, std::uintptr_t stream) {
+                       const optional_output& x_final, std::int64_t dim, bool reverse, std::uintptr_t stream,
+                       const optional_input& cu_seqlens) {
   const char* op = "matrix_recurrence";
   const array_arg W_ = arg_of(op, "W", W), b_ = arg_of(op, "b", b), x_ = arg_of(op, "x", x);
-  const auto x0_ = optional_arg_of(op, "x0", x0), xf_ = optional_arg_of(op, "x_final", x_final);
+  const auto x0_ = optional_arg_of(op, "x0", x0), xf_ = optional_arg_of(op, "x_final", x_final),
+             cu_ = optional_arg_of(op, "cu_seqlens", cu_seqlens);
   matrix_forward_call c;
   c.W = &W_;
   c.b = &b_;
   c.x = &x_;
   c.x0 = pointer(x0_);
   c.x_final = pointer(xf_);
+  c.cu_seqlens = pointer(cu_);
   c.dim = dim;
   c.reverse = reverse;
   c.stream = stream;
@@ -278,12 +281,13 @@ void matrix_forward_py(const input_array& W, const input_array& b, const output_
 void matrix_backward_py(const input_array& W, const optional_input& x, const optional_input& b,
                         const optional_input& x0, const input_array& dx, const optional_input& dx_final,
                         const output_array& dW, const output_array& db, const optional_output& dx0, std::int64_t dim,
-                        bool reverse, std::uintptr_t stream) {
+                        bool reverse, std::uintptr_t stream, const optional_input& cu_seqlens) {
   const char* op = "matrix_recurrence_backward";
   const array_arg W_ = arg_of(op, "W", W), dx_ = arg_of(op, "dx", dx), dW_ = arg_of(op, "dW", dW),
                   db_ = arg_of(op, "db", db);
   const auto x_ = optional_arg_of(op, "x", x), b_ = optional_arg_of(op, "b", b), x0_ = optional_arg_of(op, "x0", x0),
-             dxf_ = optional_arg_of(op, "dx_final", dx_final), dx0_ = optional_arg_of(op, "dx0", dx0);
+             dxf_ = optional_arg_of(op, "dx_final", dx_final), dx0_ = optional_arg_of(op, "dx0", dx0),
+             cu_ = optional_arg_of(op, "cu_seqlens", cu_seqlens);
   matrix_backward_call c;
   c.W = &W_;
   c.x = pointer(x_);
@@ -294,6 +298,7 @@ void matrix_backward_py(const input_array& W, const optional_input& x, const opt
   c.dW = &dW_;
   c.db = &db_;
   c.dx0 = pointer(dx0_);
+  c.cu_seqlens = pointer(cu_);
   c.dim = dim;
   c.reverse = reverse;
   c.stream = stream;
@@ -378,10 +383,11 @@ NB_MODULE(_core, m) {
         "The gradients of log_forward with respect to each input in its own form.");
   m.def("matrix_forward", &matrix_forward_py, "W"_a, "b"_a, "x"_a, "x0"_a.none() = nb::none(),
         "x_final"_a.none() = nb::none(), "dim"_a = -2, "reverse"_a = false, "stream"_a = 0,
-        "x[t] = W[t] @ x[t-1] + b[t] along dim of b (W: b's shape + (N,)).");
+        "cu_seqlens"_a.none() = nb::none(),
+        "x[t] = W[t] @ x[t-1] + b[t] along dim of b (W: b's shape + (N,); per packed sequence with cu_seqlens).");
   m.def("matrix_backward", &matrix_backward_py, "W"_a, "x"_a.none(), "b"_a.none(), "x0"_a.none(), "dx"_a,
         "dx_final"_a.none(), "dW"_a, "db"_a, "dx0"_a.none(), "dim"_a = -2, "reverse"_a = false, "stream"_a = 0,
-        "The gradients of matrix_forward: dW, db and (with x0) dx0.");
+        "cu_seqlens"_a.none() = nb::none(), "The gradients of matrix_forward: dW, db and (with x0) dx0.");
   m.def("matrix_chain", &matrix_chain_py, "M"_a, "out"_a, "dim"_a = -3, "prefixes"_a = false,
         "order"_a = "left_to_right", "math"_a = "exact", "stream"_a = 0,
         "Products of the square matrices of M along dim: the total, or every prefix.");

@@ -106,13 +106,16 @@ void log_backward(const log_backward_call& c);
 /// which is not b's last dimension (the state, of size N = 1..64). W has b's shape with one
 /// more N at the end: W[..., t, i, j]. The N (and N×N) blocks are dense; the dimensions other
 /// than `dim` and the blocks must collapse into one strided dimension. x has b's shape; x0 and
-/// x_final (optional) b's shape without `dim`, dense.
+/// x_final (optional) b's shape without `dim`, dense. With cu_seqlens (N + 1 offsets), `dim`
+/// holds packed sequences (parscan::matrix_varlen_forward_args): b's other dimensions must
+/// have size 1, and the states are (N,) + b's shape without `dim`.
 struct matrix_forward_call {
   const array_arg* W = nullptr;
   const array_arg* b = nullptr;
   const array_arg* x = nullptr;
-  const array_arg* x0 = nullptr;       // optional
-  const array_arg* x_final = nullptr;  // optional
+  const array_arg* x0 = nullptr;          // optional
+  const array_arg* x_final = nullptr;     // optional
+  const array_arg* cu_seqlens = nullptr;  // optional: packed sequences
   std::int64_t dim = -2;
   bool reverse = false;
   std::uintptr_t stream = 0;
@@ -131,6 +134,7 @@ struct matrix_backward_call {
   const array_arg* dW = nullptr;
   const array_arg* db = nullptr;
   const array_arg* dx0 = nullptr;  // required with x0, ignored without
+  const array_arg* cu_seqlens = nullptr;  // optional: packed sequences
   std::int64_t dim = -2;
   bool reverse = false;
   std::uintptr_t stream = 0;

@@ -237,7 +237,7 @@ def log_recurrence_backward(a, b, dx, *, x0=None, a_negative=None, b_negative=No
 # The matrix recurrence and matrix chains.
 
 
-def matrix_recurrence(W, b, x0=None, *, dim=-2, reverse=False, return_final=False):
+def matrix_recurrence(W, b, x0=None, *, dim=-2, reverse=False, return_final=False, cu_seqlens=None):
     """x[t] = W[t] @ x[t-1] + b[t] along dimension ``dim`` of b, with x[-1] = x0 (or 0).
 
     b: (..., N) with N = 1..64 in its last dimension; ``dim`` names one of the others (default:
@@ -246,38 +246,47 @@ def matrix_recurrence(W, b, x0=None, *, dim=-2, reverse=False, return_final=Fals
     strided dimension (any contiguous array with dim first or next to the state does). dtypes:
     float32, float64, bfloat16, float16 (16-bit types compute in float32). x0: b's shape without
     ``dim``. Returns x (b's shape), and with ``return_final`` also the last state computed.
+
+    Packed sequences: with ``cu_seqlens`` (N + 1 int64 or int32 offsets), ``dim`` holds N
+    sequences one after another, each its own recurrence from x0[n] to x_final[n] (b is
+    (total, N) and W (total, N, N), or with more dimensions of size 1); x0 and x_final are
+    (N,) + b's shape without ``dim``. Steps past cu_seqlens[N] are not computed.
     """
     op = "matrix_recurrence"
     W, b, x0 = _as_array("W", W), _as_array("b", b), _as_array("x0", x0)
+    offsets = _offsets(cu_seqlens)
     d = matrix_step_dim(op, "b", b.ndim, dim)
     x = np.empty(b.shape, b.dtype)
-    x_final = np.empty(without(b.shape, d), b.dtype) if return_final else None
+    x_final = np.empty(state_shape(op, b.shape, d, offsets), b.dtype) if return_final else None
     if x0 is not None:
         x0 = np.ascontiguousarray(x0)
-    _core.matrix_forward(_bits(W), _bits(b), _bits(x), _bits(x0), _bits(x_final), d, bool(reverse))
+    _core.matrix_forward(_bits(W), _bits(b), _bits(x), _bits(x0), _bits(x_final), d, bool(reverse),
+                         cu_seqlens=offsets)
     return (x, x_final) if return_final else x
 
 
-def matrix_recurrence_backward(W, dx, *, x=None, b=None, x0=None, dx_final=None, dim=-2, reverse=False):
+def matrix_recurrence_backward(W, dx, *, x=None, b=None, x0=None, dx_final=None, dim=-2, reverse=False,
+                               cu_seqlens=None):
     """Gradients of matrix_recurrence: returns (dW, db, dx0), dx0 None without x0.
 
     dx = dL/dx, dx_final = dL/dx_final (optional). x is the forward's output; without it, it is
-    recomputed from b (and x0).
+    recomputed from b (and x0). ``cu_seqlens``: packed sequences, as for the forward.
     """
     op = "matrix_recurrence_backward"
     W, dx = _as_array("W", W), _as_array("dx", dx)
     x, b, x0, dx_final = (_as_array(n, v) for n, v in (("x", x), ("b", b), ("x0", x0), ("dx_final", dx_final)))
     if x is None and b is None:
         raise ValueError(f"parscan.{op}: give the forward's output x, or b to recompute it")
+    offsets = _offsets(cu_seqlens)
     d = matrix_step_dim(op, "dx", dx.ndim, dim)
     dW, db = np.empty(W.shape, dx.dtype), np.empty(dx.shape, dx.dtype)
-    dx0 = np.empty(without(dx.shape, d), dx.dtype) if x0 is not None else None
+    dx0 = np.empty(state_shape(op, dx.shape, d, offsets), dx.dtype) if x0 is not None else None
     if x0 is not None:
         x0 = np.ascontiguousarray(x0)
     if dx_final is not None:
         dx_final = np.ascontiguousarray(dx_final)
     _core.matrix_backward(_bits(W), _bits(x), _bits(b), _bits(x0), _bits(dx), _bits(dx_final), _bits(dW), _bits(db),
-                          _bits(dx0), d, bool(reverse))
+                          _bits(dx0), d, bool(reverse), cu_seqlens=offsets)
     return dW, db, dx0
 
 

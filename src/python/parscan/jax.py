@@ -46,13 +46,14 @@ def _require_targets(op):
 _GATED_TYPES = (jnp.float32, jnp.float64, jnp.bfloat16, jnp.float16, jnp.complex64)
 
 
-def _check_state(op, a, x0, d, cu_seqlens=None):
-    """x0 against a (and the offsets of packed sequences, whose dtype is checked here)."""
+def _check_state(op, x0, d, cu_seqlens, ref, ref_name="a"):
+    """x0 against the array ref (and the offsets of packed sequences, whose dtype is checked here)."""
     if cu_seqlens is not None and cu_seqlens.dtype not in (jnp.int32, jnp.int64):
         raise TypeError(f"parscan.{op}: cu_seqlens has dtype {cu_seqlens.dtype}; offsets are int64 or int32")
-    state = state_shape(op, a.shape, a.ndim + d, cu_seqlens)
+    state = state_shape(op, ref.shape, ref.ndim + d, cu_seqlens)
     if x0.shape != state:
-        what = "(N,) + the shape of a without dim" if cu_seqlens is not None else "the shape of a without dim"
+        what = f"the shape of {ref_name} without dim"
+        what = f"(N,) + {what}" if cu_seqlens is not None else what
         raise ValueError(f"parscan.{op}: x0 has shape {x0.shape}; it must have {what}, {state}")
 
 
@@ -67,7 +68,7 @@ def _check_gated(op, a, b, x0, d, cu_seqlens=None):
             raise TypeError(f"parscan.{op}: {name} has dtype {other.dtype} but a has dtype {a.dtype}; they must match")
     if b.shape != a.shape:
         raise ValueError(f"parscan.{op}: b has shape {b.shape} but a has shape {a.shape}; they must match")
-    _check_state(op, a, x0, d, cu_seqlens)
+    _check_state(op, x0, d, cu_seqlens, a)
 
 
 def _negative_dim(op, name, array, dim):
@@ -318,7 +319,7 @@ def _check_log(op, a, b, x0, d, cu_seqlens=None):
             raise TypeError(f"parscan.{op}: {name} has dtype {other.dtype} but a has dtype {a.dtype}; they must match")
     if b.shape != a.shape:
         raise ValueError(f"parscan.{op}: b has shape {b.shape} but a has shape {a.shape}; they must match")
-    _check_state(op, a, x0, d, cu_seqlens)
+    _check_state(op, x0, d, cu_seqlens, a)
 
 
 def _log_forward_call(a, b, x0, signs, cu_seqlens, dim, reverse, forms, outputs):
@@ -417,7 +418,7 @@ def log_recurrence(a, b, x0=None, *, dim=-1, reverse=False, a_negative=None, b_n
 _MATRIX_TYPES = (jnp.float32, jnp.float64, jnp.bfloat16, jnp.float16)
 
 
-def _check_matrix(op, W, b, x0, d):
+def _check_matrix(op, W, b, x0, d, cu_seqlens=None):
     if b.dtype not in _MATRIX_TYPES:
         raise TypeError(f"parscan.{op}: b has dtype {b.dtype}; this operation takes float32, float64, bfloat16, float16")
     for name, other in (("W", W), ("x0", x0)):
@@ -430,53 +431,60 @@ def _check_matrix(op, W, b, x0, d):
     if W.shape != b.shape + b.shape[-1:]:
         raise ValueError(f"parscan.{op}: W has shape {W.shape}; it must be b's shape {b.shape} followed by "
                          f"N = {b.shape[-1]}")
-    state = without(b.shape, b.ndim + d)
-    if x0.shape != state:
-        raise ValueError(f"parscan.{op}: x0 has shape {x0.shape}; it must have the shape of b without dim, {state}")
+    _check_state(op, x0, d, cu_seqlens, b, "b")
 
 
-def _matrix_forward_call(W, b, x0, dim, reverse):
+def _matrix_forward_call(W, b, x0, cu_seqlens, dim, reverse):
     shapes = (jax.ShapeDtypeStruct(b.shape, b.dtype), jax.ShapeDtypeStruct(x0.shape, b.dtype))
-    call = jax.ffi.ffi_call("parscan_matrix_forward", shapes, vmap_method="broadcast_all")
-    return call(W, b, x0, dim=np.int64(dim), reverse=np.int64(reverse))
+    if cu_seqlens is None:
+        call = jax.ffi.ffi_call("parscan_matrix_forward", shapes, vmap_method="broadcast_all")
+        return call(W, b, x0, dim=np.int64(dim), reverse=np.int64(reverse))
+    call = jax.ffi.ffi_call("parscan_matrix_varlen_forward", shapes, vmap_method="sequential")
+    return call(W, b, x0, cu_seqlens, dim=np.int64(dim), reverse=np.int64(reverse))
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(3, 4))
-def _matrix(W, b, x0, dim, reverse):
-    return _matrix_forward_call(W, b, x0, dim, reverse)
+@partial(jax.custom_vjp, nondiff_argnums=(4, 5))
+def _matrix(W, b, x0, cu_seqlens, dim, reverse):
+    return _matrix_forward_call(W, b, x0, cu_seqlens, dim, reverse)
 
 
-def _matrix_fwd(W, b, x0, dim, reverse):
-    x, x_final = _matrix_forward_call(W, b, x0, dim, reverse)
-    return (x, x_final), (W, x, x0)
+def _matrix_fwd(W, b, x0, cu_seqlens, dim, reverse):
+    x, x_final = _matrix_forward_call(W, b, x0, cu_seqlens, dim, reverse)
+    return (x, x_final), (W, x, x0, cu_seqlens)
 
 
 def _matrix_bwd(dim, reverse, residuals, cotangents):
-    W, x, x0 = residuals
+    W, x, x0, cu_seqlens = residuals
     dx, dx_final = cotangents
     shapes = (jax.ShapeDtypeStruct(W.shape, x.dtype), jax.ShapeDtypeStruct(x.shape, x.dtype),
               jax.ShapeDtypeStruct(x0.shape, x.dtype))
-    call = jax.ffi.ffi_call("parscan_matrix_backward", shapes, vmap_method="broadcast_all")
-    return call(W, x, x0, dx, dx_final, dim=np.int64(dim), reverse=np.int64(reverse))
+    attributes = dict(dim=np.int64(dim), reverse=np.int64(reverse))
+    if cu_seqlens is None:
+        call = jax.ffi.ffi_call("parscan_matrix_backward", shapes, vmap_method="broadcast_all")
+        return call(W, x, x0, dx, dx_final, **attributes) + (None,)
+    call = jax.ffi.ffi_call("parscan_matrix_varlen_backward", shapes, vmap_method="sequential")
+    return call(W, x, x0, dx, dx_final, cu_seqlens, **attributes) + (None,)  # the offsets have no cotangent
 
 
 _matrix.defvjp(_matrix_fwd, _matrix_bwd)
 
 
-def matrix_recurrence(W, b, x0=None, *, dim=-2, reverse=False, return_final=False):
+def matrix_recurrence(W, b, x0=None, *, dim=-2, reverse=False, return_final=False, cu_seqlens=None):
     """x[t] = W[t] @ x[t-1] + b[t] along dimension ``dim`` of b, as parscan.matrix_recurrence.
 
     b: (..., N), N = 1..64; W: b's shape followed by N. dtypes float32, float64 (with
     jax_enable_x64), bfloat16, float16. x0: b's shape without ``dim`` (zeros when not given).
-    Differentiable in W, b and x0 through parscan's backward.
+    Differentiable in W, b and x0 through parscan's backward. Packed sequences with
+    ``cu_seqlens`` as in parscan.matrix_recurrence (one call per element under vmap).
     """
     op = "matrix_recurrence"
     _require_targets(op)
     W, b = jnp.asarray(W), jnp.asarray(b)
+    offsets = None if cu_seqlens is None else jnp.asarray(cu_seqlens)
     d = matrix_step_dim(op, "b", b.ndim, dim) - b.ndim  # from the end: vmap's leading dimensions do not move it
-    x0 = jnp.zeros(without(b.shape, b.ndim + d), b.dtype) if x0 is None else jnp.asarray(x0)
-    _check_matrix(op, W, b, x0, d)
-    x, x_final = _matrix(W, b, x0, d, bool(reverse))
+    x0 = jnp.zeros(state_shape(op, b.shape, b.ndim + d, offsets), b.dtype) if x0 is None else jnp.asarray(x0)
+    _check_matrix(op, W, b, x0, d, offsets)
+    x, x_final = _matrix(W, b, x0, offsets, d, bool(reverse))
     return (x, x_final) if return_final else x
 
 

@@ -517,73 +517,80 @@ def _check_matrix(op, b, dim):
     return matrix_step_dim(op, "b", b.dim(), dim)
 
 
-def _matrix_run(W, b, x0, dim, reverse, want_final):
+def _matrix_run(W, b, x0, cu_seqlens, dim, reverse, want_final):
     """The matrix forward into new tensors: (x, x_final), x_final None unless want_final."""
-    d = _check_matrix("matrix_recurrence", b, dim)
+    op = "matrix_recurrence"
+    d = _check_matrix(op, b, dim)
     x = _new_dense(b)
-    x_final = b.new_empty(without(b.shape, d)) if want_final else None
-    _run(_core.matrix_forward, _plain(W), _plain(b), x, _state(x0), x_final, d, reverse, _stream(b))
+    x_final = b.new_empty(state_shape(op, b.shape, d, cu_seqlens)) if want_final else None
+    _run(_core.matrix_forward, _plain(W), _plain(b), x, _state(x0), x_final, d, reverse, _stream(b), cu_seqlens)
     return x, x_final
 
 
 @_custom_op("parscan::matrix_recurrence")
-def _matrix_forward(W: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], dim: int,
-                    reverse: bool) -> Tuple[torch.Tensor, torch.Tensor]:
-    return _matrix_run(W, b, x0, dim, reverse, True)
+def _matrix_forward(W: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], cu_seqlens: Optional[torch.Tensor],
+                    dim: int, reverse: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    return _matrix_run(W, b, x0, cu_seqlens, dim, reverse, True)
 
 
 @torch.library.register_fake("parscan::matrix_recurrence")
-def _(W, b, x0, dim, reverse):
+def _(W, b, x0, cu_seqlens, dim, reverse):
     d = _check_matrix("matrix_recurrence", b, dim)
-    return b.new_empty(b.shape), b.new_empty(without(b.shape, d))
+    return b.new_empty(b.shape), b.new_empty(state_shape("matrix_recurrence", b.shape, d, cu_seqlens))
 
 
 @_custom_op("parscan::matrix_recurrence_backward")
-def _matrix_backward(W: torch.Tensor, x: torch.Tensor, x0: Optional[torch.Tensor], dx: torch.Tensor,
-                     dx_final: torch.Tensor, dim: int, reverse: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    d = _check_matrix("matrix_recurrence_backward", x, dim)
+def _matrix_backward(W: torch.Tensor, x: torch.Tensor, x0: Optional[torch.Tensor], cu_seqlens: Optional[torch.Tensor],
+                     dx: torch.Tensor, dx_final: torch.Tensor, dim: int,
+                     reverse: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    op = "matrix_recurrence_backward"
+    d = _check_matrix(op, x, dim)
     dW = _new_dense(W)
     db = _new_dense(x)
-    dx0 = x.new_empty(without(x.shape, d) if x0 is not None else _EMPTY)
+    dx0 = x.new_empty(state_shape(op, x.shape, d, cu_seqlens) if x0 is not None else _EMPTY)
     _run(_core.matrix_backward, _plain(W), _plain(x), None, _state(x0), _plain(dx).contiguous(), _state(dx_final), dW, db,
-                          dx0 if x0 is not None else None, d, reverse, _stream(x))
+         dx0 if x0 is not None else None, d, reverse, _stream(x), cu_seqlens)
     return dW, db, dx0
 
 
 @torch.library.register_fake("parscan::matrix_recurrence_backward")
-def _(W, x, x0, dx, dx_final, dim, reverse):
-    d = _check_matrix("matrix_recurrence_backward", x, dim)
-    return W.new_empty(W.shape), x.new_empty(x.shape), x.new_empty(without(x.shape, d) if x0 is not None else _EMPTY)
+def _(W, x, x0, cu_seqlens, dx, dx_final, dim, reverse):
+    op = "matrix_recurrence_backward"
+    d = _check_matrix(op, x, dim)
+    return (W.new_empty(W.shape), x.new_empty(x.shape),
+            x.new_empty(state_shape(op, x.shape, d, cu_seqlens) if x0 is not None else _EMPTY))
 
 
 def _matrix_setup_context(ctx, inputs, output):
-    W, _b, x0, dim, reverse = inputs
-    ctx.save_for_backward(W, output[0], x0)
+    W, _b, x0, cu_seqlens, dim, reverse = inputs
+    ctx.save_for_backward(W, output[0], x0, cu_seqlens)
     ctx.options = (dim, reverse)
 
 
 def _matrix_autograd(ctx, dx, dx_final):
-    W, x, x0 = ctx.saved_tensors
+    W, x, x0, cu_seqlens = ctx.saved_tensors
     dim, reverse = ctx.options
     if dx is None:
         dx = torch.zeros_like(x)
     if dx_final is None:
-        dx_final = torch.zeros(without(x.shape, matrix_step_dim("matrix_recurrence", "b", x.dim(), dim)),
-                               dtype=x.dtype, device=x.device)
-    dW, db, dx0 = _call(_matrix_backward, _ops.matrix_recurrence_backward, W, x, x0, dx, dx_final, dim, reverse)
-    return dW, db, (dx0 if x0 is not None else None), None, None
+        d = matrix_step_dim("matrix_recurrence", "b", x.dim(), dim)
+        dx_final = torch.zeros(state_shape("matrix_recurrence", x.shape, d, cu_seqlens), dtype=x.dtype, device=x.device)
+    dW, db, dx0 = _call(_matrix_backward, _ops.matrix_recurrence_backward, W, x, x0, cu_seqlens, dx, dx_final, dim,
+                        reverse)
+    return dW, db, (dx0 if x0 is not None else None), None, None, None
 
 
 _register_autograd(_matrix_forward, "matrix_recurrence", _matrix_autograd, _matrix_setup_context)
 
 
-def matrix_recurrence(W, b, x0=None, *, dim=-2, reverse=False, return_final=False):
+def matrix_recurrence(W, b, x0=None, *, dim=-2, reverse=False, return_final=False, cu_seqlens=None):
     """x[t] = W[t] @ x[t-1] + b[t] along dimension ``dim`` of b, as parscan.matrix_recurrence.
 
-    Differentiable in W, b and x0 through parscan's backward.
+    Differentiable in W, b and x0 through parscan's backward. Packed sequences with
+    ``cu_seqlens`` as in parscan.matrix_recurrence.
     """
-    return _forward_with_final(_matrix_run, _matrix_forward, _ops.matrix_recurrence, (W, b, x0, dim, reverse),
-                               return_final)
+    return _forward_with_final(_matrix_run, _matrix_forward, _ops.matrix_recurrence,
+                               (W, b, x0, cu_seqlens, dim, reverse), return_final)
 
 
 @_custom_op("parscan::matrix_chain")
