@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -462,61 +463,153 @@ std::pair<std::vector<T>, std::vector<T>> packed_forward(const case_opts& o, con
   return {tx.values(), txf.values()};
 }
 
-/// Chunked use across calls: every sequence cut in two where its steps are processed, the
-/// first part's x_final the second part's x0. Both parts' x and the second's x_final equal one
-/// call's: bitwise on the host where the state is stored as it is carried (float, double,
-/// complex<float>), within twice the dtype's tolerance of max|x| otherwise.
+/// The packed backward of `o` (x given, x0 and dx_final given, dx0 written) on canonical a, x,
+/// dx (d·total + t) and x0, dx_final (N, D): da, db (canonical) and dx0.
 template <class T>
-void chunked_forward() {
+std::tuple<std::vector<T>, std::vector<T>, std::vector<T>> packed_backward(
+    const case_opts& o, const std::vector<T>& a, const std::vector<T>& x, const std::vector<T>& x0,
+    const std::vector<T>& dx, const std::vector<T>& dx_final) {
+  const geometry geo = packed_geometry(o);
+  tensor<T> ta(geo, 0, &a), tx(geo, 0, &x), tdx(geo, 0, &dx), tda(geo, 0, nullptr), tdb(geo, 0, nullptr);
+  tensor<T> tx0 = tensor<T>::dense(o.N() * o.D, 0, &x0), tdxf = tensor<T>::dense(o.N() * o.D, 0, &dx_final);
+  tensor<T> tdx0 = tensor<T>::dense(o.N() * o.D, 0, nullptr);
+  const auto cu = offsets_buffer(o.offsets());
+  parscan::gated_varlen_backward_args<T> args;
+  args.shape = varlen_shape{o.N(), o.D, o.total(), cu.data(), api_layout(o.layout)};
+  args.a = ta.ptr(), args.x = tx.ptr(), args.x0 = tx0.ptr(), args.dx = tdx.ptr(), args.dx_final = tdxf.ptr();
+  args.da = tda.ptr(), args.db = tdb.ptr(), args.dx0 = tdx0.ptr();
+  args.reverse = o.reverse;
+  args.a_strides = args.x_strides = args.dx_strides = args.da_strides = args.db_strides = geo.s;
+  const status st = parscan::gated_recurrence_backward(parscan_test::backend(), args);
+  PARSCAN_TEST_SYNC();
+  REQUIRE(st == status::success);
+  tda.fetch(), tdb.fetch(), tdx0.fetch();
+  return {tda.values(), tdb.values(), tdx0.values()};
+}
+
+/// Every sequence of `o` cut in two where its steps are processed: part 0 (the first third of
+/// each sequence's steps in processing order), then part 1. `at` maps each canonical element
+/// of the part (d·total + t) to the whole's.
+struct packed_part {
+  case_opts c;
+  std::vector<std::pair<std::size_t, std::size_t>> at;  // (in the part, in the whole)
+
+  template <class T>
+  std::vector<T> take(const std::vector<T>& whole) const {
+    std::vector<T> v(static_cast<std::size_t>(c.D * c.total()));
+    for (const auto& [to, from] : at) v[to] = whole[from];
+    return v;
+  }
+  /// The part's elements of a result of the part's call, in the order of `at`.
+  template <class T>
+  std::vector<T> of_part(const std::vector<T>& part) const {
+    std::vector<T> v;
+    for (const auto& [to, from] : at) v.push_back(part[to]);
+    return v;
+  }
+  /// The part's elements of a result of the whole's call, in the same order.
+  template <class T>
+  std::vector<T> of_whole(const std::vector<T>& whole) const {
+    std::vector<T> v;
+    for (const auto& [to, from] : at) v.push_back(whole[from]);
+    return v;
+  }
+};
+
+inline packed_part packed_part_of(const case_opts& o, int k) {
+  packed_part p;
+  p.c = o;
+  std::vector<index_t> from(o.lengths.size());
+  for (std::size_t n = 0; n < o.lengths.size(); ++n) {
+    const index_t len = o.lengths[n], first = len / 3, length = k == 0 ? first : len - first;
+    from[n] = (k == 0) != o.reverse ? 0 : len - length;
+    p.c.lengths[n] = length;
+  }
+  const index_t Tc = p.c.total(), T_ = o.total();
+  for (std::size_t n = 0; n < o.lengths.size(); ++n)
+    for (index_t d = 0; d < o.D; ++d)
+      for (index_t t = 0; t < p.c.lengths[n]; ++t)
+        p.at.emplace_back(static_cast<std::size_t>(d * Tc + p.c.offsets()[n] + t),
+                          static_cast<std::size_t>(d * T_ + o.offsets()[n] + from[n] + t));
+  return p;
+}
+
+/// The chunked calls against one call: bitwise on the host where the state is stored as it is
+/// carried (float, double, complex<float>), within twice the dtype's tolerance of `scale`
+/// otherwise.
+template <class T>
+void check_chunked(const char* what, const std::vector<T>& got, const std::vector<T>& want, double scale) {
+  constexpr bool exact = !parscan_test::on_device && !std::is_same<T, parscan::bfloat16>::value;
+  INFO(what << ": the chunked calls against one call");
+  if (exact) CHECK(first_bitwise_difference(got, want) == -1);
+  else check_close(what, got, to_ref_vec(want), 2 * scalar<T>::tol, scale);
+}
+
+inline std::vector<case_opts> chunked_cases() {
+  std::vector<case_opts> v;
   for (lay l : {lay::cl, lay::tc})
     for (bool rev : {false, true}) {
       case_opts o;
       o.lengths = {0, 1, 7, 31, 32, 33, 100, 257, 0, 64}, o.D = 5, o.layout = l, o.reverse = rev, o.x0 = true;
-      INFO(scalar<T>::name() << " varlen chunked forward " << o.str());
-      PARSCAN_TEST_RNG(r, std::string("varlen chunked forward ") + scalar<T>::name() + " " + o.str());
-      const index_t D = o.D, T_ = o.total();
-      std::vector<T> a(static_cast<std::size_t>(D * T_)), b(a.size()), x0(static_cast<std::size_t>(o.N() * D));
-      for (T& v : a) v = draw_gate<T>(r, o.fam, false);
-      fill_normal(r, b), fill_normal(r, x0);
-      const auto whole = packed_forward(o, a, b, x0);
-      // Part k of sequence n: the steps processed k-th, [from, from + length) of the sequence.
-      auto part = [&](int k, index_t n, index_t& from) {
-        const index_t len = o.lengths[static_cast<std::size_t>(n)], first = len / 3;
-        const index_t length = k == 0 ? first : len - first;
-        from = (k == 0) != rev ? 0 : len - length;
-        return length;
-      };
-      constexpr bool exact = !parscan_test::on_device && !std::is_same<T, parscan::bfloat16>::value;
-      auto compare = [&](const char* what, const std::vector<T>& got, const std::vector<T>& want) {
-        INFO(what << ": the chunked calls against one call");
-        if (exact) CHECK(first_bitwise_difference(got, want) == -1);
-        else check_close(what, got, to_ref_vec(want), 2 * scalar<T>::tol, max_abs(to_ref_vec(whole.first)));
-      };
-      std::vector<T> state = x0;
-      for (int k = 0; k < 2; ++k) {
-        case_opts c = o;
-        index_t from;
-        for (index_t n = 0; n < o.N(); ++n) c.lengths[static_cast<std::size_t>(n)] = part(k, n, from);
-        const index_t Tc = c.total();
-        std::vector<T> ac(static_cast<std::size_t>(D * Tc)), bc(ac.size());
-        std::vector<std::pair<std::size_t, std::size_t>> at;  // canonical (in the part, in the whole)
-        for (index_t n = 0; n < o.N(); ++n) {
-          const index_t length = part(k, n, from);
-          for (index_t d = 0; d < D; ++d)
-            for (index_t t = 0; t < length; ++t)
-              at.emplace_back(static_cast<std::size_t>(d * Tc + c.offsets()[static_cast<std::size_t>(n)] + t),
-                              static_cast<std::size_t>(d * T_ + o.offsets()[static_cast<std::size_t>(n)] + from + t));
-        }
-        for (const auto& [to, src] : at) ac[to] = a[src], bc[to] = b[src];
-        const auto got = packed_forward(c, ac, bc, state);
-        std::vector<T> x_part, x_whole;
-        for (const auto& [to, src] : at) x_part.push_back(got.first[to]), x_whole.push_back(whole.first[src]);
-        INFO("part " << k);
-        compare("x", x_part, x_whole);
-        state = got.second;
-      }
-      compare("x_final", state, whole.second);
+      v.push_back(o);
     }
+  return v;
+}
+
+/// Chunked use across calls, forward: the first part's x_final the second part's x0. Both
+/// parts' x and the second's x_final equal one call's.
+template <class T>
+void chunked_forward() {
+  for (const case_opts& o : chunked_cases()) {
+    INFO(scalar<T>::name() << " varlen chunked forward " << o.str());
+    PARSCAN_TEST_RNG(r, std::string("varlen chunked forward ") + scalar<T>::name() + " " + o.str());
+    std::vector<T> a(static_cast<std::size_t>(o.D * o.total())), b(a.size()), x0(static_cast<std::size_t>(o.N() * o.D));
+    for (T& v : a) v = draw_gate<T>(r, o.fam, false);
+    fill_normal(r, b), fill_normal(r, x0);
+    const auto whole = packed_forward(o, a, b, x0);
+    const double scale = max_abs(to_ref_vec(whole.first));
+    std::vector<T> state = x0;
+    for (int k = 0; k < 2; ++k) {
+      const packed_part part = packed_part_of(o, k);
+      const auto got = packed_forward(part.c, part.take(a), part.take(b), state);
+      INFO("part " << k);
+      check_chunked("x", part.of_part(got.first), part.of_whole(whole.first), scale);
+      state = got.second;
+    }
+    check_chunked("x_final", state, whole.second, scale);
+  }
+}
+
+/// Chunked use across calls, backward: the later part first, from the whole's dx_final, its
+/// dx0 the earlier part's dx_final; each part reads the forward's x and the state entering it
+/// (the earlier part's x_final). Both parts' da and db and the earlier part's dx0 equal one
+/// call's.
+template <class T>
+void chunked_backward() {
+  for (const case_opts& o : chunked_cases()) {
+    INFO(scalar<T>::name() << " varlen chunked backward " << o.str());
+    PARSCAN_TEST_RNG(r, std::string("varlen chunked backward ") + scalar<T>::name() + " " + o.str());
+    std::vector<T> a(static_cast<std::size_t>(o.D * o.total())), b(a.size()), dx(a.size());
+    std::vector<T> x0(static_cast<std::size_t>(o.N() * o.D)), dx_final(x0.size());
+    for (T& v : a) v = draw_gate<T>(r, o.fam, false);
+    fill_normal(r, b), fill_normal(r, dx), fill_normal(r, x0), fill_normal(r, dx_final);
+    const auto forward = packed_forward(o, a, b, x0);
+    const auto [da, db, dx0] = packed_backward(o, a, forward.first, x0, dx, dx_final);
+    const double scale = max_abs(to_ref_vec(db));
+    const packed_part first = packed_part_of(o, 0), second = packed_part_of(o, 1);
+    const std::vector<T> between = packed_forward(first.c, first.take(a), first.take(b), x0).second;
+    const auto later = packed_backward(second.c, second.take(a), second.take(forward.first), between,
+                                       second.take(dx), dx_final);
+    const auto earlier = packed_backward(first.c, first.take(a), first.take(forward.first), x0, first.take(dx),
+                                         std::get<2>(later));
+    for (const auto* part : {&first, &second}) {
+      const auto& got = part == &first ? earlier : later;
+      INFO("part " << (part == &first ? 0 : 1));
+      check_chunked("da", part->of_part(std::get<0>(got)), part->of_whole(da), scale);
+      check_chunked("db", part->of_part(std::get<1>(got)), part->of_whole(db), scale);
+    }
+    check_chunked("dx0", std::get<2>(earlier), dx0, scale);
+  }
 }
 
 /// Bad shapes and offsets: the status, and nothing written. Offsets in host memory (host
@@ -623,4 +716,5 @@ VARLEN_FOR_EACH_DTYPE("channel-last lane packs: many sequences and every option"
                       lane_pack_options)
 VARLEN_FOR_EACH_DTYPE("many sequences: more blocks than a wave", "[forward][backward]", many_sequences)
 VARLEN_FOR_EACH_DTYPE("chunked forward across calls equals one call", "[forward]", chunked_forward)
+VARLEN_FOR_EACH_DTYPE("chunked backward across calls equals one call", "[backward]", chunked_backward)
 VARLEN_FOR_EACH_DTYPE("bad offsets and arguments return their status and write nothing", "[errors]", bad_arguments)
