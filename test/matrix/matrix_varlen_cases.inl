@@ -16,6 +16,7 @@
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -405,60 +406,143 @@ std::pair<std::vector<T>, std::vector<T>> packed_forward(const case_opts& o, con
   return {gx.download(), gxf.download()};
 }
 
+/// The packed backward of case `o` (x given, x0 and dx_final given, dx0 written): dW, db, dx0.
+template <class T>
+std::tuple<std::vector<T>, std::vector<T>, std::vector<T>> packed_backward(
+    const case_opts& o, const std::vector<T>& W, const std::vector<T>& x, const std::vector<T>& x0,
+    const std::vector<T>& dx, const std::vector<T>& dx_final) {
+  const packed pW = packed_of(o, o.N * o.N), pv = packed_of(o, o.N);
+  guarded_buffer<T> gW(W), gx(x), gx0(x0), gdx(dx), gdxf(dx_final);
+  guarded_buffer<T> gdW = output<T>(pW.size()), gdb = output<T>(pv.size()), gdx0 = output<T>(o.S() * o.N);
+  const guarded_buffer<std::int64_t> cu(o.offsets());
+  parscan::matrix_varlen_backward_args<T> g{};
+  g.shape = {o.S(), o.total(), o.N, cu.data()};
+  g.W = gW.data(), g.x = gx.data(), g.x0 = gx0.data(), g.dx = gdx.data(), g.dx_final = gdxf.data();
+  g.dW = gdW.data(), g.db = gdb.data(), g.dx0 = gdx0.data();
+  g.reverse = o.reverse;
+  g.W_strides = g.dW_strides = {-1, pW.step};
+  g.x_strides = g.dx_strides = g.db_strides = {-1, pv.step};
+  const status st = parscan::matrix_recurrence_backward(parscan_test::backend(), g);
+  PARSCAN_TEST_SYNC();
+  REQUIRE(st == status::success);
+  return {gdW.download(), gdb.download(), gdx0.download()};
+}
+
+/// Every sequence of `o` cut in two where its steps are processed: part 0 (the first third of
+/// each sequence's steps in processing order), then part 1; `steps` maps each step of the part
+/// to the whole's.
+struct step_part {
+  case_opts c;
+  std::vector<std::pair<index_t, index_t>> steps;  // (in the part, in the whole)
+
+  /// The part's blocks (`block` elements a step) of a packed tensor of the whole.
+  template <class T>
+  std::vector<T> take(const case_opts& whole, const std::vector<T>& v, index_t block) const {
+    const packed pw = packed_of(whole, block), pc = packed_of(c, block);
+    std::vector<T> out(static_cast<std::size_t>(pc.size()));
+    for (const auto& [to, at] : steps) std::copy_n(v.begin() + pw.at(at), block, out.begin() + pc.at(to));
+    return out;
+  }
+  /// The part's elements of a result of the part's call (part = true) or of the whole's, in
+  /// step order.
+  template <class T>
+  std::vector<T> blocks(const case_opts& whole, const std::vector<T>& v, index_t block, bool part) const {
+    const packed p = packed_of(part ? c : whole, block);
+    std::vector<T> out;
+    for (const auto& [to, at] : steps)
+      for (index_t i = 0; i < block; ++i) out.push_back(v[static_cast<std::size_t>(p.at(part ? to : at) + i)]);
+    return out;
+  }
+};
+
+inline step_part step_part_of(const case_opts& o, int k) {
+  step_part p;
+  p.c = o;
+  std::vector<index_t> from(o.lengths.size());
+  for (std::size_t s = 0; s < o.lengths.size(); ++s) {
+    const index_t len = o.lengths[s], first = len / 3, length = k == 0 ? first : len - first;
+    from[s] = (k == 0) != o.reverse ? 0 : len - length;
+    p.c.lengths[s] = length;
+  }
+  for (std::size_t s = 0; s < o.lengths.size(); ++s)
+    for (index_t t = 0; t < p.c.lengths[s]; ++t) p.steps.emplace_back(p.c.offsets()[s] + t, o.offsets()[s] + from[s] + t);
+  return p;
+}
+
+/// The chunked cases: lengths with empty ones, 1 and tile sizes ± 1, N = 2 (thread engine) and
+/// 7 (warp engine), both directions, with x0.
+inline std::vector<case_opts> chunked_cases() {
+  std::vector<case_opts> v;
+  for (index_t N : {index_t(2), index_t(7)})
+    for (bool rev : {false, true}) {
+      case_opts o;
+      o.lengths = {0, 1, 7, 31, 32, 33, 100, 257, 0, 64}, o.N = N, o.reverse = rev, o.x0 = true;
+      v.push_back(o);
+    }
+  return v;
+}
+
 /// Chunked use across calls: every sequence cut in two where its steps are processed, the
 /// first part's x_final the second part's x0. Both parts' x and the second's x_final equal one
 /// call's: bitwise for float and double on the host (the state crosses the cut exactly), within
 /// the tolerance of each result's size otherwise.
 template <class T>
 void chunked_forward() {
-  for (index_t N : {index_t(2), index_t(7)})
-    for (bool rev : {false, true}) {
-      case_opts o;
-      o.lengths = {0, 1, 7, 31, 32, 33, 100, 257, 0, 64}, o.N = N, o.reverse = rev, o.x0 = true;
-      INFO("matrix varlen chunked forward <" << dtype_name<T>() << "> " << o.str());
-      PARSCAN_TEST_RNG(r, std::string("matrix varlen chunked ") + dtype_name<T>() + " " + o.str());
-      const packed pW = packed_of(o, N * N), pv = packed_of(o, N);
-      const std::vector<T> W = draw_packed_W<T>(r, o, pW);
-      std::vector<T> b(static_cast<std::size_t>(pv.size())), x0(static_cast<std::size_t>(o.S() * N));
-      for (T& v : b) v = from_d<T>(r.normal());
-      for (T& v : x0) v = from_d<T>(r.normal());
-      const auto whole = packed_forward(o, W, b, x0);
-      // Part k of sequence s: the steps processed k-th, [from, from + length) of the sequence.
-      auto part = [&](int k, index_t s, index_t& from) {
-        const index_t len = o.lengths[static_cast<std::size_t>(s)], first = len / 3;
-        const index_t length = k == 0 ? first : len - first;
-        from = (k == 0) != rev ? 0 : len - length;
-        return length;
-      };
-      std::vector<T> state = x0;
-      for (int k = 0; k < 2; ++k) {
-        case_opts c = o;
-        index_t from;
-        for (index_t s = 0; s < o.S(); ++s) c.lengths[static_cast<std::size_t>(s)] = part(k, s, from);
-        const packed cW = packed_of(c, N * N), cv = packed_of(c, N);
-        std::vector<T> Wc(static_cast<std::size_t>(cW.size())), bc(static_cast<std::size_t>(cv.size()));
-        std::vector<std::pair<std::size_t, std::size_t>> steps;  // (in the part, in the whole) per step
-        for (index_t s = 0; s < o.S(); ++s) {
-          const index_t length = part(k, s, from);
-          for (index_t t = 0; t < length; ++t)
-            steps.emplace_back(static_cast<std::size_t>(c.offsets()[static_cast<std::size_t>(s)] + t),
-                               static_cast<std::size_t>(o.offsets()[static_cast<std::size_t>(s)] + from + t));
-        }
-        for (const auto& [to, at] : steps) {
-          std::copy_n(W.begin() + pW.at(at), N * N, Wc.begin() + cW.at(to));
-          std::copy_n(b.begin() + pv.at(at), N, bc.begin() + cv.at(to));
-        }
-        const auto got = packed_forward(c, Wc, bc, state);
-        std::vector<T> x_part, x_whole;
-        for (const auto& [to, at] : steps)
-          for (index_t i = 0; i < N; ++i)
-            x_part.push_back(got.first[cv.at(to) + i]), x_whole.push_back(whole.first[pv.at(at) + i]);
-        INFO("part " << k);
-        check_chunks("x", x_part, x_whole, N);
-        state = got.second;
-      }
-      check_chunks("x_final", state, whole.second, N);
+  for (const case_opts& o : chunked_cases()) {
+    const index_t N = o.N;
+    INFO("matrix varlen chunked forward <" << dtype_name<T>() << "> " << o.str());
+    PARSCAN_TEST_RNG(r, std::string("matrix varlen chunked ") + dtype_name<T>() + " " + o.str());
+    const packed pW = packed_of(o, N * N), pv = packed_of(o, N);
+    const std::vector<T> W = draw_packed_W<T>(r, o, pW);
+    std::vector<T> b(static_cast<std::size_t>(pv.size())), x0(static_cast<std::size_t>(o.S() * N));
+    for (T& v : b) v = from_d<T>(r.normal());
+    for (T& v : x0) v = from_d<T>(r.normal());
+    const auto whole = packed_forward(o, W, b, x0);
+    std::vector<T> state = x0;
+    for (int k = 0; k < 2; ++k) {
+      const step_part part = step_part_of(o, k);
+      const auto got = packed_forward(part.c, part.take(o, W, N * N), part.take(o, b, N), state);
+      INFO("part " << k);
+      check_chunks("x", part.blocks(o, got.first, N, true), part.blocks(o, whole.first, N, false), N);
+      state = got.second;
     }
+    check_chunks("x_final", state, whole.second, N);
+  }
+}
+
+/// Chunked use across calls, backward: the later part first, from the whole's dx_final, its
+/// dx0 the earlier part's dx_final; each part reads the forward's x and the state entering it
+/// (the earlier part's x_final). Both parts' dW and db and the earlier part's dx0 equal one
+/// call's, as the forward's do.
+template <class T>
+void chunked_backward() {
+  for (const case_opts& o : chunked_cases()) {
+    const index_t N = o.N;
+    INFO("matrix varlen chunked backward <" << dtype_name<T>() << "> " << o.str());
+    PARSCAN_TEST_RNG(r, std::string("matrix varlen chunked backward ") + dtype_name<T>() + " " + o.str());
+    const packed pW = packed_of(o, N * N), pv = packed_of(o, N);
+    const std::vector<T> W = draw_packed_W<T>(r, o, pW);
+    std::vector<T> b(static_cast<std::size_t>(pv.size())), dx(b.size());
+    std::vector<T> x0(static_cast<std::size_t>(o.S() * N)), dx_final(x0.size());
+    for (std::vector<T>* v : {&b, &dx, &x0, &dx_final})
+      for (T& e : *v) e = from_d<T>(r.normal());
+    const std::vector<T> x = packed_forward(o, W, b, x0).first;
+    const auto [dW, db, dx0] = packed_backward(o, W, x, x0, dx, dx_final);
+    const step_part first = step_part_of(o, 0), second = step_part_of(o, 1);
+    const std::vector<T> between = packed_forward(first.c, first.take(o, W, N * N), first.take(o, b, N), x0).second;
+    const auto later =
+        packed_backward(second.c, second.take(o, W, N * N), second.take(o, x, N), between, second.take(o, dx, N),
+                        dx_final);
+    const auto earlier = packed_backward(first.c, first.take(o, W, N * N), first.take(o, x, N), x0,
+                                         first.take(o, dx, N), std::get<2>(later));
+    for (const step_part* part : {&first, &second}) {
+      const auto& got = part == &first ? earlier : later;
+      INFO("part " << (part == &first ? 0 : 1));
+      check_chunks("dW", part->blocks(o, std::get<0>(got), N * N, true), part->blocks(o, dW, N * N, false), N);
+      check_chunks("db", part->blocks(o, std::get<1>(got), N, true), part->blocks(o, db, N, false), N);
+    }
+    check_chunks("dx0", std::get<2>(earlier), dx0, N);
+  }
 }
 
 /// Many sequences (more thread-engine tasks than a warp round, slots left unused, long ones
@@ -561,5 +645,6 @@ MTX_VARLEN_FOR_EACH_DTYPE("forward: length mixes x state sizes x options", "[for
 MTX_VARLEN_FOR_EACH_DTYPE("backward: length mixes x state sizes x options", "[backward]", backward_cases)
 MTX_VARLEN_FOR_EACH_DTYPE("many sequences and every option", "[forward][backward]", many_sequences)
 MTX_VARLEN_FOR_EACH_DTYPE("chunked forward across calls equals one call", "[forward]", chunked_forward)
+MTX_VARLEN_FOR_EACH_DTYPE("chunked backward across calls equals one call", "[backward]", chunked_backward)
 MTX_VARLEN_FOR_EACH_DTYPE("bad offsets and arguments return their status and write nothing", "[errors]",
                           bad_arguments)
