@@ -12,6 +12,7 @@ import parscan
 from parscan import _core
 
 import reference as ref
+from test_numpy import random_gates, random_values  # gates of magnitude in [0.6, 1), normal values
 
 try:
     import torch
@@ -40,19 +41,6 @@ def offsets_of(lengths, spare=0):
     """cu_seqlens for lengths; the packed tensor gets `spare` steps past the last offset."""
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     return offsets, int(offsets[-1]) + spare
-
-
-def random_gates(rng, shape, dtype_name):
-    magnitude = rng.uniform(0.6, 1.0, shape)
-    if dtype_name == "complex64":
-        return (magnitude * np.exp(1j * rng.uniform(-0.5, 0.5, shape))).astype(np.complex64)
-    return magnitude.astype(DTYPES[dtype_name])
-
-
-def random_values(rng, shape, dtype_name):
-    if dtype_name == "complex64":
-        return (rng.normal(size=shape) + 1j * rng.normal(size=shape)).astype(np.complex64)
-    return rng.normal(size=shape).astype(DTYPES[dtype_name])
 
 
 def sequence(array, dim, start, stop):
