@@ -297,14 +297,19 @@ varlen_shape scan_axis::packed_shape() const {
   return s;
 }
 
-scan_axis plan_scan_axis(const char* op, std::initializer_list<const array_arg*> arrays, int dim,
-                         const array_arg* cu_seqlens) {
+scan_axis states_axis(const char* op, const array_arg& ref, int dim, const array_arg* cu_seqlens) {
   scan_axis axis;
   axis.op = op;
-  axis.ref = *arrays.begin();
+  axis.ref = &ref;
   axis.dim = dim;
   axis.cu_seqlens = cu_seqlens;
-  if (cu_seqlens) axis.sequences = require_offsets(op, *cu_seqlens, *axis.ref);
+  if (cu_seqlens) axis.sequences = require_offsets(op, *cu_seqlens, ref);
+  return axis;
+}
+
+scan_axis plan_scan_axis(const char* op, std::initializer_list<const array_arg*> arrays, int dim,
+                         const array_arg* cu_seqlens) {
+  scan_axis axis = states_axis(op, **arrays.begin(), dim, cu_seqlens);
   axis.plan = cu_seqlens ? plan_packed_time_axis(op, arrays, dim) : plan_time_axis(op, arrays, dim);
   return axis;
 }

@@ -135,6 +135,10 @@ struct scan_axis {
   varlen_shape packed_shape() const;
 };
 
+/// Checks cu_seqlens (when given) against `ref`: the axis without a plan, for calls that plan
+/// their arrays otherwise (the matrix recurrence's blocks) and check only their states with it.
+scan_axis states_axis(const char* op, const array_arg& ref, int dim, const array_arg* cu_seqlens);
+
 /// Checks cu_seqlens (when given) and plans the arrays along `dim` (normalised).
 scan_axis plan_scan_axis(const char* op, std::initializer_list<const array_arg*> arrays, int dim,
                          const array_arg* cu_seqlens);

@@ -137,24 +137,6 @@ void require_n(const char* op, const array_arg& b) {
          std::string(b.name) + " has state size N = " + std::to_string(n) + " (its last dimension); parscan takes N = 1..64");
 }
 
-/// The per-sequence states of a call: b's shape without dim, after the packed sequences'
-/// count where cu_seqlens is given.
-struct matrix_states {
-  const char* op;
-  const array_arg& b;
-  int dim;
-  const array_arg* cu_seqlens;
-  std::int64_t sequences;
-  void require(const array_arg& state) const {
-    if (cu_seqlens) require_packed_state(op, state, b, dim, sequences);
-    else require_state(op, state, b, dim);
-  }
-};
-
-matrix_states states_of(const char* op, const array_arg& b, int dim, const array_arg* cu_seqlens) {
-  return {op, b, dim, cu_seqlens, cu_seqlens ? require_offsets(op, *cu_seqlens, b) : 0};
-}
-
 /// Packed sequences have no batch dimension: b's dimensions other than dim and the state must
 /// have size 1.
 void require_unbatched(const char* op, const array_arg& b, const block_plan& p) {
@@ -165,12 +147,12 @@ void require_unbatched(const char* op, const array_arg& b, const block_plan& p) 
              "have no batch dimension); pass (total, N) vectors and (total, N, N) matrices");
 }
 
-/// The library's call on batch args `g` or, with cu_seqlens, on packed args `v` (whose other
-/// fields `fill` sets as it sets g's).
+/// The library's call on the batch args (Batch) or, with cu_seqlens, the packed args (Packed),
+/// `fill` setting the fields both have.
 template <class Batch, class Packed, class Fill, class Call>
-status run_matrix(const array_arg& where, std::uintptr_t stream, const char* op, const matrix_states& st,
-                  const block_plan& p, index_t n, Fill&& fill, Call&& call) {
-  if (!st.cu_seqlens) {
+status run_matrix(const array_arg& where, std::uintptr_t stream, const scan_axis& states, const block_plan& p,
+                  index_t n, Fill&& fill, Call&& call) {
+  if (!states.packed()) {
     Batch g;
     g.batch = p.batch;
     g.length = p.length;
@@ -180,11 +162,11 @@ status run_matrix(const array_arg& where, std::uintptr_t stream, const char* op,
   }
   if (p.batch == 0) return status::success;  // a dimension other than dim is empty: nothing to do
   Packed g;
-  g.shape.sequences = st.sequences;
+  g.shape.sequences = states.sequences;
   g.shape.total_length = p.length;
   g.shape.n = n;
   fill(g);
-  return run_packed(where, stream, op, *st.cu_seqlens, g, call);
+  return run_packed(where, stream, states.op, *states.cu_seqlens, g, call);
 }
 
 }  // namespace
@@ -197,9 +179,9 @@ void matrix_forward(const matrix_forward_call& c) {
   require_W_shape(op, *c.W, *c.b);
   require_same_shape(op, *c.x, *c.b);
   require_n(op, *c.b);
-  const matrix_states states = states_of(op, *c.b, dim, c.cu_seqlens);
-  if (c.x0) states.require(*c.x0);
-  if (c.x_final) states.require(*c.x_final);
+  const scan_axis states = states_axis(op, *c.b, dim, c.cu_seqlens);
+  if (c.x0) states.require_state_of(*c.x0);
+  if (c.x_final) states.require_state_of(*c.x_final);
   block_plan p = plan_blocks(op, {{c.W, 2}, {c.b, 1}, {c.x, 1}}, dim);
   if (c.cu_seqlens) require_unbatched(op, *c.b, p);
   const index_t n = c.b->shape[c.b->rank - 1];
@@ -219,8 +201,7 @@ void matrix_forward(const matrix_forward_call& c) {
       g.x_strides = p.strides[2];
     };
     const auto call = [](const auto& backend, const auto& g) { return matrix_recurrence_forward(backend, g); };
-    return run_matrix<matrix_forward_args<T>, matrix_varlen_forward_args<T>>(*c.b, c.stream, op, states, p, n, fill,
-                                                                             call);
+    return run_matrix<matrix_forward_args<T>, matrix_varlen_forward_args<T>>(*c.b, c.stream, states, p, n, fill, call);
   });
   check_status(s, op, "W, b, x0 -> x, x_final");
 }
@@ -238,13 +219,13 @@ void matrix_backward(const matrix_backward_call& c) {
   require_same_shape(op, *x_or_b, *c.dx);
   require_same_shape(op, *c.db, *c.dx);
   require_n(op, *c.dx);
-  const matrix_states states = states_of(op, *c.dx, dim, c.cu_seqlens);
+  const scan_axis states = states_axis(op, *c.dx, dim, c.cu_seqlens);
   if (c.x0) {
-    states.require(*c.x0);
+    states.require_state_of(*c.x0);
     if (!c.dx0) fail(argument_error::value_error, op, "dx0 is required when x0 is given");
-    states.require(*c.dx0);
+    states.require_state_of(*c.dx0);
   }
-  if (c.dx_final) states.require(*c.dx_final);
+  if (c.dx_final) states.require_state_of(*c.dx_final);
   block_plan p = plan_blocks(op, {{c.W, 2}, {x_or_b, 1}, {c.dx, 1}, {c.dW, 2}, {c.db, 1}}, dim);
   if (c.cu_seqlens) require_unbatched(op, *c.dx, p);
   const index_t n = c.dx->shape[c.dx->rank - 1];
@@ -270,7 +251,7 @@ void matrix_backward(const matrix_backward_call& c) {
       g.db_strides = p.strides[4];
     };
     const auto call = [](const auto& backend, const auto& g) { return matrix_recurrence_backward(backend, g); };
-    return run_matrix<matrix_backward_args<T>, matrix_varlen_backward_args<T>>(*c.dx, c.stream, op, states, p, n, fill,
+    return run_matrix<matrix_backward_args<T>, matrix_varlen_backward_args<T>>(*c.dx, c.stream, states, p, n, fill,
                                                                                call);
   });
   check_status(s, op, "W, x, x0, dx, dx_final -> dW, db, dx0");

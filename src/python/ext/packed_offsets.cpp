@@ -26,8 +26,8 @@ packed_offsets::packed_offsets(const char* op, const array_arg& offsets, std::ui
   }
 #if PARSCAN_HAS_CUDA
   // The low words (little-endian) take the values, the high words stay zero: a strided copy
-  // of 4-byte rows after a memset, so no kernel of the package's own is needed. A negative int32 offset
-  // widens to a value above 2^31, which breaks the offsets' rule as the original did.
+  // of 4-byte rows after a memset, so no kernel of the package's own is needed. A negative
+  // int32 offset widens to a value above 2^31, which breaks the offsets' rule as it did.
   auto* s = reinterpret_cast<cudaStream_t>(stream);
   allocator_ = workspace_pool(-1);
   bytes_ = count * sizeof(std::int64_t);
@@ -46,7 +46,8 @@ packed_offsets::packed_offsets(const char* op, const array_arg& offsets, std::ui
   }
   data_ = static_cast<const std::int64_t*>(device_);
 #else
-  fail(argument_error::value_error, op, std::string(offsets.name) + " is on a CUDA device, but this parscan has no CUDA backend");
+  // Unreachable: require_offsets refuses CUDA arrays in a build without the CUDA backend.
+  fail(argument_error::value_error, op, std::string(offsets.name) + " is on a CUDA device, but this parscan has none");
 #endif
 }
 
