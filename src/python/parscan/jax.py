@@ -80,84 +80,51 @@ def _negative_dim(op, name, array, dim):
 # The gated recurrence.
 
 
-def _gated_forward_call(a, b, x0, dim, reverse, gate):
-    d = a.ndim + dim
-    call = jax.ffi.ffi_call(
-        "parscan_gated_forward",
-        (jax.ShapeDtypeStruct(a.shape, a.dtype), jax.ShapeDtypeStruct(without(a.shape, d), a.dtype)),
-        vmap_method="broadcast_all")
-    return call(a, b, x0, dim=np.int64(dim), reverse=np.int64(reverse), gate=np.int64(GATES.index(gate)))
+def _target(name, shapes, cu_seqlens):
+    """(the FFI call of parscan_<name>, the operands it takes after the common ones). With
+    packed sequences (cu_seqlens), the packed target parscan_<family>_varlen_<direction>, which
+    takes the offsets last and, having no batch dimension, runs once per vmapped element."""
+    if cu_seqlens is None:
+        return jax.ffi.ffi_call(f"parscan_{name}", shapes, vmap_method="broadcast_all"), ()
+    family, direction = name.split("_")
+    return jax.ffi.ffi_call(f"parscan_{family}_varlen_{direction}", shapes, vmap_method="sequential"), (cu_seqlens,)
 
 
-def _gated_backward_call(a, x, x0, dx, dx_final, dim, reverse, gate):
+def _gated_forward_call(a, b, x0, cu_seqlens, dim, reverse, gate):
+    shapes = (jax.ShapeDtypeStruct(a.shape, a.dtype), jax.ShapeDtypeStruct(x0.shape, a.dtype))
+    call, offsets = _target("gated_forward", shapes, cu_seqlens)
+    return call(a, b, x0, *offsets, dim=np.int64(dim), reverse=np.int64(reverse), gate=np.int64(GATES.index(gate)))
+
+
+def _gated_backward_call(a, x, x0, dx, dx_final, cu_seqlens, dim, reverse, gate):
     shapes = (jax.ShapeDtypeStruct(a.shape, a.dtype), jax.ShapeDtypeStruct(a.shape, a.dtype),
               jax.ShapeDtypeStruct(x0.shape, a.dtype))
-    call = jax.ffi.ffi_call("parscan_gated_backward", shapes, vmap_method="broadcast_all")
-    return call(a, x, x0, dx, dx_final, dim=np.int64(dim), reverse=np.int64(reverse), gate=np.int64(GATES.index(gate)))
-
-
-@partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5))
-def _gated(a, b, x0, dim, reverse, gate):
-    return _gated_forward_call(a, b, x0, dim, reverse, gate)
-
-
-def _gated_fwd(a, b, x0, dim, reverse, gate):
-    x, x_final = _gated_forward_call(a, b, x0, dim, reverse, gate)
-    return (x, x_final), (a, x, x0)
-
-
-def _gated_bwd(dim, reverse, gate, residuals, cotangents):
-    a, x, x0 = residuals
-    dx, dx_final = cotangents
-    if jnp.iscomplexobj(a):
-        # parscan's backward follows PyTorch's convention (da = db·conj(x[t-1])); JAX's
-        # cotangents are their conjugates: conj(backward(conj(ct))) is JAX's vjp.
-        da, db, dx0 = _gated_backward_call(a, x, x0, jnp.conj(dx), jnp.conj(dx_final), dim, reverse, gate)
-        return jnp.conj(da), jnp.conj(db), jnp.conj(dx0)
-    return _gated_backward_call(a, x, x0, dx, dx_final, dim, reverse, gate)
-
-
-_gated.defvjp(_gated_fwd, _gated_bwd)
-
-
-# Packed sequences (cu_seqlens): their own targets, which take the offsets last. vmap runs them
-# one batch element at a time (the packed layouts have no batch dimension).
-
-
-def _gated_varlen_forward_call(a, b, x0, cu_seqlens, dim, reverse, gate):
-    call = jax.ffi.ffi_call(
-        "parscan_gated_varlen_forward",
-        (jax.ShapeDtypeStruct(a.shape, a.dtype), jax.ShapeDtypeStruct(x0.shape, a.dtype)), vmap_method="sequential")
-    return call(a, b, x0, cu_seqlens, dim=np.int64(dim), reverse=np.int64(reverse), gate=np.int64(GATES.index(gate)))
-
-
-def _gated_varlen_backward_call(a, x, x0, dx, dx_final, cu_seqlens, dim, reverse, gate):
-    shapes = (jax.ShapeDtypeStruct(a.shape, a.dtype), jax.ShapeDtypeStruct(a.shape, a.dtype),
-              jax.ShapeDtypeStruct(x0.shape, a.dtype))
-    call = jax.ffi.ffi_call("parscan_gated_varlen_backward", shapes, vmap_method="sequential")
-    return call(a, x, x0, dx, dx_final, cu_seqlens, dim=np.int64(dim), reverse=np.int64(reverse),
+    call, offsets = _target("gated_backward", shapes, cu_seqlens)
+    return call(a, x, x0, dx, dx_final, *offsets, dim=np.int64(dim), reverse=np.int64(reverse),
                 gate=np.int64(GATES.index(gate)))
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6))
-def _gated_varlen(a, b, x0, cu_seqlens, dim, reverse, gate):
-    return _gated_varlen_forward_call(a, b, x0, cu_seqlens, dim, reverse, gate)
+def _gated(a, b, x0, cu_seqlens, dim, reverse, gate):
+    return _gated_forward_call(a, b, x0, cu_seqlens, dim, reverse, gate)
 
 
-def _gated_varlen_fwd(a, b, x0, cu_seqlens, dim, reverse, gate):
-    x, x_final = _gated_varlen_forward_call(a, b, x0, cu_seqlens, dim, reverse, gate)
+def _gated_fwd(a, b, x0, cu_seqlens, dim, reverse, gate):
+    x, x_final = _gated_forward_call(a, b, x0, cu_seqlens, dim, reverse, gate)
     return (x, x_final), (a, x, x0, cu_seqlens)
 
 
-def _gated_varlen_bwd(dim, reverse, gate, residuals, cotangents):
+def _gated_bwd(dim, reverse, gate, residuals, cotangents):
     a, x, x0, cu_seqlens = residuals
     dx, dx_final = cotangents
-    conj = jnp.conj if jnp.iscomplexobj(a) else (lambda v: v)  # as in _gated_bwd
-    da, db, dx0 = _gated_varlen_backward_call(a, x, x0, conj(dx), conj(dx_final), cu_seqlens, dim, reverse, gate)
+    # parscan's backward follows PyTorch's complex convention (da = db·conj(x[t-1])); JAX's
+    # cotangents are their conjugates: conj(backward(conj(ct))) is JAX's vjp.
+    conj = jnp.conj if jnp.iscomplexobj(a) else (lambda v: v)
+    da, db, dx0 = _gated_backward_call(a, x, x0, conj(dx), conj(dx_final), cu_seqlens, dim, reverse, gate)
     return conj(da), conj(db), conj(dx0), None  # the offsets have no cotangent
 
 
-_gated_varlen.defvjp(_gated_varlen_fwd, _gated_varlen_bwd)
+_gated.defvjp(_gated_fwd, _gated_bwd)
 
 
 def gated_recurrence(a, b, x0=None, *, dim=-1, reverse=False, gate="linear", return_final=False, cu_seqlens=None):
@@ -185,10 +152,7 @@ def gated_recurrence(a, b, x0=None, *, dim=-1, reverse=False, gate="linear", ret
     state = state_shape(op, a.shape, a.ndim + d, offsets)
     x0 = jnp.zeros(state, a.dtype) if x0 is None else jnp.asarray(x0)
     _check_gated(op, a, b, x0, d, offsets)
-    if offsets is None:
-        x, x_final = _gated(a, b, x0, d, bool(reverse), gate)
-    else:
-        x, x_final = _gated_varlen(a, b, x0, offsets, d, bool(reverse), gate)
+    x, x_final = _gated(a, b, x0, offsets, d, bool(reverse), gate)
     return (x, x_final) if return_final else x
 
 
@@ -328,10 +292,7 @@ def _log_forward_call(a, b, x0, signs, cu_seqlens, dim, reverse, forms, outputs)
     shapes = (full(outputs & _OUT_LOG, a.dtype), full(outputs & _OUT_LOG, jnp.bool_), full(outputs & _OUT_VALUE, a.dtype),
               jax.ShapeDtypeStruct(state, a.dtype), jax.ShapeDtypeStruct(state, jnp.bool_))
     present = [s if s is not None else _placeholder() for s in signs]
-    if cu_seqlens is None:
-        call, offsets = jax.ffi.ffi_call("parscan_log_forward", shapes, vmap_method="broadcast_all"), ()
-    else:  # packed sequences: the offsets last, one call per vmapped element
-        call, offsets = jax.ffi.ffi_call("parscan_log_varlen_forward", shapes, vmap_method="sequential"), (cu_seqlens,)
+    call, offsets = _target("log_forward", shapes, cu_seqlens)
     return call(a, b, x0, *present, *offsets, dim=np.int64(dim), reverse=np.int64(reverse), forms=np.int64(forms),
                 signs=np.int64(_sign_mask(signs)), outputs=np.int64(outputs))
 
@@ -363,10 +324,7 @@ def _log_bwd(dim, reverse, forms, output, residuals, cotangents):
     (dx, _), dlog_final, _ = cotangents
     forms = forms | (_DX if output == "value" else 0)
     shapes = (jax.ShapeDtypeStruct(a.shape, a.dtype),) * 2 + (jax.ShapeDtypeStruct(x0.shape, a.dtype),)
-    if cu_seqlens is None:
-        call, offsets = jax.ffi.ffi_call("parscan_log_backward", shapes, vmap_method="broadcast_all"), ()
-    else:
-        call, offsets = jax.ffi.ffi_call("parscan_log_varlen_backward", shapes, vmap_method="sequential"), (cu_seqlens,)
+    call, offsets = _target("log_backward", shapes, cu_seqlens)
     present = [s if s is not None else _placeholder() for s in signs]
     da, db, dx0 = call(a, b, x0, *present, log_x, x_negative, dx, dlog_final, *offsets, dim=np.int64(dim),
                        reverse=np.int64(reverse), forms=np.int64(forms), signs=np.int64(_sign_mask(signs)))
@@ -436,11 +394,8 @@ def _check_matrix(op, W, b, x0, d, cu_seqlens=None):
 
 def _matrix_forward_call(W, b, x0, cu_seqlens, dim, reverse):
     shapes = (jax.ShapeDtypeStruct(b.shape, b.dtype), jax.ShapeDtypeStruct(x0.shape, b.dtype))
-    if cu_seqlens is None:
-        call = jax.ffi.ffi_call("parscan_matrix_forward", shapes, vmap_method="broadcast_all")
-        return call(W, b, x0, dim=np.int64(dim), reverse=np.int64(reverse))
-    call = jax.ffi.ffi_call("parscan_matrix_varlen_forward", shapes, vmap_method="sequential")
-    return call(W, b, x0, cu_seqlens, dim=np.int64(dim), reverse=np.int64(reverse))
+    call, offsets = _target("matrix_forward", shapes, cu_seqlens)
+    return call(W, b, x0, *offsets, dim=np.int64(dim), reverse=np.int64(reverse))
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(4, 5))
@@ -458,12 +413,9 @@ def _matrix_bwd(dim, reverse, residuals, cotangents):
     dx, dx_final = cotangents
     shapes = (jax.ShapeDtypeStruct(W.shape, x.dtype), jax.ShapeDtypeStruct(x.shape, x.dtype),
               jax.ShapeDtypeStruct(x0.shape, x.dtype))
-    attributes = dict(dim=np.int64(dim), reverse=np.int64(reverse))
-    if cu_seqlens is None:
-        call = jax.ffi.ffi_call("parscan_matrix_backward", shapes, vmap_method="broadcast_all")
-        return call(W, x, x0, dx, dx_final, **attributes) + (None,)
-    call = jax.ffi.ffi_call("parscan_matrix_varlen_backward", shapes, vmap_method="sequential")
-    return call(W, x, x0, dx, dx_final, cu_seqlens, **attributes) + (None,)  # the offsets have no cotangent
+    call, offsets = _target("matrix_backward", shapes, cu_seqlens)
+    dW, db, dx0 = call(W, x, x0, dx, dx_final, *offsets, dim=np.int64(dim), reverse=np.int64(reverse))
+    return dW, db, dx0, None  # the offsets have no cotangent
 
 
 _matrix.defvjp(_matrix_fwd, _matrix_bwd)
