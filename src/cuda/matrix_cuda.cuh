@@ -271,9 +271,10 @@ inline index_t packed_engine_chunk(index_t total, index_t N, index_t fill = thre
   return std::max<index_t>(32, (total + 4095) / 4096);
 }
 
-/// Slots of a packed run: ⌊total / chunk⌋ + sequences bounds every sequence's last slot.
-inline index_t packed_engine_slots(index_t sequences, index_t total, index_t N) {
-  return total / packed_engine_chunk(total, N) + sequences;
+/// Slots of a packed run of chunks of `chunk` steps: ⌊total / chunk⌋ + sequences bounds every
+/// sequence's last slot. The workspace holds those of packed_engine_chunk(total, N).
+inline index_t packed_engine_slots(index_t sequences, index_t total, index_t chunk) {
+  return total / chunk + sequences;
 }
 
 /// Workspace of a packed run: the slot table, then each slot's aggregate and carry. Saturated
@@ -281,7 +282,7 @@ inline index_t packed_engine_slots(index_t sequences, index_t total, index_t N) 
 template <class C>
 std::size_t packed_engine_workspace(index_t sequences, index_t total, index_t N) {
   if (total == 0 || sequences == 0) return 0;
-  const index_t slots = packed_engine_slots(sequences, total, N);
+  const index_t slots = packed_engine_slots(sequences, total, packed_engine_chunk(total, N));
   if (slots > 0x7fffffff) return ws_saturated;
   const std::size_t tasks = static_cast<std::size_t>(slots);
   const std::size_t n = static_cast<std::size_t>(N), elem = sizeof(aggregate_t<C>);
@@ -308,7 +309,7 @@ status run_packed_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t 
   }
   if (fill_st != status::success) return fill_st;
   p.chunk = packed_engine_chunk(p.length, p.n, fill);
-  p.tasks = p.length / p.chunk + p.batch;  // ≤ packed_engine_slots: fill ≤ thread_engine_fill
+  p.tasks = packed_engine_slots(p.batch, p.length, p.chunk);  // no more than the workspace's: fill ≤ its fill
   p.chunks = 0;  // per sequence (engine_problem::sequence_at)
   p.stage_steps = engine_stage_steps(p.n);
   const std::size_t tasks = static_cast<std::size_t>(p.tasks), n = static_cast<std::size_t>(p.n);
