@@ -48,9 +48,7 @@ __global__ void fill(T* p, index_t n, std::uint32_t seed, float lo, float hi) {
 }
 
 // A backend with 256 MB of workspace, allocated once: every variant gets its workspace from the
-// caller, as a framework would pass it (without one, each call would take its own from
-// cudaMallocAsync's pool, which hands memory back at each synchronisation and so maps it afresh:
-// tens of microseconds a call).
+// caller, as a framework would pass it, not from the library's pool.
 parscan::cuda_backend workspace_backend() {
   static void* ws = [] {
     void* p = nullptr;

@@ -131,7 +131,7 @@ run_result run_cuda(const problem& p) {
     release();
     return r;
   }
-  const parscan::cuda_backend backend{};  // default stream; workspace from cudaMallocAsync
+  const parscan::cuda_backend backend{};  // default stream; workspace from parscan's pool
   const auto args = make_args(p, a, b, x, x0);
 
   r.status = parscan::gated_recurrence_forward(backend, args);  // warm-up

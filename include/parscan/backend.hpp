@@ -27,7 +27,8 @@ struct device_allocator {
 /// Runs on the current CUDA device, asynchronously, ordered on `stream`; never synchronises
 /// the device. Temporary storage comes from `workspace` when it is non-null (it must hold at
 /// least the size the matching *_workspace_size query returns, aligned to 256 bytes), else
-/// from `allocator`, else from cudaMallocAsync/cudaFreeAsync on the stream.
+/// from `allocator`, else from the library's memory pool of the device (stream-ordered, kept
+/// reserved between calls: parscan::cuda_workspace_pool in parscan/cuda/runtime.cuh).
 struct cuda_backend {
   CUstream_st* stream = nullptr;
   void* workspace = nullptr;

@@ -70,7 +70,7 @@ class nccl_executor {
 
  private:
   // The exchange's buffers live through the core passes, which take the caller's workspace,
-  // so they come from the allocator or cudaMallocAsync instead.
+  // so they come from the allocator or the library's pool instead.
   static cuda_backend without_workspace(cuda_backend be) {
     be.workspace = nullptr;
     be.workspace_bytes = 0;

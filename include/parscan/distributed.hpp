@@ -24,9 +24,9 @@
 //   * Deterministic: the carries fold the ranks' totals in processing order, so results are
 //     bitwise the same run to run. Against one call over the whole sequence they are equal for
 //     exact operators; floating-point results differ by reassociation at the rank boundaries.
-//   * Temporary storage: the core's (backend.workspace, allocator, or cudaMallocAsync) for the
+//   * Temporary storage: the core's (backend.workspace, allocator, or the library's pool) for the
 //     local passes; the exchange needs R·(16 + S·sizeof(Acc)) bytes more, rounded up to 256 per
-//     rank, taken from the allocator or cudaMallocAsync (the host: operator new).
+//     rank, taken from the allocator or the library's pool (the host: operator new).
 #pragma once
 
 #include "backend.hpp"

@@ -5,7 +5,7 @@
 // grid launched cooperatively; batches of many short sequences: the warp loop; a channel-last
 // batch: the lane tiles), gated_recurrence_forward / backward, log_recurrence_forward /
 // backward, matrix_recurrence_forward / backward and matrix_chain — and for both sources of
-// temporary storage (none given: the library's cudaMallocAsync, which inside a capture becomes a
+// temporary storage (none given: the library's pool, whose allocation inside a capture becomes a
 // memory node of the graph; and a caller's workspace of the size the matching *_workspace_size
 // query returns), the test
 //   1. creates a non-blocking stream and begins a global-mode capture on it;
@@ -59,11 +59,11 @@ namespace ref = parscan_test::ref;
 
 /// Where a call's temporary storage comes from.
 enum class workspace_from {
-  library,  // no workspace and no allocator: cudaMallocAsync / cudaFreeAsync on the stream
+  library,  // no workspace and no allocator: the library's pool, stream-ordered on the stream
   caller,   // cuda_backend::workspace, sized by the *_workspace_size query
 };
 inline const char* name(workspace_from w) {
-  return w == workspace_from::library ? "from the library (cudaMallocAsync in the capture)"
+  return w == workspace_from::library ? "from the library (its pool, allocation nodes in the capture)"
                                       : "from the caller (sized by the workspace query)";
 }
 
@@ -220,7 +220,7 @@ inline void capture_and_replay(const replay_spec& spec, const call_fn& call, con
     INFO("every allocation the library makes in the capture must be freed in it (else a replay leaks or fails)");
     CHECK(nodes.mem_alloc == nodes.mem_free);
     if (spec.must_allocate) {
-      INFO("this call takes temporary storage: without a workspace, cudaMallocAsync must show as a memory node");
+      INFO("this call takes temporary storage: without a workspace, the pool's allocation must show as a memory node");
       CHECK(nodes.mem_alloc >= 1);
     }
   }

@@ -225,10 +225,10 @@ void check_agree(const char* what, const std::vector<ld>& got, const std::vector
   }
 }
 
-/// Chunked against one call: bitwise for float on the host, else within the forward tolerance
-/// of the largest |want|.
+/// Chunked against one call: within `tol` of the largest |want|; bitwise for float on the host
+/// where the cut is `exact` (the forward's state crosses it as log|x| in float, unrounded).
 template <class T>
-void check_chunks(const char* what, const std::vector<ld>& got, const std::vector<ld>& want) {
+void check_chunks(const char* what, const std::vector<ld>& got, const std::vector<ld>& want, double tol, bool exact) {
   INFO(what << ": the chunked calls against one call");
   REQUIRE(got.size() == want.size());
   ld scale = 0, worst = 0;
@@ -240,8 +240,8 @@ void check_chunks(const char* what, const std::vector<ld>& got, const std::vecto
   if (scale == 0) scale = 1;
   for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]) / scale);
   INFO("differing " << differ << ", worst relative difference " << static_cast<double>(worst));
-  if (!parscan_test::on_device && std::is_same<T, float>::value) CHECK(differ == 0);
-  else CHECK(worst <= tolerance<T>());
+  if (exact && !parscan_test::on_device && std::is_same<T, float>::value) CHECK(differ == 0);
+  else CHECK(worst <= tol);
 }
 
 /// A tensor's values from its log magnitudes and signs (null signs: positive).
@@ -724,10 +724,76 @@ forward_result<T> packed_forward(const case_opts& o, const inputs<T>& data) {
   return {lx.download(), lxf.download(), sx.download(), sxf.download()};
 }
 
-/// Chunked use across calls: every sequence cut in two where its steps are processed, the
-/// first part's log|x_final| and signs the second part's x0. Both parts' x and the second's
-/// x_final equal one call's: bitwise for float on the host (the state crosses the cut exactly,
-/// as log|x| in float), within the forward tolerance of each sequence's size otherwise.
+/// Chunked use across calls: every sequence of case `o` cut in two where its steps are
+/// processed, part 0 the first third of the steps computed, part 1 the rest.
+struct chunk_cut {
+  const case_opts& o;
+  /// The length of part k of sequence n; `from` where it starts in the sequence.
+  index_t length(int k, index_t n, index_t& from) const {
+    const index_t len = o.lengths[static_cast<std::size_t>(n)], first = len / 3;
+    const index_t length = k == 0 ? first : len - first;
+    from = (k == 0) != o.reverse ? 0 : len - length;
+    return length;
+  }
+  /// Part k as a case of its own.
+  case_opts part(int k) const {
+    case_opts c = o;
+    index_t from;
+    for (index_t n = 0; n < o.N(); ++n) c.lengths[static_cast<std::size_t>(n)] = length(k, n, from);
+    return c;
+  }
+  /// Each element of part k: its position in the part's packed tensor and in the whole's.
+  std::vector<std::pair<std::size_t, std::size_t>> positions(int k) const {
+    const case_opts c = part(k);
+    const geometry g = packed_geometry(o), gc = packed_geometry(c);
+    std::vector<std::pair<std::size_t, std::size_t>> at;
+    for (index_t n = 0; n < o.N(); ++n) {
+      index_t from;
+      const index_t len = length(k, n, from);
+      for (index_t d = 0; d < o.D; ++d)
+        for (index_t t = 0; t < len; ++t)
+          at.emplace_back(static_cast<std::size_t>(gc.at(d, c.offsets()[static_cast<std::size_t>(n)] + t)),
+                          static_cast<std::size_t>(g.at(d, o.offsets()[static_cast<std::size_t>(n)] + from + t)));
+    }
+    return at;
+  }
+  /// Part k's packed tensor, taken from the whole's.
+  template <class V>
+  std::vector<V> take(int k, const std::vector<V>& whole) const {
+    std::vector<V> v(static_cast<std::size_t>(packed_geometry(part(k)).size));
+    for (const auto& [in_part, in_whole] : positions(k)) v[in_part] = whole[in_whole];
+    return v;
+  }
+  /// Part k's inputs, its x0 (log magnitudes and signs) given.
+  template <class T>
+  inputs<T> take(int k, const inputs<T>& whole, const std::vector<T>& lx0, const std::vector<sign_t>& sx0) const {
+    inputs<T> d;
+    d.la = take(k, whole.la), d.lb = take(k, whole.lb), d.sa = take(k, whole.sa), d.sb = take(k, whole.sb);
+    d.lx0 = lx0, d.sx0 = sx0;
+    return d;
+  }
+};
+
+/// Chunked against one call over part k of `cut`: the values of got (the part's packed tensor,
+/// log magnitudes and signs, or plain values without signs) at the steps of want (the whole's).
+template <class T>
+void check_chunk_part(const char* what, const chunk_cut& cut, int k, const std::vector<T>& got,
+                      const std::vector<sign_t>* got_neg, const std::vector<T>& want,
+                      const std::vector<sign_t>* want_neg, double tol, bool exact) {
+  std::vector<ld> g, w;
+  for (const auto& [in_part, in_whole] : cut.positions(k)) {
+    g.push_back(got_neg ? value(static_cast<float>(got[in_part]), (*got_neg)[in_part] != 0) : as_ld(got[in_part]));
+    w.push_back(want_neg ? value(static_cast<float>(want[in_whole]), (*want_neg)[in_whole] != 0)
+                         : as_ld(want[in_whole]));
+  }
+  INFO("part " << k);
+  check_chunks<T>(what, g, w, tol, exact);
+}
+
+/// Chunked use across calls, forward: the first part's log|x_final| and signs the second
+/// part's x0. Both parts' x and the second's x_final equal one call's: bitwise for float on the
+/// host (the state crosses the cut exactly, as log|x| in float), within the forward tolerance
+/// of each sequence's size otherwise.
 template <class T>
 void chunked_forward() {
   for (lay l : {lay::cl, lay::tc})
@@ -737,57 +803,90 @@ void chunked_forward() {
       o.signed_ = true, o.x0 = true;
       INFO("log varlen chunked forward " << o.str());
       PARSCAN_TEST_RNG(r, std::string("log varlen chunked ") + std::to_string(sizeof(T)) + " " + o.str());
-      const geometry g = packed_geometry(o);
-      const inputs<T> in = draw<T>(r, o, g);
+      const inputs<T> in = draw<T>(r, o, packed_geometry(o));
       const forward_result<T> whole = packed_forward(o, in);
-      // Part k of sequence n: the steps processed k-th, [from, from + length) of the sequence.
-      auto part = [&](int k, index_t n, index_t& from) {
-        const index_t len = o.lengths[static_cast<std::size_t>(n)], first = len / 3;
-        const index_t length = k == 0 ? first : len - first;
-        from = (k == 0) != rev ? 0 : len - length;
-        return length;
-      };
+      const chunk_cut cut{o};
       forward_result<T> parts[2];
       for (int k = 0; k < 2; ++k) {
-        case_opts c = o;
-        index_t from;
-        for (index_t n = 0; n < o.N(); ++n) c.lengths[static_cast<std::size_t>(n)] = part(k, n, from);
-        const geometry gc = packed_geometry(c);
-        inputs<T> d;
-        d.la.resize(static_cast<std::size_t>(gc.size)), d.lb = d.la;
-        d.sa.resize(d.la.size()), d.sb = d.sa;
-        d.lx0 = k == 0 ? in.lx0 : parts[0].lxf, d.sx0 = k == 0 ? in.sx0 : parts[0].sxf;
-        for (index_t n = 0; n < o.N(); ++n) {
-          const index_t length = part(k, n, from);
-          for (index_t dd = 0; dd < o.D; ++dd)
-            for (index_t t = 0; t < length; ++t) {
-              const auto src = static_cast<std::size_t>(g.at(dd, o.offsets()[static_cast<std::size_t>(n)] + from + t));
-              const auto dst = static_cast<std::size_t>(gc.at(dd, c.offsets()[static_cast<std::size_t>(n)] + t));
-              d.la[dst] = in.la[src], d.lb[dst] = in.lb[src], d.sa[dst] = in.sa[src], d.sb[dst] = in.sb[src];
-            }
-        }
-        parts[k] = packed_forward(c, d);
-        // Its x against the one call's at the same steps.
-        std::vector<ld> got, want;
-        for (index_t n = 0; n < o.N(); ++n) {
-          const index_t length = part(k, n, from);
-          for (index_t dd = 0; dd < o.D; ++dd)
-            for (index_t t = 0; t < length; ++t) {
-              const auto src = static_cast<std::size_t>(g.at(dd, o.offsets()[static_cast<std::size_t>(n)] + from + t));
-              const auto dst = static_cast<std::size_t>(gc.at(dd, c.offsets()[static_cast<std::size_t>(n)] + t));
-              got.push_back(value(static_cast<float>(parts[k].lx[dst]), parts[k].sx[dst] != 0));
-              want.push_back(value(static_cast<float>(whole.lx[src]), whole.sx[src] != 0));
-            }
-        }
-        INFO("part " << k);
-        check_chunks<T>("x", got, want);
+        parts[k] = packed_forward(cut.part(k), cut.take(k, in, k == 0 ? in.lx0 : parts[0].lxf,
+                                                        k == 0 ? in.sx0 : parts[0].sxf));
+        check_chunk_part<T>("x", cut, k, parts[k].lx, &parts[k].sx, whole.lx, &whole.sx, tolerance<T>(), true);
       }
       std::vector<ld> got, want;
       for (std::size_t e = 0; e < whole.lxf.size(); ++e) {
         got.push_back(value(static_cast<float>(parts[1].lxf[e]), parts[1].sxf[e] != 0));
         want.push_back(value(static_cast<float>(whole.lxf[e]), whole.sxf[e] != 0));
       }
-      check_chunks<T>("x_final", got, want);
+      check_chunks<T>("x_final", got, want, tolerance<T>(), true);
+    }
+}
+
+/// The packed backward of case `o` (log form, signs given, x0 given) from the forward's log|x|
+/// and signs, the upstream gradient dlog|x| and dlog|x_final|: dlog|a|, dlog|b|, dlog|x0|.
+template <class T>
+struct backward_result {
+  std::vector<T> dla, dlb, dlx0;
+};
+template <class T>
+backward_result<T> packed_backward(const case_opts& o, const inputs<T>& data, const std::vector<T>& lx_,
+                                   const std::vector<sign_t>& sx_, const std::vector<T>& dx_,
+                                   const std::vector<T>& dxf_) {
+  const geometry g = packed_geometry(o);
+  const std::size_t states = static_cast<std::size_t>(o.N() * o.D);
+  guarded_buffer<T> la(data.la), lb(data.lb), lx0(data.lx0), lx(lx_), dx(dx_), dxf(dxf_);
+  guarded_buffer<sign_t> sa(data.sa), sb(data.sb), sx0(data.sx0), sx(sx_);
+  guarded_buffer<T> da(static_cast<std::size_t>(g.size)), db(static_cast<std::size_t>(g.size)), dx0(states);
+  const guarded_buffer<std::int64_t> cu(o.offsets());
+  parscan::log_varlen_backward_args<T> b{};
+  b.shape = varlen_shape{o.N(), o.D, o.total(), cu.data(), api_layout(o.layout)};
+  b.a_strides = b.b_strides = b.x_strides = b.dx_strides = b.da_strides = b.db_strides = strides_of(g);
+  b.log_a = la.data(), b.a_negative = sa.data(), b.log_b = lb.data(), b.b_negative = sb.data();
+  b.log_x0 = lx0.data(), b.x0_negative = sx0.data(), b.log_x = lx.data(), b.x_negative = sx.data();
+  b.dlog_x = dx.data(), b.dlog_x_final = dxf.data(), b.dlog_a = da.data(), b.dlog_b = db.data();
+  b.dlog_x0 = dx0.data();
+  b.reverse = o.reverse;
+  const status st = parscan::log_recurrence_backward(parscan_test::backend(), b);
+  PARSCAN_TEST_SYNC();
+  REQUIRE(st == status::success);
+  return {da.download(), db.download(), dx0.download()};
+}
+
+/// Chunked use across calls, backward: the later part first, from the whole's dlog|x_final|,
+/// its dlog|x0| the earlier part's dlog|x_final|; each part reads the forward's x and the
+/// state entering it (the earlier part's x_final). Both parts' gradients and the earlier part's
+/// dlog|x0| equal one call's within the backward tolerance of the largest: the gradient crosses
+/// the cut as dL/dlog|x| = x·dL/dx, rounded once more than in one call (and the state in T).
+/// Positive inputs: a signed x that nearly cancels makes G/x ill-conditioned (draw_gradients).
+template <class T>
+void chunked_backward() {
+  for (lay l : {lay::cl, lay::tc})
+    for (bool rev : {false, true}) {
+      case_opts o;
+      o.lengths = {0, 1, 7, 31, 32, 33, 100, 257, 0, 64}, o.D = 5, o.layout = l, o.reverse = rev, o.x0 = true;
+      INFO("log varlen chunked backward " << o.str());
+      PARSCAN_TEST_RNG(r, std::string("log varlen chunked backward ") + std::to_string(sizeof(T)) + " " + o.str());
+      const geometry g = packed_geometry(o);
+      const inputs<T> in = draw<T>(r, o, g);
+      std::vector<T> dx, dxf;
+      for (index_t i = 0; i < g.size; ++i) dx.push_back(static_cast<T>(static_cast<float>(r.normal())));
+      for (index_t s = 0; s < o.N() * o.D; ++s) dxf.push_back(static_cast<T>(static_cast<float>(r.normal())));
+      const forward_result<T> x = packed_forward(o, in);
+      const backward_result<T> whole = packed_backward(o, in, x.lx, x.sx, dx, dxf);
+      const chunk_cut cut{o};
+      const inputs<T> first = cut.take(0, in, in.lx0, in.sx0);
+      const forward_result<T> between = packed_forward(cut.part(0), first);
+      const backward_result<T> later =
+          packed_backward(cut.part(1), cut.take(1, in, between.lxf, between.sxf), cut.take(1, x.lx), cut.take(1, x.sx),
+                          cut.take(1, dx), dxf);
+      const backward_result<T> earlier =
+          packed_backward(cut.part(0), first, cut.take(0, x.lx), cut.take(0, x.sx), cut.take(0, dx), later.dlx0);
+      const double tol = backward_tolerance<T>();
+      for (int k = 0; k < 2; ++k) {
+        const backward_result<T>& got = k == 0 ? earlier : later;
+        check_chunk_part<T>("dlog|a|", cut, k, got.dla, nullptr, whole.dla, nullptr, tol, false);
+        check_chunk_part<T>("dlog|b|", cut, k, got.dlb, nullptr, whole.dlb, nullptr, tol, false);
+      }
+      check_chunks<T>("dlog|x0|", plain(earlier.dlx0), plain(whole.dlx0), tol, false);
     }
 }
 
@@ -914,5 +1013,6 @@ LOG_VARLEN_FOR_EACH_DTYPE("backward: length mixes x layouts x options", "[backwa
 LOG_VARLEN_FOR_EACH_DTYPE("every form and option in both dense layouts", "[forward][backward]", every_option)
 LOG_VARLEN_FOR_EACH_DTYPE("many sequences: more blocks than a wave", "[forward][backward]", many_sequences)
 LOG_VARLEN_FOR_EACH_DTYPE("chunked forward across calls equals one call", "[forward]", chunked_forward)
+LOG_VARLEN_FOR_EACH_DTYPE("chunked backward across calls equals one call", "[backward]", chunked_backward)
 LOG_VARLEN_FOR_EACH_DTYPE("bad offsets and arguments return their status and write nothing", "[errors]",
                           bad_arguments)

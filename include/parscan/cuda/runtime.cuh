@@ -1,9 +1,13 @@
 // parscan/cuda/runtime.cuh — what every CUDA entry point needs around its kernels: error
 // checks that report instead of aborting, temporary storage from the caller, the allocator
-// hook or cudaMallocAsync, and cached device facts.
+// hook or the library's own memory pool, and cached device facts.
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
 
 #include "../backend.hpp"
 #include "../status.hpp"
@@ -14,6 +18,44 @@ namespace parscan {
 inline cudaError_t& cuda_last_error() {
   static thread_local cudaError_t last = cudaSuccess;
   return last;
+}
+
+/// The memory pool that calls given neither a workspace nor an allocator take their temporary
+/// storage from: one per device (`device` < 0: the current one), made on first use, whose
+/// release threshold is "never", so memory it reserved once stays reserved for later calls.
+/// (cudaMallocAsync's default pool gives its memory back to the driver at every
+/// synchronisation unless the application raised its threshold; each call then mapped its
+/// workspace afresh, 100–180 µs on an H100 — more than many calls' kernels.) The caller may
+/// trim it (cudaMemPoolTrimTo) or set its attributes; it lives as long as the process. Null
+/// where it cannot be made: calls then take cudaMallocAsync's default pool.
+inline cudaMemPool_t cuda_workspace_pool(int device = -1) {
+  constexpr int max_devices = 64;
+  static std::atomic<cudaMemPool_t> pools[max_devices] = {};
+  static bool tried[max_devices] = {};
+  static std::mutex making;
+  if (device < 0 && cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();  // not sticky
+    return nullptr;
+  }
+  if (device >= max_devices) return nullptr;
+  if (cudaMemPool_t pool = pools[device].load(std::memory_order_acquire)) return pool;
+  std::lock_guard<std::mutex> lock(making);
+  if (!tried[device]) {
+    tried[device] = true;
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    cudaMemPool_t pool = nullptr;
+    if (cudaMemPoolCreate(&pool, &props) == cudaSuccess) {
+      std::uint64_t keep = UINT64_MAX;
+      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+      pools[device].store(pool, std::memory_order_release);
+    } else {
+      cudaGetLastError();
+    }
+  }
+  return pools[device].load(std::memory_order_acquire);
 }
 
 namespace cuda_detail {
@@ -48,9 +90,14 @@ class workspace_lease {
     }
     if (be_.allocator) {
       ptr_ = be_.allocator->allocate(bytes, be_.stream);
-    } else if (cudaMallocAsync(&ptr_, bytes, be_.stream) != cudaSuccess) {
-      cudaGetLastError();  // not sticky: clear it so later checks see only new errors
-      ptr_ = nullptr;
+    } else {
+      cudaMemPool_t pool = cuda_workspace_pool();
+      const cudaError_t e = pool ? cudaMallocFromPoolAsync(&ptr_, bytes, pool, be_.stream)
+                                 : cudaMallocAsync(&ptr_, bytes, be_.stream);
+      if (e != cudaSuccess) {
+        cudaGetLastError();  // not sticky: clear it so later checks see only new errors
+        ptr_ = nullptr;
+      }
     }
     if (!ptr_) return status::allocation_failed;
     owned_ = true;

@@ -30,18 +30,10 @@ class device_guard {
   bool restore_ = false;
 };
 
-/// Temporary device storage for the package's calls: stream-ordered allocations from a memory
-/// pool of the package's own per device, which keeps what it has reserved across
-/// synchronisations. (cudaMallocAsync's default pool gives its memory back to the driver at
-/// every synchronisation: each call then mapped its workspace afresh, 100–180 µs on an H100,
-/// more than the small kernels themselves.) The caller's default pool is left as it is.
-/// Null when the pool cannot be made (the library then falls back to cudaMallocAsync).
-device_allocator* workspace_pool(int device);
-
 /// cu_seqlens as the library reads them: int64 offsets in the memory of the arrays' device.
 /// int64 offsets are used in place; int32 ones (FlashAttention's convention, and JAX's integers
 /// without jax_enable_x64) are widened into a temporary: a host copy, or on CUDA a copy on the
-/// call's stream from the package's workspace pool, freed stream-ordered when this goes out of
+/// call's stream from the library's workspace pool, freed stream-ordered when this goes out of
 /// scope. Construct it inside run_on's function (the arrays' device current); raises
 /// RuntimeError if the temporary cannot be made.
 class packed_offsets {
@@ -58,12 +50,11 @@ class packed_offsets {
   std::vector<std::int64_t> host_;  // the widened host copy
   void* device_ = nullptr;          // the widened device copy
   std::size_t bytes_ = 0;
-  device_allocator* allocator_ = nullptr;
   std::uintptr_t stream_ = 0;
 };
 
 /// f(host_backend) for CPU arrays; f(cuda_backend on `stream`) for CUDA arrays, with their
-/// device current and the package's workspace pool.
+/// device current (temporary storage from the library's pool, parscan::cuda_workspace_pool).
 template <class F>
 status run_on(const array_arg& where, std::uintptr_t stream, F&& f) {
   if (where.device == device_kind::cpu) return f(host_backend{});
@@ -71,7 +62,6 @@ status run_on(const array_arg& where, std::uintptr_t stream, F&& f) {
   if (!guard.ok()) return status::cuda_error;
   cuda_backend be;
   be.stream = reinterpret_cast<CUstream_st*>(stream);
-  be.allocator = workspace_pool(where.device_id);
   return f(be);
 }
 

@@ -7,7 +7,7 @@
 #include "backends.hpp"
 
 #if PARSCAN_HAS_CUDA
-#include <cuda_runtime_api.h>
+#include <parscan/cuda/runtime.cuh>
 #endif
 
 namespace parscan::python {
@@ -29,10 +29,10 @@ packed_offsets::packed_offsets(const char* op, const array_arg& offsets, std::ui
   // of 4-byte rows after a memset, so no kernel of the package's own is needed. A negative
   // int32 offset widens to a value above 2^31, which breaks the offsets' rule as it did.
   auto* s = reinterpret_cast<cudaStream_t>(stream);
-  allocator_ = workspace_pool(-1);
   bytes_ = count * sizeof(std::int64_t);
-  if (allocator_) device_ = allocator_->allocate(bytes_, s);
-  else if (cudaMallocAsync(&device_, bytes_, s) != cudaSuccess) device_ = nullptr;
+  cudaMemPool_t pool = cuda_workspace_pool();
+  if ((pool ? cudaMallocFromPoolAsync(&device_, bytes_, pool, s) : cudaMallocAsync(&device_, bytes_, s)) != cudaSuccess)
+    device_ = nullptr;
   if (!device_) {
     cudaGetLastError();
     fail(argument_error::runtime_error, op, std::string(offsets.name) + ": no device memory for the int64 copy");
@@ -57,8 +57,7 @@ void packed_offsets::release() {
 #if PARSCAN_HAS_CUDA
   if (!device_) return;
   auto* s = reinterpret_cast<cudaStream_t>(stream_);
-  if (allocator_) allocator_->deallocate(device_, bytes_, s);
-  else cudaFreeAsync(device_, s);
+  cudaFreeAsync(device_, s);
   device_ = nullptr;
 #endif
 }

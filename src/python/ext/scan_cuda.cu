@@ -11,7 +11,6 @@ namespace parscan::python {
 status run_scan_cuda(const scan_request& r, std::uintptr_t stream) {
   cuda_backend be;
   be.stream = reinterpret_cast<CUstream_st*>(stream);
-  be.allocator = workspace_pool(-1);  // scan.cpp made the arrays' device current
   return scan_detail::run_scan(be, r);
 }
 
