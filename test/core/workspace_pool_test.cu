@@ -1,7 +1,8 @@
 // test/core/workspace_pool_test.cu — where a CUDA call given neither a workspace nor an
 // allocator takes its temporary storage: the library's pool of the device
 // (parscan::cuda_workspace_pool), which keeps what it reserved across synchronisations, so a
-// second call reserves nothing new. The calls' results are checked against host sums too.
+// second call reserves nothing new (the calls' results checked against host sums too); and that
+// making the pool inside a stream capture leaves the capture valid.
 #include <cstdint>
 #include <vector>
 
@@ -72,4 +73,28 @@ TEST_CASE(PARSCAN_TEST_NAME("workspace pool: calls without a workspace take the 
   CHECK(reserved[1] == reserved[0]);
   cudaFree(din);
   cudaFree(dout);
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("workspace pool: made while a stream is captured, it leaves the capture valid"),
+          PARSCAN_TEST_TAGS("[workspace][graph]")) {
+  // A process's first call without a workspace may come inside a capture (the library's pool is
+  // made on first use); in the global capture mode cudaMemPoolCreate is refused and the refusal
+  // invalidates the capture, so the pool is made in the relaxed mode.
+  int device = -1;
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  cudaMemPool_t pool = parscan::cuda_detail::create_workspace_pool(device);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(s, &graph);
+  CHECK(pool != nullptr);
+  CHECK(ended == cudaSuccess);
+  CHECK(cudaGetLastError() == cudaSuccess);
+  if (graph) cudaGraphDestroy(graph);
+  if (pool) {
+    CHECK(pool_attribute(pool, cudaMemPoolAttrReleaseThreshold) == UINT64_MAX);
+    cudaMemPoolDestroy(pool);
+  }
+  cudaStreamDestroy(s);
 }

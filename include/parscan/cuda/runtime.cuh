@@ -5,10 +5,6 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
-#include <cstdint>
-#include <mutex>
-
 #include "../backend.hpp"
 #include "../status.hpp"
 
@@ -28,35 +24,8 @@ inline cudaError_t& cuda_last_error() {
 /// workspace afresh, 100–180 µs on an H100 — more than many calls' kernels.) The caller may
 /// trim it (cudaMemPoolTrimTo) or set its attributes; it lives as long as the process. Null
 /// where it cannot be made: calls then take cudaMallocAsync's default pool.
-inline cudaMemPool_t cuda_workspace_pool(int device = -1) {
-  constexpr int max_devices = 64;
-  static std::atomic<cudaMemPool_t> pools[max_devices] = {};
-  static bool tried[max_devices] = {};
-  static std::mutex making;
-  if (device < 0 && cudaGetDevice(&device) != cudaSuccess) {
-    cudaGetLastError();  // not sticky
-    return nullptr;
-  }
-  if (device >= max_devices) return nullptr;
-  if (cudaMemPool_t pool = pools[device].load(std::memory_order_acquire)) return pool;
-  std::lock_guard<std::mutex> lock(making);
-  if (!tried[device]) {
-    tried[device] = true;
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = device;
-    cudaMemPool_t pool = nullptr;
-    if (cudaMemPoolCreate(&pool, &props) == cudaSuccess) {
-      std::uint64_t keep = UINT64_MAX;
-      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
-      pools[device].store(pool, std::memory_order_release);
-    } else {
-      cudaGetLastError();
-    }
-  }
-  return pools[device].load(std::memory_order_acquire);
-}
+/// (src/cuda/workspace_pool.cpp)
+cudaMemPool_t cuda_workspace_pool(int device = -1);
 
 namespace cuda_detail {
 
@@ -68,6 +37,24 @@ inline status report(cudaError_t e) {
 
 /// After a launch: a bad configuration or a sticky error from earlier work becomes a status.
 inline status check_launch() { return report(cudaGetLastError()); }
+
+/// A new pool of cuda_workspace_pool's kind on `device`, or null (the error cleared). Safe
+/// inside a stream capture: a call's first use of the pool may come while its stream is
+/// captured, where the global capture mode refuses cudaMemPoolCreate and the refusal
+/// invalidates the capture; it is made in the relaxed mode.
+cudaMemPool_t create_workspace_pool(int device);
+
+/// `bytes` of device memory, stream-ordered on `stream`, from the library's pool (else from
+/// cudaMallocAsync's default pool); the error cleared. Given back with cudaFreeAsync.
+inline void* pool_allocate(std::size_t bytes, cudaStream_t stream) {
+  void* p = nullptr;
+  cudaMemPool_t pool = cuda_workspace_pool();
+  if ((pool ? cudaMallocFromPoolAsync(&p, bytes, pool, stream) : cudaMallocAsync(&p, bytes, stream)) != cudaSuccess) {
+    cudaGetLastError();  // not sticky: clear it so later checks see only new errors
+    p = nullptr;
+  }
+  return p;
+}
 
 /// Temporary device storage for one call, released (stream-ordered) when it goes out of scope.
 class workspace_lease {
@@ -88,17 +75,7 @@ class workspace_lease {
       ptr_ = be_.workspace;
       return status::success;
     }
-    if (be_.allocator) {
-      ptr_ = be_.allocator->allocate(bytes, be_.stream);
-    } else {
-      cudaMemPool_t pool = cuda_workspace_pool();
-      const cudaError_t e = pool ? cudaMallocFromPoolAsync(&ptr_, bytes, pool, be_.stream)
-                                 : cudaMallocAsync(&ptr_, bytes, be_.stream);
-      if (e != cudaSuccess) {
-        cudaGetLastError();  // not sticky: clear it so later checks see only new errors
-        ptr_ = nullptr;
-      }
-    }
+    ptr_ = be_.allocator ? be_.allocator->allocate(bytes, be_.stream) : pool_allocate(bytes, be_.stream);
     if (!ptr_) return status::allocation_failed;
     owned_ = true;
     bytes_ = bytes;

@@ -30,11 +30,8 @@ packed_offsets::packed_offsets(const char* op, const array_arg& offsets, std::ui
   // int32 offset widens to a value above 2^31, which breaks the offsets' rule as it did.
   auto* s = reinterpret_cast<cudaStream_t>(stream);
   bytes_ = count * sizeof(std::int64_t);
-  cudaMemPool_t pool = cuda_workspace_pool();
-  if ((pool ? cudaMallocFromPoolAsync(&device_, bytes_, pool, s) : cudaMallocAsync(&device_, bytes_, s)) != cudaSuccess)
-    device_ = nullptr;
+  device_ = cuda_detail::pool_allocate(bytes_, s);
   if (!device_) {
-    cudaGetLastError();
     fail(argument_error::runtime_error, op, std::string(offsets.name) + ": no device memory for the int64 copy");
   }
   if (cudaMemsetAsync(device_, 0, bytes_, s) != cudaSuccess ||
