@@ -3,7 +3,8 @@
 parscan.jax under jax.jit) and writes JSON in the format of the C++ benchmarks, for
 benchmarks/report.py:
 
-    python3 benchmarks/bench_python.py [--json OUT.json] [--runs 50] [--cpp bench_recurrence.json] [--jax] [--tiny]
+    python3 benchmarks/bench_python.py [--json OUT.json] [--runs 50] [--cpp bench_recurrence.json]
+        [--cpp bench_varlen.json] [--jax] [--tiny]
 
 Each op runs at a large shape, (B, D, T) = (8, 1536, 4096) laid out channel-last as bench_recurrence's
 "channel-last T=4096" rows are, i.e. a (B, T, D) = (8, 4096, 1536) tensor scanned along dim=1, or its
@@ -20,14 +21,16 @@ Python cost":
 - pct_copy (large shape): bytes the op must move (every input read once, every output written
   once) per second, as a percentage of a torch device-to-device copy of the same number of
   bytes in the same process.
---cpp names a bench_recurrence JSON written in the same sitting (benchmarks/gpu_run.sh runs both):
-each Python row with a C++ row of the same operation, dtype and shape then also gets the C++
-median and the ratio python/cpp (the issue's bar: at most 1.03).
+--cpp names a bench_recurrence or bench_varlen JSON written in the same sitting (repeatable;
+benchmarks/gpu_run.sh runs them): each Python row with a C++ row of the same operation, dtype
+and shape then also gets the C++ median and the ratio python/cpp (the issue's bar: at most
+1.03). The packed rows take bench_varlen's random lengths, so they meet its rows.
 --tiny times the tiny shapes only. Without a CUDA GPU (or a parscan built without CUDA) it says
 so and exits 0.
 """
 import argparse
 import datetime
+import itertools
 import json
 import os
 import statistics
@@ -114,7 +117,32 @@ def cases(torch, pt, large):
     M = torch.eye(N, device=dev) + W
     out.append(("matrix_chain total d=8", "f32", 4 * seqs * (T + 1) * N * N, lambda: pt.matrix_chain(M, dim=1)))
     shapes[out[-1][0]] = f"{seqs}x{T}x{N}x{N}"
-    return [(name, dtype, shapes[name], moved, fn) for name, dtype, moved, fn in out]
+    # Packed sequences (cu_seqlens): bench_varlen's 64 random lengths over D = 1536, channel-last
+    # (total, D), named with its shape text; tiny: two sequences of 3 and 5 steps.
+    lengths = varlen_lengths() if large else [3, 5]
+    Dp = 1536 if large else 32
+    cu = torch.tensor([0] + list(itertools.accumulate(lengths)), dtype=torch.int64, device=dev)
+    total = int(cu[-1])
+    ap, bp = torch.rand(total, Dp, device=dev) * 0.5 + 0.5, torch.randn(total, Dp, device=dev)
+    apbf, bpbf = ap.to(bf16), bp.to(bf16)
+    for dtype, (pa, pb), size in (("f32", (ap, bp), 4), ("bf16", (apbf, bpbf), 2)):
+        out.append(("gated_recurrence forward, packed", dtype, 3 * size * total * Dp,
+                    lambda pa=pa, pb=pb: pt.gated_recurrence(pa, pb, dim=0, cu_seqlens=cu)))
+        shapes[out[-1][0] + dtype] = f"{len(lengths)} seqs x{Dp} total {total}"
+    return [(name, dtype, shapes.get(name + dtype, shapes.get(name)), moved, fn) for name, dtype, moved, fn in out]
+
+
+def varlen_lengths(n=64):
+    """bench_varlen's random lengths: 1 + floor(16383 u^3), u from its mix of 0x5eed + i."""
+    mask = (1 << 64) - 1
+
+    def mix(z):
+        z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & mask
+        z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & mask
+        return z ^ (z >> 31)
+
+    units = ((mix(0x5eed + i) >> 11) * (1.0 / 9007199254740992.0) for i in range(n))
+    return [1 + int(16383.0 * u * u * u) for u in units]
 
 
 def floors(torch, large):
@@ -207,29 +235,35 @@ def jax_rows(runs, copy_gbs, sizes):
     return rows
 
 
-# Python rows and the bench_recurrence rows of the same operation (channel-last, T = 4096).
+# Python rows and the C++ rows of the same operation: bench_recurrence's (channel-last,
+# T = 4096) and bench_varlen's (random lengths, channel-last).
 CPP_ROWS = {
     ("gated_recurrence forward", "f32"): "fwd f32 channel-last T=4096",
     ("gated_recurrence forward", "bf16"): "fwd bf16 channel-last T=4096",
     ("gated_recurrence forward, inputs require grad", "f32"): "fwd f32 channel-last T=4096",
     ("gated_recurrence backward", "f32"): "bwd f32 channel-last T=4096",
+    ("gated_recurrence forward, packed", "f32"): "varlen random fwd f32 channel-last",
+    ("gated_recurrence forward, packed", "bf16"): "varlen random fwd bf16 channel-last",
 }
 
 
-def cpp_rows(path):
-    """{(case, shape): median_us} from a bench_recurrence JSON, or {} without one."""
-    if not path:
-        return {}
-    with open(path) as f:
-        run = json.load(f)
-    return {(r["case"], r["shape"]): r["median_us"] for r in run["results"]}
+def cpp_rows(paths):
+    """{(case, shape): median_us} from bench_recurrence / bench_varlen JSON files (none: {})."""
+    rows = {}
+    for path in paths or []:
+        with open(path) as f:
+            run = json.load(f)
+        rows.update({(r["case"], r["shape"]): r["median_us"] for r in run["results"]})
+    return rows
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--runs", type=int, default=50, help="timed calls per case (at least 20)")
-    parser.add_argument("--cpp", help="a bench_recurrence JSON from the same sitting, to compare with")
+    parser.add_argument("--cpp", action="append",
+                        help="a bench_recurrence or bench_varlen JSON from the same sitting, to compare with "
+                             "(repeatable)")
     parser.add_argument("--jax", action="store_true", help="also time the ops from JAX (parscan.jax under jit)")
     parser.add_argument("--tiny", action="store_true", help="only the tiny shapes (the per-call overhead)")
     args = parser.parse_args()

@@ -242,19 +242,10 @@ template <class Problem>
 constexpr bool varlen_head_pads<Problem, std::void_t<typename Problem::C>> =
     Problem::run > 1 && std::is_floating_point_v<typename Problem::C>;
 
-/// Blocks per multiprocessor that the packed warp loop's registers must allow: five 4-warp
-/// blocks for the float forward, as the batch's staged loop holds at its 96 registers (the
-/// packed one, with its head pads and offsets, took 114 and four blocks: 95% of the batch's
-/// kernel time under ncu, 91% of its rate on an H200); else ptxas's own choice.
-template <class Problem>
-constexpr int varlen_warp_loop_blocks = 0;
-template <>
-constexpr int varlen_warp_loop_blocks<recurrence_forward_problem<float>> = 5;
-
 /// Time-contiguous: warp w of the grid takes (sequence, channel) pairs w, w + all warps, ...,
 /// each with its next Stages-1 tiles in flight (staging_ring), as the batched warp loop.
 template <int Warps, int Chunks, int Stages, class Problem, class Op>
-__global__ void __launch_bounds__(Warps* warp_threads, varlen_warp_loop_blocks<Problem>)
+__global__ void __launch_bounds__(Warps* warp_threads)
     varlen_warp_loop_kernel(Problem P, Op op, const std::int64_t* cu_seqlens, index_t sequences, index_t channels) {
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   const index_t jobs = sequences * channels;
