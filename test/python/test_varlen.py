@@ -450,10 +450,15 @@ def test_torch_log_forward_and_gradients_per_sequence(rng, device, output):
         torch.testing.assert_close(main[lo:hi], alone_main, rtol=1e-5, atol=1e-6)
         if hi > lo:
             (alone_main * weights[lo:hi]).sum().backward()
-            for packed_grad, alone_grad in ((leaves[0].grad[lo:hi], alone_leaves[0].grad),
-                                            (leaves[1].grad[lo:hi], alone_leaves[1].grad),
-                                            (leaves[2].grad[n], alone_leaves[2].grad)):
-                torch.testing.assert_close(packed_grad, alone_grad, rtol=1e-5, atol=1e-6)
+            for packed_grad, alone_grad, name in ((leaves[0].grad[lo:hi], alone_leaves[0].grad, "da"),
+                                                  (leaves[1].grad[lo:hi], alone_leaves[1].grad, "db"),
+                                                  (leaves[2].grad[n], alone_leaves[2].grad, "dx0")):
+                if device == "cpu":
+                    torch.testing.assert_close(packed_grad, alone_grad, rtol=1e-5, atol=1e-6)
+                else:  # the packed and the one-sequence CUDA kernels associate differently, on
+                    # signed states that can cancel: normwise, as the JAX test below
+                    assert_log_close(packed_grad.cpu().numpy(), alone_grad.cpu().numpy(), "float32",
+                                     f"sequence {n}: {name}", SIGNED_GRADIENT_TOLERANCE, normwise=True)
 
 
 def test_jax_log_jit_grad_per_sequence(rng):
