@@ -42,6 +42,18 @@ void require_state_input(const char* op, const log_input& in, const scan_axis& a
   if (in.negative) require_sign(op, *in.negative, *in.magnitude);
 }
 
+/// a, b and x0 of a forward or backward call into its arguments g, each in its form (the value
+/// itself, or log|·| and its signs).
+template <class T, class Call, class Args>
+void set_inputs(const Call& c, Args& g) {
+  (c.a.value ? g.a : g.log_a) = input<T>(c.a.magnitude);
+  g.a_negative = input_sign(c.a.negative);
+  (c.b.value ? g.b : g.log_b) = input<T>(c.b.magnitude);
+  g.b_negative = input_sign(c.b.negative);
+  (c.x0.value ? g.x0 : g.log_x0) = input<T>(c.x0.magnitude);
+  g.x0_negative = input_sign(c.x0.negative);
+}
+
 bool same_strides(const recurrence_strides& p, const recurrence_strides& q) {
   return p.batch == q.batch && p.channel == q.channel && p.time == q.time;
 }
@@ -80,12 +92,7 @@ void log_forward(const log_forward_call& c) {
   auto run = [&](auto tag) {
     using T = typename decltype(tag)::type;
     const auto fill = [&](auto& g) {
-      (c.a.value ? g.a : g.log_a) = input<T>(c.a.magnitude);
-      g.a_negative = input_sign(c.a.negative);
-      (c.b.value ? g.b : g.log_b) = input<T>(c.b.magnitude);
-      g.b_negative = input_sign(c.b.negative);
-      (c.x0.value ? g.x0 : g.log_x0) = input<T>(c.x0.magnitude);
-      g.x0_negative = input_sign(c.x0.negative);
+      set_inputs<T>(c, g);
       g.log_x = output<T>(c.log_x);
       g.x_negative = output_sign(c.x_negative);
       g.x = output<T>(c.x);
@@ -130,12 +137,7 @@ void log_backward(const log_backward_call& c) {
   auto run = [&](auto tag) {
     using T = typename decltype(tag)::type;
     const auto fill = [&](auto& g) {
-      (c.a.value ? g.a : g.log_a) = input<T>(c.a.magnitude);
-      g.a_negative = input_sign(c.a.negative);
-      (c.b.value ? g.b : g.log_b) = input<T>(c.b.magnitude);
-      g.b_negative = input_sign(c.b.negative);
-      (c.x0.value ? g.x0 : g.log_x0) = input<T>(c.x0.magnitude);
-      g.x0_negative = input_sign(c.x0.negative);
+      set_inputs<T>(c, g);
       g.log_x = input<T>(c.log_x);
       g.x_negative = c.log_x ? input_sign(c.x_negative) : nullptr;
       (c.dx_value ? g.dx : g.dlog_x) = input<T>(c.dx);
