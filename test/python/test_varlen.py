@@ -599,3 +599,211 @@ def test_jax_matrix_jit_grad_vmap(rng):
                                                                                         np.stack([b, 2 * b]))
     np.testing.assert_allclose(np.asarray(batched[1]), parscan.matrix_recurrence(W, 2 * b, dim=0, cu_seqlens=offsets),
                                rtol=1e-12, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# Segmented scans: cumulative and reduce with cu_seqlens, each segment against the float64 loop
+# (reference.cumulative) run on that segment alone.
+
+from test_numpy import SCAN_DTYPES, scan_input  # noqa: E402  (the dtypes and inputs of the plain scans)
+
+# (shape with the packed dimension as None, dim): one dimension, or one packed sequence among
+# dimensions of size 1.
+SEGMENT_LAYOUTS = [((None,), 0), ((None,), -1), ((1, None, 1), 1), ((None, 1), 0)]
+
+
+def exact_dtype(dtype_name, op):
+    """Integers and max / min give exact results (an exclusive max / min starts from ±inf)."""
+    return dtype_name in ("int32", "int64") or op != "sum"
+
+
+def assert_scan_equal(actual, expected, dtype_name, op, what):
+    if exact_dtype(dtype_name, op):
+        np.testing.assert_array_equal(ref.wide(actual), ref.wide(expected).astype(ref.wide(actual).dtype), err_msg=what)
+    else:
+        ref.assert_close(actual, expected, dtype_name, what)
+
+
+def identity_of(dtype, op):
+    """What a reduce of an empty segment gives: op's identity in the accumulator."""
+    if np.dtype(dtype).kind == "i":
+        info = np.iinfo(dtype)
+        return {"sum": 0, "max": info.min, "min": info.max}[op]
+    return {"sum": 0.0, "max": -np.inf, "min": np.inf}[op]
+
+
+def segment_references(x, offsets, op, reverse=False, exclusive=False):
+    """(the scan of each segment alone, NaN past the last offset; each segment's reduce), over
+    the flattened packed array."""
+    flat = x.reshape(-1)
+    kind = np.dtype(flat.dtype if flat.dtype.kind == "i" else (np.complex128 if flat.dtype.kind == "c" else np.float64))
+    scanned = np.zeros(flat.shape, kind) if kind.kind == "i" else np.full(flat.shape, np.nan, kind)
+    totals = []
+    for n in range(len(offsets) - 1):
+        lo, hi = int(offsets[n]), int(offsets[n + 1])
+        scanned[lo:hi] = ref.cumulative(flat[lo:hi], op, 0, reverse, exclusive)
+        totals.append(ref.cumulative(flat[lo:hi], op, 0)[-1] if hi > lo else identity_of(flat.dtype, op))
+    return scanned, np.array(totals, kind)
+
+
+@pytest.mark.parametrize("dtype_name", SCAN_DTYPES)
+@pytest.mark.parametrize("op", ["sum", "max", "min"])
+@pytest.mark.parametrize("layout,dim", SEGMENT_LAYOUTS)
+@pytest.mark.parametrize("reverse,exclusive", [(False, False), (True, False), (False, True), (True, True)])
+def test_numpy_segmented_scans_per_segment(rng, dtype_name, op, layout, dim, reverse, exclusive):
+    if dtype_name == "complex64" and op != "sum":
+        pytest.skip("complex numbers have no order")
+    offsets, used = offsets_of(random_lengths(rng, 11))
+    total = used + 3  # steps past cu_seqlens[N]: neither read nor computed
+    x = scan_input(rng, packed_shape(layout, total), dtype_name)
+    want, want_totals = segment_references(x, offsets, op, reverse, exclusive)
+    out = parscan.cumulative(x, op, dim=dim, reverse=reverse, exclusive=exclusive, cu_seqlens=offsets)
+    assert out.shape == x.shape and out.dtype == x.dtype
+    assert_scan_equal(out.reshape(-1)[:used], want[:used], dtype_name, op, "out")
+    reduced = parscan.reduce(x, op, dim=dim, cu_seqlens=offsets.astype(np.int32))
+    d = dim % x.ndim
+    assert reduced.shape == (len(offsets) - 1,) + x.shape[:d] + x.shape[d + 1:] and reduced.dtype == x.dtype
+    assert_scan_equal(reduced.reshape(-1), want_totals, dtype_name, op, "reduce")
+
+
+def test_numpy_segmented_low_level_writes_only_the_segments(rng):
+    """Through the extension with poisoned outputs: every step before cu_seqlens[N] and every
+    segment's result is written, the steps after it and the input are not touched."""
+    offsets, used = offsets_of(random_lengths(rng, 12))
+    x = random_values(rng, (used + 4,), "float32")
+    x_copy = x.copy()
+    out = np.full(x.shape, np.nan, np.float32)
+    _core.cumulative(x, out, "sum", 0, False, True, cu_seqlens=offsets)
+    want, want_totals = segment_references(x, offsets, "sum", exclusive=True)
+    ref.assert_close(out[:used], want[:used], "float32", "out")
+    assert np.isnan(out[used:]).all(), "a step past cu_seqlens[N] was written"
+    totals = np.full(len(offsets) - 1, np.nan, np.float32)
+    _core.reduce(x, totals, "sum", 0, cu_seqlens=offsets)
+    ref.assert_close(totals, want_totals, "float32", "reduce")
+    np.testing.assert_array_equal(x, x_copy)
+
+
+def test_numpy_segmented_zero_segments_and_empty_input(rng):
+    none = np.zeros(1, np.int64)  # N = 0
+    x = random_values(rng, (5,), "float32")
+    assert parscan.reduce(x, cu_seqlens=none).shape == (0,)
+    empty = np.zeros(0, np.float32)
+    assert parscan.cumulative(empty, cu_seqlens=np.zeros(3, np.int64)).shape == (0,)
+    np.testing.assert_array_equal(parscan.reduce(empty, "max", cu_seqlens=np.zeros(3, np.int64)),
+                                  np.full(2, -np.inf, np.float32))
+
+
+@pytest.mark.parametrize("offsets,error,message", BAD_OFFSETS)
+def test_numpy_segmented_bad_offsets_raise_and_write_nothing(rng, offsets, error, message):
+    x = random_values(rng, (12,), "float32")
+    out = np.full((12,), np.nan, np.float32)
+    with pytest.raises(error) as caught:
+        _core.cumulative(x, out, "sum", 0, False, False, cu_seqlens=offsets)
+    assert message in str(caught.value)
+    assert np.isnan(out).all(), "a refused call wrote its output"
+    totals = np.full((max(len(offsets) - 1, 0),), np.nan, np.float32)
+    with pytest.raises(error) as caught:
+        _core.reduce(x, totals, "sum", 0, cu_seqlens=offsets)
+    assert message in str(caught.value) or "out has shape" in str(caught.value)
+    assert np.isnan(totals).all()
+
+
+def test_numpy_segmented_bad_arguments_name_them(rng):
+    offsets = np.array([0, 4, 9])
+    with pytest.raises(ValueError, match=r"x has shape \(2, 9\): with cu_seqlens, .* every other dimension"):
+        parscan.cumulative(random_values(rng, (2, 9), "float32"), dim=1, cu_seqlens=offsets)
+    with pytest.raises(ValueError, match=r"x \(strides \(2,\)\) must be contiguous along dim=0"):
+        parscan.reduce(random_values(rng, (18,), "float32")[::2], cu_seqlens=offsets)
+    with pytest.raises(TypeError, match="only op=\"sum\" applies"):
+        parscan.cumulative(random_values(rng, (9,), "complex64"), "max", cu_seqlens=offsets)
+    x = random_values(rng, (9,), "float32")
+    with pytest.raises(ValueError, match="out has shape"):
+        _core.reduce(x, np.empty(3, np.float32), "sum", 0, cu_seqlens=offsets)
+    with pytest.raises(ValueError, match="out has shape"):
+        _core.cumulative(x, np.empty(8, np.float32), "sum", 0, False, False, cu_seqlens=offsets)
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
+@pytest.mark.parametrize("device", TORCH_DEVICES)
+@pytest.mark.parametrize("dtype_name", ["float32", "float64", "int64"])
+@pytest.mark.parametrize("offset_type", [np.int64, np.int32])
+@pytest.mark.parametrize("reverse,exclusive", [(False, False), (True, True)])
+def test_torch_segmented_scans_and_gradients(rng, device, dtype_name, offset_type, reverse, exclusive):
+    import parscan.torch as pt
+    offsets, total = offsets_of(random_lengths(rng, 10))
+    x_np = scan_input(rng, (total,), dtype_name)
+    cu = torch.tensor(offsets.astype(offset_type), device=device)
+    grad = dtype_name != "int64"
+    x = torch.tensor(x_np, device=device, requires_grad=grad)
+    want, want_totals = segment_references(x_np, offsets, "sum", reverse, exclusive)
+    out = pt.cumulative(x, dim=0, reverse=reverse, exclusive=exclusive, cu_seqlens=cu)
+    assert_scan_equal(_numpy(out), want, dtype_name, "sum", "out")
+    totals = pt.reduce(x, cu_seqlens=cu)
+    assert_scan_equal(_numpy(totals), want_totals, dtype_name, "sum", "reduce")
+    for op in ("max", "min"):
+        _, want_op = segment_references(x_np, offsets, op)
+        assert_scan_equal(_numpy(pt.reduce(x, op, cu_seqlens=cu)), want_op, dtype_name, op, f"reduce {op}")
+    if not grad:
+        return
+    w_np, v_np = random_values(rng, (total,), dtype_name), random_values(rng, (len(offsets) - 1,), dtype_name)
+    ((out * torch.tensor(w_np, device=device)).sum() + (totals * torch.tensor(v_np, device=device)).sum()).backward()
+    # dL/dx[s]: the weights of the steps whose prefix holds s (the segment's scan the other way),
+    # plus the weight of s's segment total.
+    want_grad, _ = segment_references(w_np, offsets, "sum", not reverse, exclusive)
+    want_grad += np.repeat(v_np, np.diff(offsets))
+    ref.assert_close(_numpy(x.grad), want_grad, dtype_name, "x.grad")
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
+def test_torch_segmented_gradcheck_compile_and_bad_input(rng):
+    import parscan.torch as pt
+    offsets, total = offsets_of(np.array([3, 0, 5, 1]), spare=2)
+    cu = torch.tensor(offsets)
+    x = torch.tensor(random_values(rng, (total,), "float64"), requires_grad=True)
+
+    def f(x):
+        return pt.cumulative(x, cu_seqlens=cu)[:-2], pt.reduce(x, cu_seqlens=cu)
+
+    assert torch.autograd.gradcheck(f, (x,))
+    compiled = torch.compile(lambda x: pt.cumulative(x, cu_seqlens=cu)[:-2] * 2 + pt.reduce(x, cu_seqlens=cu).sum(),
+                             fullgraph=True)
+    torch.testing.assert_close(compiled(x), f(x)[0] * 2 + f(x)[1].sum(), rtol=0, atol=0)
+    with pytest.raises(ValueError, match="every other dimension must have size 1"):
+        pt.cumulative(x.detach().reshape(1, total).expand(2, total), dim=1, cu_seqlens=cu)
+    with pytest.raises(ValueError, match="segment offsets"):
+        pt.reduce(x, cu_seqlens=torch.tensor([0, 7, 4]))
+    if "cuda" in TORCH_DEVICES:
+        with pytest.raises(ValueError, match="cu_seqlens is on cpu"):
+            pt.cumulative(x.detach().cuda(), cu_seqlens=cu)
+
+
+@pytest.mark.parametrize("offset_type", [np.int32, np.int64])
+def test_jax_segmented_jit_grad_vmap(rng, offset_type):
+    jax = _jax()
+    jnp = jax.numpy
+    import parscan.jax as pj
+    jax.config.update("jax_enable_x64", True)
+    offsets, total = offsets_of(random_lengths(rng, 9))
+    cu = jnp.asarray(offsets.astype(offset_type))
+    x_np, w_np = random_values(rng, (total,), "float64"), random_values(rng, (total,), "float64")
+    v_np = random_values(rng, (len(offsets) - 1,), "float64")
+    want, want_totals = segment_references(x_np, offsets, "sum", reverse=True)
+    out = jax.jit(lambda x: pj.cumulative(x, reverse=True, cu_seqlens=cu))(x_np)
+    ref.assert_close(np.asarray(out), want, "float64", "out")
+    ref.assert_close(np.asarray(jax.jit(lambda x: pj.reduce(x, cu_seqlens=cu))(x_np)), want_totals, "float64", "reduce")
+
+    def loss(x):
+        return jnp.sum(pj.cumulative(x, reverse=True, cu_seqlens=cu) * w_np) + jnp.sum(pj.reduce(x, cu_seqlens=cu) * v_np)
+
+    want_grad, _ = segment_references(w_np, offsets, "sum")
+    want_grad += np.repeat(v_np, np.diff(offsets))
+    ref.assert_close(np.asarray(jax.jit(jax.grad(loss))(x_np)), want_grad, "float64", "grad")
+    batched = jax.vmap(lambda x: pj.reduce(x, "max", cu_seqlens=cu))(np.stack([x_np, -x_np]))
+    _, want_max = segment_references(x_np, offsets, "max")
+    _, want_min = segment_references(x_np, offsets, "min")
+    np.testing.assert_array_equal(np.asarray(batched[0]), want_max)
+    np.testing.assert_array_equal(np.asarray(batched[1]), -want_min)
+    with pytest.raises(ValueError, match="every other dimension must have size 1"):
+        pj.cumulative(np.stack([x_np, x_np]), dim=1, cu_seqlens=cu)
+    with pytest.raises(TypeError, match="cu_seqlens has dtype"):
+        pj.reduce(x_np, cu_seqlens=jnp.asarray(offsets.astype(np.float32)))

@@ -47,6 +47,8 @@ std::string device_name(const array_arg& a) {
 
 std::string array_arg::describe_shape() const { return join(shape, rank); }
 
+std::string array_arg::describe_strides() const { return join(strides, rank); }
+
 void set_dense_strides(array_arg& a) {
   std::int64_t step = 1;
   for (int i = a.rank - 1; i >= 0; --i) {

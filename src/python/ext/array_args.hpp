@@ -42,7 +42,8 @@ struct array_arg {
   std::int64_t strides[max_rank] = {};
 
   std::int64_t size() const;
-  std::string describe_shape() const;
+  std::string describe_shape() const;    // Python's tuple notation
+  std::string describe_strides() const;  // the same, of the strides
 };
 
 /// Sets a's strides to those of a dense row-major (C-order) array of its shape.

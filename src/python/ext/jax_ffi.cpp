@@ -161,38 +161,64 @@ ffi::Error gated_varlen_backward_ffi(CUstream_st* stream, ffi::AnyBuffer a, ffi:
       [&] { gated_backward_on<D>(stream, a, x, x0, dx, dx_final, &cu_seqlens, *da, *db, *dx0, dim, reverse, gate); });
 }
 
+// The packed targets (parscan_cumulative_varlen, parscan_reduce_varlen) take cu_seqlens after x.
+template <device_kind D>
+void cumulative_on(CUstream_st* stream, ffi::AnyBuffer& x, const ffi::AnyBuffer* cu_seqlens, ffi::AnyBuffer& out,
+                   std::int64_t op_code, std::int64_t dim, std::int64_t reverse, std::int64_t exclusive) {
+  const char* op = "cumulative";
+  const array_arg x_ = arg_of(op, "x", x, D), out_ = arg_of(op, "out", out, D);
+  const array_arg cu_ = cu_seqlens ? arg_of(op, "cu_seqlens", *cu_seqlens, D) : array_arg{};
+  cumulative_call c;
+  c.x = &x_;
+  c.out = &out_;
+  c.cu_seqlens = cu_seqlens ? &cu_ : nullptr;
+  c.op = operator_of(op, op_code);
+  c.dim = dim;
+  c.reverse = reverse != 0;
+  c.exclusive = exclusive != 0;
+  c.stream = stream_of(stream);
+  cumulative(c);
+}
+
 template <device_kind D>
 ffi::Error cumulative_ffi(CUstream_st* stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, std::int64_t op_code,
                           std::int64_t dim, std::int64_t reverse, std::int64_t exclusive) {
-  return guarded([&] {
-    const char* op = "cumulative";
-    const array_arg x_ = arg_of(op, "x", x, D), out_ = arg_of(op, "out", *out, D);
-    cumulative_call c;
-    c.x = &x_;
-    c.out = &out_;
-    c.op = operator_of(op, op_code);
-    c.dim = dim;
-    c.reverse = reverse != 0;
-    c.exclusive = exclusive != 0;
-    c.stream = stream_of(stream);
-    cumulative(c);
-  });
+  return guarded([&] { cumulative_on<D>(stream, x, nullptr, *out, op_code, dim, reverse, exclusive); });
+}
+
+template <device_kind D>
+ffi::Error cumulative_varlen_ffi(CUstream_st* stream, ffi::AnyBuffer x, ffi::AnyBuffer cu_seqlens,
+                                 ffi::Result<ffi::AnyBuffer> out, std::int64_t op_code, std::int64_t dim,
+                                 std::int64_t reverse, std::int64_t exclusive) {
+  return guarded([&] { cumulative_on<D>(stream, x, &cu_seqlens, *out, op_code, dim, reverse, exclusive); });
+}
+
+template <device_kind D>
+void reduce_on(CUstream_st* stream, ffi::AnyBuffer& x, const ffi::AnyBuffer* cu_seqlens, ffi::AnyBuffer& out,
+               std::int64_t op_code, std::int64_t dim) {
+  const char* op = "reduce";
+  const array_arg x_ = arg_of(op, "x", x, D), out_ = arg_of(op, "out", out, D);
+  const array_arg cu_ = cu_seqlens ? arg_of(op, "cu_seqlens", *cu_seqlens, D) : array_arg{};
+  reduce_call c;
+  c.x = &x_;
+  c.out = &out_;
+  c.cu_seqlens = cu_seqlens ? &cu_ : nullptr;
+  c.op = operator_of(op, op_code);
+  c.dim = dim;
+  c.stream = stream_of(stream);
+  reduce(c);
 }
 
 template <device_kind D>
 ffi::Error reduce_ffi(CUstream_st* stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, std::int64_t op_code,
                       std::int64_t dim) {
-  return guarded([&] {
-    const char* op = "reduce";
-    const array_arg x_ = arg_of(op, "x", x, D), out_ = arg_of(op, "out", *out, D);
-    reduce_call c;
-    c.x = &x_;
-    c.out = &out_;
-    c.op = operator_of(op, op_code);
-    c.dim = dim;
-    c.stream = stream_of(stream);
-    reduce(c);
-  });
+  return guarded([&] { reduce_on<D>(stream, x, nullptr, *out, op_code, dim); });
+}
+
+template <device_kind D>
+ffi::Error reduce_varlen_ffi(CUstream_st* stream, ffi::AnyBuffer x, ffi::AnyBuffer cu_seqlens,
+                             ffi::Result<ffi::AnyBuffer> out, std::int64_t op_code, std::int64_t dim) {
+  return guarded([&] { reduce_on<D>(stream, x, &cu_seqlens, *out, op_code, dim); });
 }
 
 // log_recurrence's optional arrays travel as flags: the FFI signature is fixed, so an absent
@@ -454,9 +480,12 @@ namespace py = parscan::python;
 #define PARSCAN_GATED_BACKWARD_SIGNATURE PARSCAN_ARGS_3 PARSCAN_ARGS_2 PARSCAN_RETS_3 PARSCAN_GATED_ATTRS
 #define PARSCAN_GATED_VARLEN_FORWARD_SIGNATURE PARSCAN_ARGS_3 PARSCAN_ARGS_1 PARSCAN_RETS_2 PARSCAN_GATED_ATTRS
 #define PARSCAN_GATED_VARLEN_BACKWARD_SIGNATURE PARSCAN_ARGS_3 PARSCAN_ARGS_3 PARSCAN_RETS_3 PARSCAN_GATED_ATTRS
-#define PARSCAN_CUMULATIVE_SIGNATURE \
-  PARSCAN_ARGS_1 PARSCAN_RETS_1 PARSCAN_INT_ATTR("op") PARSCAN_SCAN_ATTRS PARSCAN_INT_ATTR("exclusive")
-#define PARSCAN_REDUCE_SIGNATURE PARSCAN_ARGS_1 PARSCAN_RETS_1 PARSCAN_INT_ATTR("op") PARSCAN_INT_ATTR("dim")
+#define PARSCAN_CUMULATIVE_ATTRS PARSCAN_INT_ATTR("op") PARSCAN_SCAN_ATTRS PARSCAN_INT_ATTR("exclusive")
+#define PARSCAN_CUMULATIVE_SIGNATURE PARSCAN_ARGS_1 PARSCAN_RETS_1 PARSCAN_CUMULATIVE_ATTRS
+#define PARSCAN_CUMULATIVE_VARLEN_SIGNATURE PARSCAN_ARGS_2 PARSCAN_RETS_1 PARSCAN_CUMULATIVE_ATTRS
+#define PARSCAN_REDUCE_ATTRS PARSCAN_INT_ATTR("op") PARSCAN_INT_ATTR("dim")
+#define PARSCAN_REDUCE_SIGNATURE PARSCAN_ARGS_1 PARSCAN_RETS_1 PARSCAN_REDUCE_ATTRS
+#define PARSCAN_REDUCE_VARLEN_SIGNATURE PARSCAN_ARGS_2 PARSCAN_RETS_1 PARSCAN_REDUCE_ATTRS
 #define PARSCAN_LOG_ATTRS PARSCAN_SCAN_ATTRS PARSCAN_INT_ATTR("forms") PARSCAN_INT_ATTR("signs")
 #define PARSCAN_LOG_FORWARD_SIGNATURE \
   PARSCAN_ARGS_3 PARSCAN_ARGS_3 PARSCAN_RETS_3 PARSCAN_RETS_2 PARSCAN_LOG_ATTRS PARSCAN_INT_ATTR("outputs")
@@ -491,6 +520,8 @@ PARSCAN_HANDLERS(parscan_gated_varlen_forward, gated_varlen_forward_ffi, PARSCAN
 PARSCAN_HANDLERS(parscan_gated_varlen_backward, gated_varlen_backward_ffi, PARSCAN_GATED_VARLEN_BACKWARD_SIGNATURE)
 PARSCAN_HANDLERS(parscan_cumulative, cumulative_ffi, PARSCAN_CUMULATIVE_SIGNATURE)
 PARSCAN_HANDLERS(parscan_reduce, reduce_ffi, PARSCAN_REDUCE_SIGNATURE)
+PARSCAN_HANDLERS(parscan_cumulative_varlen, cumulative_varlen_ffi, PARSCAN_CUMULATIVE_VARLEN_SIGNATURE)
+PARSCAN_HANDLERS(parscan_reduce_varlen, reduce_varlen_ffi, PARSCAN_REDUCE_VARLEN_SIGNATURE)
 PARSCAN_HANDLERS(parscan_log_forward, log_forward_ffi, PARSCAN_LOG_FORWARD_SIGNATURE)
 PARSCAN_HANDLERS(parscan_log_backward, log_backward_ffi, PARSCAN_LOG_BACKWARD_SIGNATURE)
 PARSCAN_HANDLERS(parscan_log_varlen_forward, log_varlen_forward_ffi, PARSCAN_LOG_VARLEN_FORWARD_SIGNATURE)
@@ -518,6 +549,8 @@ std::vector<jax_handler> jax_handlers() {
   PARSCAN_REGISTER(parscan_gated_varlen_backward);
   PARSCAN_REGISTER(parscan_cumulative);
   PARSCAN_REGISTER(parscan_reduce);
+  PARSCAN_REGISTER(parscan_cumulative_varlen);
+  PARSCAN_REGISTER(parscan_reduce_varlen);
   PARSCAN_REGISTER(parscan_log_forward);
   PARSCAN_REGISTER(parscan_log_backward);
   PARSCAN_REGISTER(parscan_log_varlen_forward);

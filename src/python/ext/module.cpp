@@ -153,12 +153,14 @@ void gated_backward_py(const input_array& a, const optional_input& x, const opti
 }
 
 void cumulative_py(const input_array& x, const output_array& out, const std::string& op_name, std::int64_t dim,
-                   bool reverse, bool exclusive, std::uintptr_t stream) {
+                   bool reverse, bool exclusive, std::uintptr_t stream, const optional_input& cu_seqlens) {
   const char* op = "cumulative";
   const array_arg x_ = arg_of(op, "x", x), out_ = arg_of(op, "out", out);
+  const auto cu_ = optional_arg_of(op, "cu_seqlens", cu_seqlens);
   cumulative_call c;
   c.x = &x_;
   c.out = &out_;
+  c.cu_seqlens = pointer(cu_);
   c.op = operator_of(op, op_name);
   c.dim = dim;
   c.reverse = reverse;
@@ -169,12 +171,14 @@ void cumulative_py(const input_array& x, const output_array& out, const std::str
 }
 
 void reduce_py(const input_array& x, const output_array& out, const std::string& op_name, std::int64_t dim,
-               std::uintptr_t stream) {
+               std::uintptr_t stream, const optional_input& cu_seqlens) {
   const char* op = "reduce";
   const array_arg x_ = arg_of(op, "x", x), out_ = arg_of(op, "out", out);
+  const auto cu_ = optional_arg_of(op, "cu_seqlens", cu_seqlens);
   reduce_call c;
   c.x = &x_;
   c.out = &out_;
+  c.cu_seqlens = pointer(cu_);
   c.op = operator_of(op, op_name);
   c.dim = dim;
   c.stream = stream;
@@ -365,9 +369,12 @@ NB_MODULE(_core, m) {
         "stream"_a = 0, "cu_seqlens"_a.none() = nb::none(),
         "The gradients of gated_forward: da, db and (with x0) dx0.");
   m.def("cumulative", &cumulative_py, "x"_a, "out"_a, "op"_a = "sum", "dim"_a = -1, "reverse"_a = false,
-        "exclusive"_a = false, "stream"_a = 0, "Inclusive or exclusive scan of x along dim into out.");
+        "exclusive"_a = false, "stream"_a = 0, "cu_seqlens"_a.none() = nb::none(),
+        "Inclusive or exclusive scan of x along dim (per packed segment with cu_seqlens) into out.");
   m.def("reduce", &reduce_py, "x"_a, "out"_a, "op"_a = "sum", "dim"_a = -1, "stream"_a = 0,
-        "Reduction of x along dim into out (the accumulator dtype: float32 for 16-bit floats).");
+        "cu_seqlens"_a.none() = nb::none(),
+        "Reduction of x along dim (per packed segment with cu_seqlens) into out (the accumulator dtype: float32 "
+        "for 16-bit floats).");
   m.def("log_forward", &log_forward_py, "a"_a, "b"_a, "log_x"_a.none(), "x_negative"_a.none(), "x"_a.none(),
         "x0"_a.none() = nb::none(), "a_negative"_a.none() = nb::none(), "b_negative"_a.none() = nb::none(),
         "x0_negative"_a.none() = nb::none(), "log_x_final"_a.none() = nb::none(),

@@ -159,10 +159,14 @@ void matrix_chain(const matrix_chain_call& c);
 enum class scan_operator : int { sum, max, min };
 
 /// Inclusive (or exclusive) scan of x along `dim` with a built-in operator into out (x's
-/// shape). 16-bit floats accumulate in float32; integers in their own type.
+/// shape). 16-bit floats accumulate in float32; integers in their own type. With cu_seqlens
+/// (N + 1 int64 or int32 offsets on x's device), `dim` holds N packed segments, each scanned on
+/// its own (parscan::segmented_inclusive_scan / segmented_exclusive_scan): x's other dimensions
+/// must have size 1 and x and out be contiguous along `dim`.
 struct cumulative_call {
   const array_arg* x = nullptr;
   const array_arg* out = nullptr;
+  const array_arg* cu_seqlens = nullptr;  // optional: packed segments
   scan_operator op = scan_operator::sum;
   std::int64_t dim = -1;
   bool reverse = false;
@@ -172,10 +176,13 @@ struct cumulative_call {
 void cumulative(const cumulative_call& c);
 
 /// Reduction of x along `dim` into out: x's shape without `dim`, dense, in the accumulator
-/// type (accumulator_type_of).
+/// type (accumulator_type_of). With cu_seqlens, one result per packed segment
+/// (parscan::segmented_reduce; an empty segment gives the operator's identity): out is (N,) +
+/// x's shape without `dim`, and x as for cumulative_call.
 struct reduce_call {
   const array_arg* x = nullptr;
   const array_arg* out = nullptr;
+  const array_arg* cu_seqlens = nullptr;  // optional: packed segments
   scan_operator op = scan_operator::sum;
   std::int64_t dim = -1;
   std::uintptr_t stream = 0;

@@ -22,16 +22,51 @@ sequence_layout layout_of(const time_axis_plan& p, int k) {
   return {p.channels, p.length, s.channel, s.time, p.batch, s.batch};
 }
 
-status run_request(const array_arg& where, std::uintptr_t stream, const scan_request& r) {
-  if (where.device == device_kind::cpu) return run_scan_host(r);
+/// The request on the arrays' backend; with cu_seqlens, over its packed segments (the offsets
+/// made int64 in the arrays' memory for the call's duration).
+status run_request(const char* op, const array_arg& where, std::uintptr_t stream, scan_request r,
+                   const array_arg* cu_seqlens) {
+  if (where.device == device_kind::cpu) {
+    if (!cu_seqlens) return run_scan_host(r);
+    const packed_offsets offsets(op, *cu_seqlens, stream);
+    r.offsets = offsets.get();
+    return run_scan_host(r);
+  }
 #if PARSCAN_HAS_CUDA
   device_guard guard(where.device_id);
   if (!guard.ok()) return status::cuda_error;
-  return run_scan_cuda(r, stream);
+  if (!cu_seqlens) return run_scan_cuda(r, stream);
+  const packed_offsets offsets(op, *cu_seqlens, stream);
+  r.offsets = offsets.get();
+  return run_segmented_scan_cuda(r, stream);
 #else
-  (void)stream;
+  (void)op, (void)stream, (void)r, (void)cu_seqlens;
   return status::unsupported;
 #endif
+}
+
+/// With cu_seqlens, the library's segmented scans read one contiguous packed array: x (and out)
+/// must hold a single sequence along dim, every other dimension of size 1, with unit stride.
+/// Sets the request's segment count and total; false when there is nothing to compute (another
+/// dimension is empty).
+bool plan_segments(const scan_axis& axis, std::initializer_list<const array_arg*> arrays, scan_request& r) {
+  if (axis.plan.batch == 0) return false;
+  const array_arg& x = *axis.ref;
+  if (axis.plan.channels > 1)
+    fail(argument_error::value_error, axis.op,
+         std::string(x.name) + " has shape " + x.describe_shape() + ": with cu_seqlens, the segments are packed along dim=" +
+             std::to_string(axis.dim) + " of one sequence, so every other dimension must have size 1");
+  int k = 0;
+  for (const array_arg* a : arrays) {
+    if (axis.plan.length > 1 && axis.plan.strides[k].time != 1)
+      fail(argument_error::value_error, axis.op,
+           std::string(a->name) + " (strides " + a->describe_strides() + ") must be contiguous along dim=" +
+               std::to_string(axis.dim) + " with cu_seqlens; pass a contiguous copy");
+    ++k;
+  }
+  r.segment_count = axis.sequences;
+  r.total = axis.plan.length;
+  return true;
 }
 
 }  // namespace
@@ -45,17 +80,22 @@ void cumulative(const cumulative_call& c) {
   require_type(op, *c.x, scan_types);
   require_operator(op, *c.x, c.op);
   const int dim = normalize_dim(op, *c.x, c.dim);
-  const time_axis_plan plan = plan_time_axis(op, {c.x, c.out}, dim);
+  const scan_axis axis = plan_scan_axis(op, {c.x, c.out}, dim, c.cu_seqlens);
   scan_request r;
   r.type = c.x->type;
   r.op = c.op;
   r.kind = c.exclusive ? scan_kind::exclusive : scan_kind::inclusive;
   r.in = c.x->data;
-  r.in_layout = layout_of(plan, 0);
   r.out = c.out->data;
-  r.out_layout = layout_of(plan, 1);
   r.dir = c.reverse ? direction::reverse : direction::forward;
-  check_status(run_request(*c.x, c.stream, r), op, "x -> out");
+  if (axis.packed()) {
+    if (!plan_segments(axis, {c.x, c.out}, r)) return;
+  } else {
+    r.in_layout = layout_of(axis.plan, 0);
+    r.out_layout = layout_of(axis.plan, 1);
+  }
+  check_status(run_request(op, *c.x, c.stream, r, c.cu_seqlens), op,
+               c.cu_seqlens ? "x, cu_seqlens -> out" : "x -> out");
 }
 
 void reduce(const reduce_call& c) {
@@ -63,23 +103,29 @@ void reduce(const reduce_call& c) {
   require_type(op, *c.x, scan_types);
   require_operator(op, *c.x, c.op);
   const int dim = normalize_dim(op, *c.x, c.dim);
-  const time_axis_plan plan = plan_time_axis(op, {c.x}, dim);
-  array_arg expected = *c.x;  // out: x's shape without dim, in the accumulator type
+  const scan_axis axis = plan_scan_axis(op, {c.x}, dim, c.cu_seqlens);
+  array_arg expected = *c.x;  // out: x's shape without dim ((N,) + that with cu_seqlens), in the accumulator type
   expected.type = accumulator_type_of(c.x->type);
   if (c.out->type != expected.type)
     fail(argument_error::type_error, op,
          std::string(c.out->name) + " has dtype " + name_of(c.out->type) + "; a reduce of " + name_of(c.x->type) +
              " writes " + name_of(expected.type));
-  require_state(op, *c.out, expected, dim);
+  if (axis.packed()) require_packed_state(op, *c.out, expected, dim, axis.sequences);
+  else require_state(op, *c.out, expected, dim);
   scan_request r;
   r.type = c.x->type;
   r.op = c.op;
   r.kind = scan_kind::reduce;
   r.in = c.x->data;
-  r.in_layout = layout_of(plan, 0);
-  r.out_layout = r.in_layout;
   r.out = c.out->data;
-  check_status(run_request(*c.x, c.stream, r), op, "x -> out");
+  if (axis.packed()) {
+    if (!plan_segments(axis, {c.x}, r)) return;
+  } else {
+    r.in_layout = layout_of(axis.plan, 0);
+    r.out_layout = r.in_layout;
+  }
+  check_status(run_request(op, *c.x, c.stream, r, c.cu_seqlens), op,
+               c.cu_seqlens ? "x, cu_seqlens -> out" : "x -> out");
 }
 
 }  // namespace parscan::python

@@ -95,19 +95,26 @@ def gated_recurrence_backward(a, dx, *, x=None, b=None, x0=None, dx_final=None, 
     return da, db, dx0
 
 
-def cumulative(x, op="sum", *, dim=-1, reverse=False, exclusive=False):
+def cumulative(x, op="sum", *, dim=-1, reverse=False, exclusive=False, cu_seqlens=None):
     """Inclusive (or exclusive) scan of x along ``dim`` with op = "sum", "max" or "min".
 
     dtypes: float32, float64, bfloat16, float16 (accumulated in float32), int32, int64 (in their
     own type, wrapping on overflow), complex64 (sum only). ``exclusive``: out[t] combines the
     steps before t, starting from op's identity (0, -inf, +inf; the integer limits for ints).
     ``reverse`` scans from the last step to the first. Returns a new array of x's shape and dtype.
+
+    Packed segments: with ``cu_seqlens`` (N + 1 int64 or int32 offsets, non-decreasing from 0),
+    dimension ``dim`` holds N segments one after another, segment n at [cu_seqlens[n],
+    cu_seqlens[n+1]), each scanned on its own (a segmented scan; no key is read per element).
+    x then holds one packed sequence: every other dimension has size 1, and x is contiguous
+    along ``dim`` (ValueError otherwise). Elements past cu_seqlens[N] are not computed (their
+    out is unspecified). Offsets that break the rule raise ValueError.
     """
     check_choice("cumulative", "op", op, SCAN_OPERATORS)
     x = _as_array("x", x)
     d = normalize_dim("cumulative", "x", x.ndim, dim)
     out = np.empty(x.shape, x.dtype)
-    _core.cumulative(_bits(x), _bits(out), op, d, bool(reverse), bool(exclusive))
+    _core.cumulative(_bits(x), _bits(out), op, d, bool(reverse), bool(exclusive), cu_seqlens=_offsets(cu_seqlens))
     return out
 
 
@@ -115,17 +122,19 @@ def _accumulator_dtype(dtype):
     return np.dtype(np.float32) if dtype == np.float16 or dtype.name == "bfloat16" else dtype
 
 
-def reduce(x, op="sum", *, dim=-1):
+def reduce(x, op="sum", *, dim=-1, cu_seqlens=None):
     """Reduction of x along ``dim`` with op = "sum", "max" or "min" (dtypes as for cumulative).
 
     Returns x's shape without ``dim``, in x's dtype (16-bit floats are accumulated in float32 and
-    rounded once at the end).
+    rounded once at the end). With ``cu_seqlens`` (as for cumulative), one result per packed
+    segment: shape (N,) + x's shape without ``dim``; an empty segment gives op's identity.
     """
     check_choice("reduce", "op", op, SCAN_OPERATORS)
     x = _as_array("x", x)
     d = normalize_dim("reduce", "x", x.ndim, dim)
-    out = np.empty(without(x.shape, d), _accumulator_dtype(x.dtype))
-    _core.reduce(_bits(x), out, op, d)
+    offsets = _offsets(cu_seqlens)
+    out = np.empty(state_shape("reduce", x.shape, d, offsets), _accumulator_dtype(x.dtype))
+    _core.reduce(_bits(x), out, op, d, cu_seqlens=offsets)
     return out if out.dtype == x.dtype else out.astype(x.dtype)
 
 

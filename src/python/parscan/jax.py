@@ -46,10 +46,14 @@ def _require_targets(op):
 _GATED_TYPES = (jnp.float32, jnp.float64, jnp.bfloat16, jnp.float16, jnp.complex64)
 
 
-def _check_state(op, x0, d, cu_seqlens, ref, ref_name="a"):
-    """x0 against the array ref (and the offsets of packed sequences, whose dtype is checked here)."""
+def _check_offsets(op, cu_seqlens):
     if cu_seqlens is not None and cu_seqlens.dtype not in (jnp.int32, jnp.int64):
         raise TypeError(f"parscan.{op}: cu_seqlens has dtype {cu_seqlens.dtype}; offsets are int64 or int32")
+
+
+def _check_state(op, x0, d, cu_seqlens, ref, ref_name="a"):
+    """x0 against the array ref (and the offsets of packed sequences, whose dtype is checked here)."""
+    _check_offsets(op, cu_seqlens)
     state = state_shape(op, ref.shape, ref.ndim + d, cu_seqlens)
     if x0.shape != state:
         what = f"the shape of {ref_name} without dim"
@@ -160,42 +164,69 @@ def gated_recurrence(a, b, x0=None, *, dim=-1, reverse=False, gate="linear", ret
 # cumulative and reduce.
 
 
-def _cumulative_call(x, op, dim, reverse, exclusive):
-    call = jax.ffi.ffi_call("parscan_cumulative", jax.ShapeDtypeStruct(x.shape, x.dtype), vmap_method="broadcast_all")
-    return call(x, op=np.int64(SCAN_OPERATORS.index(op)), dim=np.int64(dim), reverse=np.int64(reverse),
+def _scan_target(name, shapes, cu_seqlens):
+    """(the FFI call of parscan_<name>, the operands after x): with packed segments, the target
+    parscan_<name>_varlen, which takes the offsets after x and runs once per vmapped element."""
+    if cu_seqlens is None:
+        return jax.ffi.ffi_call(f"parscan_{name}", shapes, vmap_method="broadcast_all"), ()
+    return jax.ffi.ffi_call(f"parscan_{name}_varlen", shapes, vmap_method="sequential"), (cu_seqlens,)
+
+
+def _cumulative_call(x, cu_seqlens, op, dim, reverse, exclusive):
+    call, offsets = _scan_target("cumulative", jax.ShapeDtypeStruct(x.shape, x.dtype), cu_seqlens)
+    return call(x, *offsets, op=np.int64(SCAN_OPERATORS.index(op)), dim=np.int64(dim), reverse=np.int64(reverse),
                 exclusive=np.int64(exclusive))
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3, 4))
-def _cumulative(x, op, dim, reverse, exclusive):
-    return _cumulative_call(x, op, dim, reverse, exclusive)
+@partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4, 5))
+def _cumulative(x, cu_seqlens, op, dim, reverse, exclusive):
+    return _cumulative_call(x, cu_seqlens, op, dim, reverse, exclusive)
 
 
-def _cumulative_fwd(x, op, dim, reverse, exclusive):
-    return _cumulative_call(x, op, dim, reverse, exclusive), None
+def _cumulative_fwd(x, cu_seqlens, op, dim, reverse, exclusive):
+    return _cumulative_call(x, cu_seqlens, op, dim, reverse, exclusive), cu_seqlens
 
 
-def _cumulative_bwd(op, dim, reverse, exclusive, _residuals, grad):
+def _cumulative_bwd(op, dim, reverse, exclusive, cu_seqlens, grad):
     if op != "sum":
         raise NotImplementedError(f"parscan.jax.cumulative: no gradient for op=\"{op}\" (only \"sum\")")
-    # dL/dx[s] sums the cotangent over the steps the scan reaches from s: the reverse scan.
-    return (_cumulative_call(grad, "sum", dim, not reverse, exclusive),)
+    # dL/dx[s] sums the cotangent over the steps the scan reaches from s: the reverse scan (within
+    # each packed segment when there are segments).
+    return _cumulative_call(grad, cu_seqlens, "sum", dim, not reverse, exclusive), None  # offsets: no cotangent
 
 
 _cumulative.defvjp(_cumulative_fwd, _cumulative_bwd)
 
 
-def cumulative(x, op="sum", *, dim=-1, reverse=False, exclusive=False):
+def _check_segments(op, x, d, cu_seqlens):
+    """With packed segments, what a trace can check: the offsets' dtype and shape, and x holding
+    one sequence along d (the handler checks again at run time)."""
+    if cu_seqlens is None:
+        return
+    _check_offsets(op, cu_seqlens)
+    state_shape(op, x.shape, x.ndim + d, cu_seqlens)
+    if any(n != 1 for i, n in enumerate(x.shape) if i != x.ndim + d):
+        raise ValueError(f"parscan.{op}: x has shape {x.shape}: with cu_seqlens, the segments are packed along "
+                         f"dim={x.ndim + d} of one sequence, so every other dimension must have size 1")
+
+
+def cumulative(x, op="sum", *, dim=-1, reverse=False, exclusive=False, cu_seqlens=None):
     """Inclusive (or exclusive) scan of x along ``dim`` with op = "sum", "max" or "min".
 
     dtypes: float32, float64, bfloat16, float16 (accumulated in float32), int32, int64, complex64
-    (sum only). Differentiable for op="sum".
+    (sum only). Differentiable for op="sum". With ``cu_seqlens`` (N + 1 int32 or int64 offsets),
+    ``dim`` holds N packed segments, each scanned on its own; x's other dimensions have size 1.
+    Steps past cu_seqlens[N] are not computed (unspecified). Offsets are checked on the CPU
+    (ValueError), not on a GPU (the caller's contract).
     """
     _require_targets("cumulative")
     check_choice("cumulative", "op", op, SCAN_OPERATORS)
     x = jnp.asarray(x)
+    offsets = None if cu_seqlens is None else jnp.asarray(cu_seqlens)
     _require_order("cumulative", x, op)
-    return _cumulative(x, op, _negative_dim("cumulative", "x", x, dim), bool(reverse), bool(exclusive))
+    d = _negative_dim("cumulative", "x", x, dim)
+    _check_segments("cumulative", x, d, offsets)
+    return _cumulative(x, offsets, op, d, bool(reverse), bool(exclusive))
 
 
 def _require_order(name, x, op):
@@ -209,42 +240,51 @@ def _accumulator_dtype(dtype):
     return jnp.float32 if dtype in (jnp.float16, jnp.bfloat16) else dtype
 
 
-def _reduce_call(x, op, dim):
-    shape = without(x.shape, x.ndim + dim)
-    call = jax.ffi.ffi_call("parscan_reduce", jax.ShapeDtypeStruct(shape, _accumulator_dtype(x.dtype)),
-                            vmap_method="broadcast_all")
-    return call(x, op=np.int64(SCAN_OPERATORS.index(op)), dim=np.int64(dim)).astype(x.dtype)
+def _reduce_call(x, cu_seqlens, op, dim):
+    shape = state_shape("reduce", x.shape, x.ndim + dim, cu_seqlens)
+    call, offsets = _scan_target("reduce", jax.ShapeDtypeStruct(shape, _accumulator_dtype(x.dtype)), cu_seqlens)
+    return call(x, *offsets, op=np.int64(SCAN_OPERATORS.index(op)), dim=np.int64(dim)).astype(x.dtype)
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3))
-def _reduce(x, op, dim, length):
-    return _reduce_call(x, op, dim)
+@partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4))
+def _reduce(x, cu_seqlens, op, dim, shape):
+    return _reduce_call(x, cu_seqlens, op, dim)
 
 
-def _reduce_fwd(x, op, dim, length):
-    return _reduce_call(x, op, dim), None
+def _reduce_fwd(x, cu_seqlens, op, dim, shape):
+    return _reduce_call(x, cu_seqlens, op, dim), cu_seqlens
 
 
-def _reduce_bwd(op, dim, length, _residuals, grad):
+def _reduce_bwd(op, dim, shape, cu_seqlens, grad):
     if op != "sum":
         raise NotImplementedError(f"parscan.jax.reduce: no gradient for op=\"{op}\" (only \"sum\")")
-    spread = jnp.expand_dims(grad, dim)
-    shape = list(spread.shape)
-    shape[dim] = length
-    return (jnp.broadcast_to(spread, tuple(shape)),)
+    if cu_seqlens is None:
+        return jnp.broadcast_to(jnp.expand_dims(grad, dim), shape), None
+    # Each step takes its segment's cotangent; a step past cu_seqlens[N] reaches no result: zero.
+    # Every dimension but dim has size 1, so the steps index x's elements in order.
+    steps = jnp.arange(shape[dim], dtype=cu_seqlens.dtype)
+    segment = jnp.searchsorted(cu_seqlens[1:], steps, side="right")
+    per_segment = jnp.concatenate([grad.reshape(-1), jnp.zeros(1, grad.dtype)])
+    return per_segment[segment].reshape(shape), None  # offsets: no cotangent
 
 
 _reduce.defvjp(_reduce_fwd, _reduce_bwd)
 
 
-def reduce(x, op="sum", *, dim=-1):
-    """Reduction of x along ``dim`` (op = "sum", "max" or "min"), in x's dtype; differentiable for "sum"."""
+def reduce(x, op="sum", *, dim=-1, cu_seqlens=None):
+    """Reduction of x along ``dim`` (op = "sum", "max" or "min"), in x's dtype; differentiable for "sum".
+
+    With ``cu_seqlens`` (as for cumulative), one result per packed segment, shape (N,) + x's
+    shape without ``dim``; an empty segment gives op's identity.
+    """
     _require_targets("reduce")
     check_choice("reduce", "op", op, SCAN_OPERATORS)
     x = jnp.asarray(x)
+    offsets = None if cu_seqlens is None else jnp.asarray(cu_seqlens)
     _require_order("reduce", x, op)
     d = _negative_dim("reduce", "x", x, dim)
-    return _reduce(x, op, d, x.shape[d])
+    _check_segments("reduce", x, d, offsets)
+    return _reduce(x, offsets, op, d, tuple(x.shape))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -276,23 +276,25 @@ def gated_recurrence(a, b, x0=None, *, dim=-1, reverse=False, gate="linear", ret
 
 
 @_custom_op("parscan::cumulative")
-def _cumulative(x: torch.Tensor, op: str, dim: int, reverse: bool, exclusive: bool) -> torch.Tensor:
+def _cumulative(x: torch.Tensor, cu_seqlens: Optional[torch.Tensor], op: str, dim: int, reverse: bool,
+                exclusive: bool) -> torch.Tensor:
     check_choice("cumulative", "op", op, SCAN_OPERATORS)
     d = normalize_dim("cumulative", "x", x.dim(), dim)
     out = _new_dense(x)
-    _run(_core.cumulative, _plain(x), out, op, d, reverse, exclusive, _stream(x))
+    _run(_core.cumulative, _plain(x), out, op, d, reverse, exclusive, _stream(x), cu_seqlens)
     return out
 
 
 @torch.library.register_fake("parscan::cumulative")
-def _(x, op, dim, reverse, exclusive):
+def _(x, cu_seqlens, op, dim, reverse, exclusive):
     check_choice("cumulative", "op", op, SCAN_OPERATORS)
     normalize_dim("cumulative", "x", x.dim(), dim)
     return x.new_empty(x.shape)
 
 
 def _cumulative_setup_context(ctx, inputs, output):
-    _x, op, dim, reverse, exclusive = inputs
+    _x, cu_seqlens, op, dim, reverse, exclusive = inputs
+    ctx.save_for_backward(cu_seqlens)
     ctx.options = (op, dim, reverse, exclusive)
 
 
@@ -301,58 +303,86 @@ def _cumulative_autograd(ctx, grad):
     if op != "sum":
         raise NotImplementedError(f"parscan.torch.cumulative: no gradient for op=\"{op}\" (only \"sum\")")
     # out[t] sums x over the steps up to t (before t if exclusive) in the scan's direction, so
-    # dL/dx[s] sums grad over the steps from s on (after s): the same scan the other way.
-    grad_x = _call(_cumulative, _ops.cumulative, grad, "sum", dim, not reverse, exclusive)
-    return grad_x, None, None, None, None
+    # dL/dx[s] sums grad over the steps from s on (after s): the same scan the other way, within
+    # each packed segment when there are segments.
+    (cu_seqlens,) = ctx.saved_tensors
+    grad_x = _call(_cumulative, _ops.cumulative, grad, cu_seqlens, "sum", dim, not reverse, exclusive)
+    return grad_x, None, None, None, None, None
 
 
 _register_autograd(_cumulative, "cumulative", _cumulative_autograd, _cumulative_setup_context)
 
 
 @_custom_op("parscan::reduce")
-def _reduce(x: torch.Tensor, op: str, dim: int) -> torch.Tensor:
+def _reduce(x: torch.Tensor, cu_seqlens: Optional[torch.Tensor], op: str, dim: int) -> torch.Tensor:
     check_choice("reduce", "op", op, SCAN_OPERATORS)
     d = normalize_dim("reduce", "x", x.dim(), dim)
     wide = x.dtype in (torch.float16, torch.bfloat16)  # accumulated, and written, in float32
-    out = x.new_empty(without(x.shape, d), dtype=torch.float32 if wide else x.dtype)
-    _run(_core.reduce, _plain(x), out, op, d, _stream(x))
+    out = x.new_empty(state_shape("reduce", x.shape, d, cu_seqlens), dtype=torch.float32 if wide else x.dtype)
+    _run(_core.reduce, _plain(x), out, op, d, _stream(x), cu_seqlens)
     return out.to(x.dtype) if wide else out
 
 
 @torch.library.register_fake("parscan::reduce")
-def _(x, op, dim):
+def _(x, cu_seqlens, op, dim):
     check_choice("reduce", "op", op, SCAN_OPERATORS)
     d = normalize_dim("reduce", "x", x.dim(), dim)
-    return x.new_empty(without(x.shape, d))
+    return x.new_empty(state_shape("reduce", x.shape, d, cu_seqlens))
 
 
 def _reduce_setup_context(ctx, inputs, output):
-    x, op, dim = inputs
+    x, cu_seqlens, op, dim = inputs
+    ctx.save_for_backward(cu_seqlens)
     ctx.options = (op, normalize_dim("reduce", "x", x.dim(), dim), x.shape)
+
+
+def _segment_of_each_step(cu_seqlens, total):
+    """For each of the `total` steps of the packed dimension, the index of its segment, or N for
+    the steps past cu_seqlens[N] (which belong to none); no synchronisation with the device."""
+    steps = torch.arange(total, dtype=cu_seqlens.dtype, device=cu_seqlens.device)
+    return torch.searchsorted(cu_seqlens[1:], steps, right=True)
 
 
 def _reduce_autograd(ctx, grad):
     op, d, shape = ctx.options
     if op != "sum":
         raise NotImplementedError(f"parscan.torch.reduce: no gradient for op=\"{op}\" (only \"sum\")")
-    return grad.unsqueeze(d).expand(shape), None, None
+    (cu_seqlens,) = ctx.saved_tensors
+    if cu_seqlens is None:
+        return grad.unsqueeze(d).expand(shape), None, None, None
+    # Each step takes its segment's gradient; a step past cu_seqlens[N] reaches no result: zero.
+    # Every dimension but d has size 1 (the segmented reduce's rule), so steps index x's elements.
+    if shape.numel() == 0:
+        return grad.new_zeros(shape), None, None, None
+    per_segment = torch.cat([grad.reshape(-1), grad.new_zeros(1)])
+    return per_segment[_segment_of_each_step(cu_seqlens, shape[d])].reshape(shape), None, None, None
 
 
 _register_autograd(_reduce, "reduce", _reduce_autograd, _reduce_setup_context)
 
 
-def cumulative(x, op="sum", *, dim=-1, reverse=False, exclusive=False):
+def cumulative(x, op="sum", *, dim=-1, reverse=False, exclusive=False, cu_seqlens=None):
     """Inclusive (or exclusive) scan of x along ``dim`` with op = "sum", "max" or "min".
 
     dtypes: float32, float64, bfloat16 and float16 (accumulated in float32), int32 and int64,
     complex64 (sum only). Differentiable for op="sum".
+
+    Packed segments: with ``cu_seqlens`` (N + 1 int64 or int32 offsets on x's device), ``dim``
+    holds N segments, each scanned on its own; x's other dimensions have size 1 and x is
+    contiguous along ``dim``. Steps past cu_seqlens[N] are not computed (out and the gradient
+    unspecified there). CPU offsets are checked (ValueError); CUDA offsets are the caller's
+    contract, as for gated_recurrence.
     """
-    return _call(_cumulative, _ops.cumulative, x, op, dim, reverse, exclusive)
+    return _call(_cumulative, _ops.cumulative, x, cu_seqlens, op, dim, reverse, exclusive)
 
 
-def reduce(x, op="sum", *, dim=-1):
-    """Reduction of x along ``dim`` (op = "sum", "max" or "min"), in x's dtype; differentiable for "sum"."""
-    return _call(_reduce, _ops.reduce, x, op, dim)
+def reduce(x, op="sum", *, dim=-1, cu_seqlens=None):
+    """Reduction of x along ``dim`` (op = "sum", "max" or "min"), in x's dtype; differentiable for "sum".
+
+    With ``cu_seqlens`` (as for cumulative), one result per packed segment, shape (N,) + x's
+    shape without ``dim``; an empty segment gives op's identity.
+    """
+    return _call(_reduce, _ops.reduce, x, cu_seqlens, op, dim)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,17 @@
+// src/python/ext/segmented_scan_cuda.cu — the built-in-operator scans over packed segments on
+// the CUDA backend (compiled only in CUDA builds, apart from scan_cuda.cu so that nvcc builds
+// the two sets of kernels in parallel).
+#include <parscan/parscan.cuh>
+
+#include "backends.hpp"
+#include "scan_impl.hpp"
+
+namespace parscan::python {
+
+status run_segmented_scan_cuda(const scan_request& r, std::uintptr_t stream) {
+  cuda_backend be;
+  be.stream = reinterpret_cast<CUstream_st*>(stream);
+  return scan_detail::run_segmented_scan(be, r);
+}
+
+}  // namespace parscan::python
