@@ -249,8 +249,8 @@ def test_eager_calls_skip_the_dispatch_and_match_the_op(gen, device):
     assert torch.equal(x, op_x) and torch.equal(x_final, op_final)
     assert torch.equal(pt.gated_recurrence(a, b, x0, dim=1), op_x)  # x alone: x_final is not computed
     ref.assert_close(as_numpy(x), ref.gated_forward(as_numpy(a), as_numpy(b), as_numpy(x0), 1)[0], "float32", "x")
-    assert torch.equal(pt.cumulative(b, dim=1), torch.ops.parscan.cumulative(b, "sum", 1, False, False))
-    assert torch.equal(pt.reduce(b, dim=1), torch.ops.parscan.reduce(b, "sum", 1))
+    assert torch.equal(pt.cumulative(b, dim=1), torch.ops.parscan.cumulative(b, None, "sum", 1, False, False))
+    assert torch.equal(pt.reduce(b, dim=1), torch.ops.parscan.reduce(b, None, "sum", 1))
 
     w, w_final = values(gen, a.shape, torch.float32, device), values(gen, x0.shape, torch.float32, device)
     grads = []

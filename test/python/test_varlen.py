@@ -730,14 +730,15 @@ def test_numpy_segmented_bad_arguments_name_them(rng):
 @pytest.mark.parametrize("reverse,exclusive", [(False, False), (True, True)])
 def test_torch_segmented_scans_and_gradients(rng, device, dtype_name, offset_type, reverse, exclusive):
     import parscan.torch as pt
-    offsets, total = offsets_of(random_lengths(rng, 10))
+    offsets, used = offsets_of(random_lengths(rng, 10))
+    total = used + 3  # steps past cu_seqlens[N]: out unspecified, gradient zero
     x_np = scan_input(rng, (total,), dtype_name)
     cu = torch.tensor(offsets.astype(offset_type), device=device)
     grad = dtype_name != "int64"
     x = torch.tensor(x_np, device=device, requires_grad=grad)
     want, want_totals = segment_references(x_np, offsets, "sum", reverse, exclusive)
     out = pt.cumulative(x, dim=0, reverse=reverse, exclusive=exclusive, cu_seqlens=cu)
-    assert_scan_equal(_numpy(out), want, dtype_name, "sum", "out")
+    assert_scan_equal(_numpy(out)[:used], want[:used], dtype_name, "sum", "out")
     totals = pt.reduce(x, cu_seqlens=cu)
     assert_scan_equal(_numpy(totals), want_totals, dtype_name, "sum", "reduce")
     for op in ("max", "min"):
@@ -746,11 +747,13 @@ def test_torch_segmented_scans_and_gradients(rng, device, dtype_name, offset_typ
     if not grad:
         return
     w_np, v_np = random_values(rng, (total,), dtype_name), random_values(rng, (len(offsets) - 1,), dtype_name)
+    w_np[used:] = 0  # the unspecified outputs weigh nothing: the gradient's own zeros are checked
     ((out * torch.tensor(w_np, device=device)).sum() + (totals * torch.tensor(v_np, device=device)).sum()).backward()
     # dL/dx[s]: the weights of the steps whose prefix holds s (the segment's scan the other way),
-    # plus the weight of s's segment total.
+    # plus the weight of s's segment total; nothing past cu_seqlens[N].
     want_grad, _ = segment_references(w_np, offsets, "sum", not reverse, exclusive)
-    want_grad += np.repeat(v_np, np.diff(offsets))
+    want_grad[:used] += np.repeat(v_np, np.diff(offsets))
+    want_grad[used:] = 0
     ref.assert_close(_numpy(x.grad), want_grad, dtype_name, "x.grad")
 
 
@@ -783,20 +786,24 @@ def test_jax_segmented_jit_grad_vmap(rng, offset_type):
     jnp = jax.numpy
     import parscan.jax as pj
     jax.config.update("jax_enable_x64", True)
-    offsets, total = offsets_of(random_lengths(rng, 9))
+    offsets, total = offsets_of(random_lengths(rng, 9), spare=3)
+    used = int(offsets[-1])
     cu = jnp.asarray(offsets.astype(offset_type))
     x_np, w_np = random_values(rng, (total,), "float64"), random_values(rng, (total,), "float64")
     v_np = random_values(rng, (len(offsets) - 1,), "float64")
     want, want_totals = segment_references(x_np, offsets, "sum", reverse=True)
     out = jax.jit(lambda x: pj.cumulative(x, reverse=True, cu_seqlens=cu))(x_np)
-    ref.assert_close(np.asarray(out), want, "float64", "out")
+    ref.assert_close(np.asarray(out)[:used], want[:used], "float64", "out")
     ref.assert_close(np.asarray(jax.jit(lambda x: pj.reduce(x, cu_seqlens=cu))(x_np)), want_totals, "float64", "reduce")
+
+    w_np[used:] = 0  # the unspecified outputs weigh nothing: the gradient's own zeros are checked
 
     def loss(x):
         return jnp.sum(pj.cumulative(x, reverse=True, cu_seqlens=cu) * w_np) + jnp.sum(pj.reduce(x, cu_seqlens=cu) * v_np)
 
     want_grad, _ = segment_references(w_np, offsets, "sum")
-    want_grad += np.repeat(v_np, np.diff(offsets))
+    want_grad[:used] += np.repeat(v_np, np.diff(offsets))
+    want_grad[used:] = 0
     ref.assert_close(np.asarray(jax.jit(jax.grad(loss))(x_np)), want_grad, "float64", "grad")
     batched = jax.vmap(lambda x: pj.reduce(x, "max", cu_seqlens=cu))(np.stack([x_np, -x_np]))
     _, want_max = segment_references(x_np, offsets, "max")

@@ -192,7 +192,13 @@ def _cumulative_bwd(op, dim, reverse, exclusive, cu_seqlens, grad):
         raise NotImplementedError(f"parscan.jax.cumulative: no gradient for op=\"{op}\" (only \"sum\")")
     # dL/dx[s] sums the cotangent over the steps the scan reaches from s: the reverse scan (within
     # each packed segment when there are segments).
-    return _cumulative_call(grad, cu_seqlens, "sum", dim, not reverse, exclusive), None  # offsets: no cotangent
+    grad_x = _cumulative_call(grad, cu_seqlens, "sum", dim, not reverse, exclusive)
+    if cu_seqlens is not None:  # the steps past cu_seqlens[N] reach no output, and the scan leaves them unwritten
+        shape = [1] * grad.ndim
+        shape[dim] = grad.shape[dim]
+        steps = jnp.arange(grad.shape[dim], dtype=cu_seqlens.dtype).reshape(shape)
+        grad_x = jnp.where(steps < cu_seqlens[-1], grad_x, jnp.zeros((), grad_x.dtype))
+    return grad_x, None  # the offsets have no cotangent
 
 
 _cumulative.defvjp(_cumulative_fwd, _cumulative_bwd)
@@ -216,7 +222,8 @@ def cumulative(x, op="sum", *, dim=-1, reverse=False, exclusive=False, cu_seqlen
     dtypes: float32, float64, bfloat16, float16 (accumulated in float32), int32, int64, complex64
     (sum only). Differentiable for op="sum". With ``cu_seqlens`` (N + 1 int32 or int64 offsets),
     ``dim`` holds N packed segments, each scanned on its own; x's other dimensions have size 1.
-    Steps past cu_seqlens[N] are not computed (unspecified). Offsets are checked on the CPU
+    Steps past cu_seqlens[N] are not computed (out unspecified, the gradient zero there). Offsets
+    are checked on the CPU
     (ValueError), not on a GPU (the caller's contract).
     """
     _require_targets("cumulative")

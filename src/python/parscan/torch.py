@@ -307,6 +307,8 @@ def _cumulative_autograd(ctx, grad):
     # each packed segment when there are segments.
     (cu_seqlens,) = ctx.saved_tensors
     grad_x = _call(_cumulative, _ops.cumulative, grad, cu_seqlens, "sum", dim, not reverse, exclusive)
+    if cu_seqlens is not None:  # the steps past cu_seqlens[N] reach no output, and the scan leaves them unwritten
+        grad_x = grad_x.masked_fill(_past_the_segments(cu_seqlens, grad_x, dim), 0)
     return grad_x, None, None, None, None, None
 
 
@@ -334,6 +336,16 @@ def _reduce_setup_context(ctx, inputs, output):
     x, cu_seqlens, op, dim = inputs
     ctx.save_for_backward(cu_seqlens)
     ctx.options = (op, normalize_dim("reduce", "x", x.dim(), dim), x.shape)
+
+
+def _past_the_segments(cu_seqlens, like, dim):
+    """True at the steps of `like` along dim from cu_seqlens[N] on (no synchronisation with the
+    device), shaped to broadcast against `like`."""
+    d = normalize_dim("cumulative", "x", like.dim(), dim)
+    shape = [1] * like.dim()
+    shape[d] = like.shape[d]
+    steps = torch.arange(like.shape[d], dtype=cu_seqlens.dtype, device=like.device).view(shape)
+    return steps >= cu_seqlens[-1]
 
 
 def _segment_of_each_step(cu_seqlens, total):
@@ -369,8 +381,8 @@ def cumulative(x, op="sum", *, dim=-1, reverse=False, exclusive=False, cu_seqlen
 
     Packed segments: with ``cu_seqlens`` (N + 1 int64 or int32 offsets on x's device), ``dim``
     holds N segments, each scanned on its own; x's other dimensions have size 1 and x is
-    contiguous along ``dim``. Steps past cu_seqlens[N] are not computed (out and the gradient
-    unspecified there). CPU offsets are checked (ValueError); CUDA offsets are the caller's
+    contiguous along ``dim``. Steps past cu_seqlens[N] are not computed (out unspecified there,
+    the gradient zero). CPU offsets are checked (ValueError); CUDA offsets are the caller's
     contract, as for gated_recurrence.
     """
     return _call(_cumulative, _ops.cumulative, x, cu_seqlens, op, dim, reverse, exclusive)
