@@ -322,7 +322,7 @@ def main():
               + (f"  overhead over a jitted elementwise op {us - floor_us:6.2f} us" if not large else ""))
     print(f"empty launch {launch_us:.2f} us; copy bandwidth (read+write) {copy_gbs:.1f} GB/s on "
           f"{torch.cuda.get_device_name()}")
-    run = {"program": "bench_python", "gpu": torch.cuda.get_device_name(), "commit": commit(),
+    run = {"program": "bench_python tiny" if args.tiny else "bench_python", "gpu": torch.cuda.get_device_name(), "commit": commit(),
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "launch_us": round(launch_us, 3), "copy_gbs": round(copy_gbs, 2),
            "note": "extra: per-call overhead over an empty torch launch, the median of paired samples (us; jax rows: "

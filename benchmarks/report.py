@@ -99,6 +99,8 @@ def plot(gpu, rows, png):
 # Programs whose JSON 'extra' field is worth a column: its header and how to print it.
 EXTRA_COLUMNS = {
     "bench_matrix": ("TFLOP/s", lambda v: f"{v / 1000:.2f}"),  # 'extra' is GFLOP/s
+    "bench_call": ("µs over an empty launch", lambda v: f"{v:.2f}"),
+    "bench_python": ("tiny: µs over an empty launch; large: MB moved", lambda v: f"{v:.2f}"),
 }
 
 
@@ -127,7 +129,8 @@ def render():
             lines += [
                 f"### {name}",
                 "",
-                f"commit `{run['commit']}`, {run['date']}, copy bandwidth {run['copy_gbs']:.0f} GB/s",
+                f"commit `{run['commit']}`, {run['date']}, "
+                + (f"copy bandwidth {run['copy_gbs']:.0f} GB/s" if run["copy_gbs"] else "timed by the host clock"),
                 "",
             ]
             extra = EXTRA_COLUMNS.get(name.split(' ')[0])  # a partial run: its program's column
