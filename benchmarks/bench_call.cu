@@ -137,8 +137,12 @@ int main(int argc, char** argv) {
     if (c.name != "empty kernel launch" && c.name.find(filter) == std::string::npos) continue;
     const double us = host_us_per_call(c.call);
     if (c.name == "empty kernel launch") launch_us = us;
+    // Shapes named as bench_python names its tiny rows (B x D x T; packed: sequences, D, total).
+    const std::string shape = c.name.find("packed") != std::string::npos
+                                  ? "2 seqs x" + std::to_string(D) + " total " + std::to_string(T)
+                                  : std::to_string(B) + "x" + std::to_string(D) + "x" + std::to_string(T);
     rows.push_back({c.name, c.dtype, "channel_last", c.name.find("backward") != std::string::npos ? "bwd" : "fwd",
-                    std::to_string(B) + "x" + std::to_string(T) + "x" + std::to_string(D), us, 0, 0, us - launch_us});
+                    shape, us, 0, 0, us - launch_us});
     std::printf("%-36s %-5s %8.2f us a call, %6.2f us over an empty launch\n", c.name.c_str(), c.dtype.c_str(), us,
                 us - launch_us);
   }

@@ -4,7 +4,7 @@ parscan.jax under jax.jit) and writes JSON in the format of the C++ benchmarks, 
 benchmarks/report.py:
 
     python3 benchmarks/bench_python.py [--json OUT.json] [--runs 50] [--cpp bench_recurrence.json]
-        [--cpp bench_varlen.json] [--jax] [--tiny]
+        [--cpp bench_varlen.json] [--cpp bench_call.json] [--jax] [--tiny]
 
 Each op runs at a large shape, (B, D, T) = (8, 1536, 4096) laid out channel-last as bench_recurrence's
 "channel-last T=4096" rows are, i.e. a (B, T, D) = (8, 4096, 1536) tensor scanned along dim=1, or its
@@ -21,10 +21,12 @@ Python cost":
 - pct_copy (large shape): bytes the op must move (every input read once, every output written
   once) per second, as a percentage of a torch device-to-device copy of the same number of
   bytes in the same process.
---cpp names a bench_recurrence or bench_varlen JSON written in the same sitting (repeatable;
-benchmarks/gpu_run.sh runs them): each Python row with a C++ row of the same operation, dtype
-and shape then also gets the C++ median and the ratio python/cpp (the issue's bar: at most
-1.03). The packed rows take bench_varlen's random lengths, so they meet its rows.
+--cpp names a bench_recurrence, bench_varlen or bench_call JSON written in the same sitting
+(repeatable; benchmarks/gpu_run.sh runs them): each Python row with a C++ row of the same
+operation, dtype and shape then also gets the C++ median and, at the large shape, the ratio
+python/cpp (the issue's bar: at most 1.03) or, at the tiny one, the difference python - C++
+(bench_call times the same tiny calls from C++ by the host clock, back to back; the issue's bar:
+at most 10 µs). The packed rows take bench_varlen's random lengths, so they meet its rows.
 --tiny times the tiny shapes only. Without a CUDA GPU (or a parscan built without CUDA) it says
 so and exits 0.
 """
@@ -236,25 +238,39 @@ def jax_rows(runs, copy_gbs, sizes):
 
 
 # Python rows and the C++ rows of the same operation: bench_recurrence's (channel-last,
-# T = 4096) and bench_varlen's (random lengths, channel-last).
+# T = 4096) and bench_varlen's (random lengths, channel-last) for the large shapes, bench_call's
+# (host time a call) for the tiny ones.
 CPP_ROWS = {
-    ("gated_recurrence forward", "f32"): "fwd f32 channel-last T=4096",
-    ("gated_recurrence forward", "bf16"): "fwd bf16 channel-last T=4096",
-    ("gated_recurrence forward, inputs require grad", "f32"): "fwd f32 channel-last T=4096",
-    ("gated_recurrence backward", "f32"): "bwd f32 channel-last T=4096",
-    ("gated_recurrence forward, packed", "f32"): "varlen random fwd f32 channel-last",
-    ("gated_recurrence forward, packed", "bf16"): "varlen random fwd bf16 channel-last",
+    ("gated_recurrence forward", "f32"): ("fwd f32 channel-last T=4096", "gated forward, library pool"),
+    ("gated_recurrence forward", "bf16"): ("fwd bf16 channel-last T=4096", "gated forward, library pool"),
+    ("gated_recurrence forward, inputs require grad", "f32"): ("fwd f32 channel-last T=4096",
+                                                               "gated forward, library pool"),
+    ("gated_recurrence backward", "f32"): ("bwd f32 channel-last T=4096", "gated backward, library pool"),
+    ("gated_recurrence forward, packed", "f32"): ("varlen random fwd f32 channel-last",
+                                                  "packed gated forward, library pool"),
+    ("gated_recurrence forward, packed", "bf16"): ("varlen random fwd bf16 channel-last",),
+    ("cumulative sum", "f32"): ("inclusive sum, library pool",),
+    ("reduce sum", "f32"): ("reduce sum, library pool",),
 }
 
 
 def cpp_rows(paths):
-    """{(case, shape): median_us} from bench_recurrence / bench_varlen JSON files (none: {})."""
+    """{(case, dtype, shape): median_us} from bench_recurrence / bench_varlen / bench_call JSON
+    files (none: {})."""
     rows = {}
     for path in paths or []:
         with open(path) as f:
             run = json.load(f)
-        rows.update({(r["case"], r["shape"]): r["median_us"] for r in run["results"]})
+        rows.update({(r["case"], r["dtype"], r["shape"]): r["median_us"] for r in run["results"]})
     return rows
+
+
+def cpp_median(cpp, name, dtype, shape):
+    """The C++ median µs of the Python row (name, dtype, shape), or None."""
+    for case in CPP_ROWS.get((name, dtype), ()):
+        if (case, dtype, shape) in cpp:
+            return cpp[(case, dtype, shape)]
+    return None
 
 
 def main():
@@ -305,13 +321,16 @@ def main():
                    "direction": "backward" if "backward" in name else "forward", "shape": shape, "median_us": round(us, 3), "gbs": round(gbs, 2),
                    "pct_copy": round(100 * gbs / copy_gbs, 2),
                    "extra": extra}
-            cpp_us = cpp.get((CPP_ROWS.get((name, dtype)), shape)) if "directly" not in name else None
-            if cpp_us:
+            cpp_us = cpp_median(cpp, name, dtype, shape) if "directly" not in name else None
+            if cpp_us and large:
                 row["cpp_median_us"], row["python_over_cpp"] = cpp_us, round(us / cpp_us, 4)
+            elif cpp_us:
+                row["cpp_median_us"], row["python_minus_cpp_us"] = cpp_us, round(us - cpp_us, 3)
             results.append(row)
             print(f"{name:46s} {dtype:5s} {shape:18s} {us:10.2f} us {gbs:8.1f} GB/s {row['pct_copy']:6.1f}% of copy"
                   + (f"  overhead {extra:6.2f} us" if not large else "")
-                  + (f"  C++ {cpp_us:.2f} us, python/C++ {us / cpp_us:.3f}" if cpp_us else ""))
+                  + (f"  C++ {cpp_us:.2f} us, python/C++ {us / cpp_us:.3f}" if cpp_us and large else "")
+                  + (f"  C++ {cpp_us:.2f} us, python - C++ {us - cpp_us:.2f} us" if cpp_us and not large else ""))
     for name, dtype, shape, us, moved, floor_us, large in (jax_rows(runs, copy_gbs, sizes) if args.jax else []):
         gbs = moved / (us * 1e3)
         results.append({"case": name, "dtype": dtype, "layout": "channel_last", "direction": "forward",

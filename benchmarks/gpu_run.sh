@@ -34,7 +34,7 @@ done
 gen=""; command -v ninja >/dev/null && gen="-G Ninja"
 step configure cmake -S . -B "$build" $gen -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DCMAKE_PREFIX_PATH="${prefix#;}" -DPARSCAN_GPU_TESTS=ON -DPARSCAN_BUILD_BENCHMARKS=ON
-step build bash -c "cmake --build '$build' -j $(nproc) --target parscan_gpu_tests bench_scan bench_recurrence bench_varlen bench_tuning bench_matrix bench_host > '$out/build.txt' 2>&1 || { tail -50 '$out/build.txt'; exit 1; }"
+step build bash -c "cmake --build '$build' -j $(nproc) --target parscan_gpu_tests bench_scan bench_recurrence bench_varlen bench_tuning bench_matrix bench_call bench_host > '$out/build.txt' 2>&1 || { tail -50 '$out/build.txt'; exit 1; }"
 gpu_tests=$build/test/parscan_gpu_tests
 # The whole suite, in parallel shards (its float64 host references are CPU-bound; the GPU is
 # shared). Each shard's log goes into one file; the failures are printed.
@@ -85,6 +85,8 @@ if [ $skip_bench = 0 ]; then
   step bench_recurrence timeout 240 "$build/benchmarks/bench_recurrence" $quick --json "$out/bench_recurrence.json"
   step bench_varlen timeout 120 "$build/benchmarks/bench_varlen" --json "$out/bench_varlen.json"
   step bench_matrix timeout 150 "$build/benchmarks/bench_matrix" $quick --json "$out/bench_matrix.json"
+  # What a tiny call costs the host (bench_python --tiny --cpp bench_call.json compares with it).
+  step bench_call timeout 60 "$build/benchmarks/bench_call" --json "$out/bench_call.json"
   # The host backend on one core and on all of them (the GPU machine has 16).
   step bench_host timeout 120 "$build/benchmarks/bench_host" $quick --json "$out/bench_host.json"
   [ "${PARSCAN_TUNING:-1}" = 1 ] && step bench_tuning timeout 120 "$build/benchmarks/bench_tuning" --json "$out/bench_tuning.json"
