@@ -161,22 +161,39 @@ ffi::Error gated_varlen_backward_ffi(CUstream_st* stream, ffi::AnyBuffer a, ffi:
       [&] { gated_backward_on<D>(stream, a, x, x0, dx, dx_final, &cu_seqlens, *da, *db, *dx0, dim, reverse, gate); });
 }
 
-// The packed targets (parscan_cumulative_varlen, parscan_reduce_varlen) take cu_seqlens after x.
+// What cumulative_call and reduce_call share, from the FFI buffers: x, out and the optional
+// offsets (the packed targets, parscan_cumulative_varlen and parscan_reduce_varlen, take
+// cu_seqlens after x), the operator, the dimension and the stream.
+template <device_kind D>
+struct scan_buffers {
+  array_arg x, out, cu_seqlens;
+  bool packed;
+  scan_buffers(const char* op, ffi::AnyBuffer& x_, const ffi::AnyBuffer* cu, ffi::AnyBuffer& out_)
+      : x(arg_of(op, "x", x_, D)),
+        out(arg_of(op, "out", out_, D)),
+        cu_seqlens(cu ? arg_of(op, "cu_seqlens", *cu, D) : array_arg{}),
+        packed(cu != nullptr) {}
+
+  template <class Call>
+  void fill(Call& c, const char* op, std::int64_t op_code, std::int64_t dim, CUstream_st* stream) const {
+    c.x = &x;
+    c.out = &out;
+    c.cu_seqlens = packed ? &cu_seqlens : nullptr;
+    c.op = operator_of(op, op_code);
+    c.dim = dim;
+    c.stream = stream_of(stream);
+  }
+};
+
 template <device_kind D>
 void cumulative_on(CUstream_st* stream, ffi::AnyBuffer& x, const ffi::AnyBuffer* cu_seqlens, ffi::AnyBuffer& out,
                    std::int64_t op_code, std::int64_t dim, std::int64_t reverse, std::int64_t exclusive) {
   const char* op = "cumulative";
-  const array_arg x_ = arg_of(op, "x", x, D), out_ = arg_of(op, "out", out, D);
-  const array_arg cu_ = cu_seqlens ? arg_of(op, "cu_seqlens", *cu_seqlens, D) : array_arg{};
+  const scan_buffers<D> buffers(op, x, cu_seqlens, out);
   cumulative_call c;
-  c.x = &x_;
-  c.out = &out_;
-  c.cu_seqlens = cu_seqlens ? &cu_ : nullptr;
-  c.op = operator_of(op, op_code);
-  c.dim = dim;
+  buffers.fill(c, op, op_code, dim, stream);
   c.reverse = reverse != 0;
   c.exclusive = exclusive != 0;
-  c.stream = stream_of(stream);
   cumulative(c);
 }
 
@@ -197,15 +214,9 @@ template <device_kind D>
 void reduce_on(CUstream_st* stream, ffi::AnyBuffer& x, const ffi::AnyBuffer* cu_seqlens, ffi::AnyBuffer& out,
                std::int64_t op_code, std::int64_t dim) {
   const char* op = "reduce";
-  const array_arg x_ = arg_of(op, "x", x, D), out_ = arg_of(op, "out", out, D);
-  const array_arg cu_ = cu_seqlens ? arg_of(op, "cu_seqlens", *cu_seqlens, D) : array_arg{};
+  const scan_buffers<D> buffers(op, x, cu_seqlens, out);
   reduce_call c;
-  c.x = &x_;
-  c.out = &out_;
-  c.cu_seqlens = cu_seqlens ? &cu_ : nullptr;
-  c.op = operator_of(op, op_code);
-  c.dim = dim;
-  c.stream = stream_of(stream);
+  buffers.fill(c, op, op_code, dim, stream);
   reduce(c);
 }
 
