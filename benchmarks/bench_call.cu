@@ -1,7 +1,8 @@
 // benchmarks/bench_call.cu — what one call of the library costs the host: tiny problems issued
 // back to back, timed by the host clock over many calls (ended by one synchronisation), against
 // an empty kernel launched the same way. This is the C++ floor under the Python package's
-// per-call overhead (issue 14: at most 10 µs a call over an empty launch): whatever the library
+// per-call overhead (issue 14: a Python call adds at most 10 µs to the C++ call of the same
+// shape; bench_python --tiny --cpp bench_call.json prints the difference): whatever the library
 // itself spends on the host before its kernels are queued, Python cannot take back.
 //
 // Rows (µs per call; `extra`: over the empty launch of the same run):
@@ -72,7 +73,8 @@ int main(int argc, char** argv) {
 
   buffers<float> f32(n);
   buffers<parscan::bfloat16> b16(n);
-  for (auto* p : {f32.a, f32.b, f32.dx}) BENCH_CHECK(cudaMemcpy(p, values, n * sizeof(float), cudaMemcpyDeviceToDevice));
+  for (auto* p : {f32.a, f32.b, f32.dx})
+    BENCH_CHECK(cudaMemcpy(p, values, n * sizeof(float), cudaMemcpyDeviceToDevice));
   BENCH_CHECK(cudaMemset(b16.a, 0x3f, n * sizeof(parscan::bfloat16)));  // 0x3f3f: 0.75 in bfloat16
   BENCH_CHECK(cudaMemset(b16.b, 0x3f, n * sizeof(parscan::bfloat16)));
 

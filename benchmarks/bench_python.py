@@ -278,7 +278,7 @@ def main():
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--runs", type=int, default=50, help="timed calls per case (at least 20)")
     parser.add_argument("--cpp", action="append",
-                        help="a bench_recurrence or bench_varlen JSON from the same sitting, to compare with "
+                        help="a bench_recurrence, bench_varlen or bench_call JSON from the same sitting, to compare with "
                              "(repeatable)")
     parser.add_argument("--jax", action="store_true", help="also time the ops from JAX (parscan.jax under jit)")
     parser.add_argument("--tiny", action="store_true", help="only the tiny shapes (the per-call overhead)")
@@ -341,7 +341,8 @@ def main():
               + (f"  overhead over a jitted elementwise op {us - floor_us:6.2f} us" if not large else ""))
     print(f"empty launch {launch_us:.2f} us; copy bandwidth (read+write) {copy_gbs:.1f} GB/s on "
           f"{torch.cuda.get_device_name()}")
-    run = {"program": "bench_python tiny" if args.tiny else "bench_python", "gpu": torch.cuda.get_device_name(), "commit": commit(),
+    run = {"program": "bench_python tiny" if args.tiny else "bench_python", "gpu": torch.cuda.get_device_name(),
+           "commit": commit(),
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "launch_us": round(launch_us, 3), "copy_gbs": round(copy_gbs, 2),
            "note": "extra: per-call overhead over an empty torch launch, the median of paired samples (us; jax rows: "

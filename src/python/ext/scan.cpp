@@ -45,17 +45,21 @@ status run_request(const char* op, const array_arg& where, std::uintptr_t stream
 #endif
 }
 
-/// With cu_seqlens, the library's segmented scans read one contiguous packed array: x (and out)
-/// must hold a single sequence along dim, every other dimension of size 1, with unit stride.
-/// Sets the request's segment count and total; false when there is nothing to compute (another
-/// dimension is empty).
-bool plan_segments(const scan_axis& axis, std::initializer_list<const array_arg*> arrays, scan_request& r) {
-  if (axis.plan.batch == 0) return false;
-  const array_arg& x = *axis.ref;
-  if (axis.plan.channels > 1)
-    fail(argument_error::value_error, axis.op,
-         std::string(x.name) + " has shape " + x.describe_shape() + ": with cu_seqlens, the segments are packed along dim=" +
-             std::to_string(axis.dim) + " of one sequence, so every other dimension must have size 1");
+/// With cu_seqlens, the library's segmented scans read one packed array: x must hold a single
+/// sequence along dim, every other dimension of size 1. Checked on the shape, before the plan
+/// (whose refusals speak of strides, which a contiguous copy would not mend).
+void require_one_sequence(const char* op, const array_arg& x, int dim) {
+  for (int i = 0; i < x.rank; ++i)
+    if (i != dim && x.shape[i] != 1)
+      fail(argument_error::value_error, op,
+           std::string(x.name) + " has shape " + x.describe_shape() +
+               ": with cu_seqlens, the segments are packed along dim=" + std::to_string(dim) +
+               " of one sequence, so every other dimension must have size 1");
+}
+
+/// The segments of a request whose arrays hold one sequence (require_one_sequence): unit
+/// strides along dim, which the library's segmented scans take.
+void plan_segments(const scan_axis& axis, std::initializer_list<const array_arg*> arrays, scan_request& r) {
   int k = 0;
   for (const array_arg* a : arrays) {
     if (axis.plan.length > 1 && axis.plan.strides[k].time != 1)
@@ -66,7 +70,6 @@ bool plan_segments(const scan_axis& axis, std::initializer_list<const array_arg*
   }
   r.segment_count = axis.sequences;
   r.total = axis.plan.length;
-  return true;
 }
 
 }  // namespace
@@ -80,6 +83,7 @@ void cumulative(const cumulative_call& c) {
   require_type(op, *c.x, scan_types);
   require_operator(op, *c.x, c.op);
   const int dim = normalize_dim(op, *c.x, c.dim);
+  if (c.cu_seqlens) require_one_sequence(op, *c.x, dim);
   const scan_axis axis = plan_scan_axis(op, {c.x, c.out}, dim, c.cu_seqlens);
   scan_request r;
   r.type = c.x->type;
@@ -89,7 +93,7 @@ void cumulative(const cumulative_call& c) {
   r.out = c.out->data;
   r.dir = c.reverse ? direction::reverse : direction::forward;
   if (axis.packed()) {
-    if (!plan_segments(axis, {c.x, c.out}, r)) return;
+    plan_segments(axis, {c.x, c.out}, r);
   } else {
     r.in_layout = layout_of(axis.plan, 0);
     r.out_layout = layout_of(axis.plan, 1);
@@ -103,8 +107,9 @@ void reduce(const reduce_call& c) {
   require_type(op, *c.x, scan_types);
   require_operator(op, *c.x, c.op);
   const int dim = normalize_dim(op, *c.x, c.dim);
+  if (c.cu_seqlens) require_one_sequence(op, *c.x, dim);
   const scan_axis axis = plan_scan_axis(op, {c.x}, dim, c.cu_seqlens);
-  array_arg expected = *c.x;  // out: x's shape without dim ((N,) + that with cu_seqlens), in the accumulator type
+  array_arg expected = *c.x;  // out: x's shape without dim ((N,) + that with cu_seqlens), the accumulator type
   expected.type = accumulator_type_of(c.x->type);
   if (c.out->type != expected.type)
     fail(argument_error::type_error, op,
@@ -119,7 +124,7 @@ void reduce(const reduce_call& c) {
   r.in = c.x->data;
   r.out = c.out->data;
   if (axis.packed()) {
-    if (!plan_segments(axis, {c.x}, r)) return;
+    plan_segments(axis, {c.x}, r);
   } else {
     r.in_layout = layout_of(axis.plan, 0);
     r.out_layout = r.in_layout;

@@ -222,9 +222,8 @@ def cumulative(x, op="sum", *, dim=-1, reverse=False, exclusive=False, cu_seqlen
     dtypes: float32, float64, bfloat16, float16 (accumulated in float32), int32, int64, complex64
     (sum only). Differentiable for op="sum". With ``cu_seqlens`` (N + 1 int32 or int64 offsets),
     ``dim`` holds N packed segments, each scanned on its own; x's other dimensions have size 1.
-    Steps past cu_seqlens[N] are not computed (out unspecified, the gradient zero there). Offsets
-    are checked on the CPU
-    (ValueError), not on a GPU (the caller's contract).
+    Steps past cu_seqlens[N] are not computed (out unspecified, the gradient zero there).
+    Offsets are checked on the CPU (ValueError), not on a GPU (the caller's contract).
     """
     _require_targets("cumulative")
     check_choice("cumulative", "op", op, SCAN_OPERATORS)

@@ -44,10 +44,10 @@ def _stream(t):
     return torch.cuda.current_stream(t.device).cuda_stream
 
 
-# The argument types of the ops that are not tensors. Testing type(a) against these costs less than
-# isinstance(a, torch.Tensor), which runs the tensor metaclass's __instancecheck__ for every
-# argument of every call: a tiny eager gated forward took 1.4 µs less (11.1 -> 9.7 µs on CPU
-# tensors, docs/performance.md, "Python call cost").
+# The argument types of the ops that are most often not tensors. Testing type(a) against these
+# first costs less than isinstance(a, torch.Tensor) alone, which runs the tensor metaclass's
+# __instancecheck__: a tiny eager gated forward took 1.4 µs less (docs/performance.md, "Python
+# call cost"). Anything else (a str subclass, a NumPy array of offsets) still takes isinstance.
 _NOT_TENSORS = (int, float, bool, str, type(None))
 
 
@@ -57,7 +57,7 @@ def _run(fn, *args):
     Given tensors, nanobind calls Tensor.__dlpack__, whose stream bookkeeping (for a consumer on
     another stream; parscan runs on the current one) is Python code run for every tensor; torch's
     C exporter skips it."""
-    return fn(*[a if type(a) in _NOT_TENSORS else _to_dlpack(a) for a in args])
+    return fn(*[a if type(a) in _NOT_TENSORS or not isinstance(a, torch.Tensor) else _to_dlpack(a) for a in args])
 
 
 def _plain(t):
@@ -278,7 +278,7 @@ def gated_recurrence(a, b, x0=None, *, dim=-1, reverse=False, gate="linear", ret
     to at most a.shape[dim] are the caller's error there, as in the C++ API.
     """
     return _forward_with_final(_gated_run, _gated_forward, _ops.gated_recurrence,
-                               (a, b, x0, cu_seqlens, dim, reverse, gate), return_final)
+                               (a, b, x0, cu_seqlens, dim, bool(reverse), gate), return_final)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,6 +316,8 @@ def _cumulative_autograd(ctx, grad):
     # dL/dx[s] sums grad over the steps from s on (after s): the same scan the other way, within
     # each packed segment when there are segments.
     (cu_seqlens,) = ctx.saved_tensors
+    if cu_seqlens is not None:  # segmented scans take unit strides (the gradient of a sum is expanded)
+        grad = grad.contiguous()
     grad_x = _call(_cumulative, _ops.cumulative, grad, cu_seqlens, "sum", dim, not reverse, exclusive)
     if cu_seqlens is not None:  # the steps past cu_seqlens[N] reach no output, and the scan leaves them unwritten
         grad_x = grad_x.masked_fill(_past_the_segments(cu_seqlens, grad_x, dim), 0)
@@ -395,7 +397,7 @@ def cumulative(x, op="sum", *, dim=-1, reverse=False, exclusive=False, cu_seqlen
     the gradient zero). CPU offsets are checked (ValueError); CUDA offsets are the caller's
     contract, as for gated_recurrence.
     """
-    return _call(_cumulative, _ops.cumulative, x, cu_seqlens, op, dim, reverse, exclusive)
+    return _call(_cumulative, _ops.cumulative, x, cu_seqlens, op, dim, bool(reverse), bool(exclusive))
 
 
 def reduce(x, op="sum", *, dim=-1, cu_seqlens=None):
@@ -542,7 +544,7 @@ def log_recurrence(a, b, x0=None, *, dim=-1, reverse=False, a_negative=None, b_n
     if a.dtype not in (torch.float32, torch.bfloat16):
         raise TypeError(f"parscan.{op}: a has dtype {a.dtype}; this operation takes float32, bfloat16")
     want_value = output == "value"
-    args = (a, b, x0, a_negative, b_negative, x0_negative, cu_seqlens, dim, reverse, a_form, b_form, x0_form)
+    args = (a, b, x0, a_negative, b_negative, x0_negative, cu_seqlens, dim, bool(reverse), a_form, b_form, x0_form)
     path = _eager_path(args)
     if path == "direct":  # only what is returned is computed
         log_x, x_negative, x, log_final, final_negative = _log_run(*args, not want_value, want_value, return_final)
@@ -642,7 +644,7 @@ def matrix_recurrence(W, b, x0=None, *, dim=-2, reverse=False, return_final=Fals
     ``cu_seqlens`` as in parscan.matrix_recurrence.
     """
     return _forward_with_final(_matrix_run, _matrix_forward, _ops.matrix_recurrence,
-                               (W, b, x0, cu_seqlens, dim, reverse), return_final)
+                               (W, b, x0, cu_seqlens, dim, bool(reverse)), return_final)
 
 
 @_custom_op("parscan::matrix_chain")
@@ -676,7 +678,7 @@ def matrix_chain(M, *, prefixes=False, order="left_to_right", tensor_cores=None,
     a backward through it raises NotImplementedError."""
     check_choice("matrix_chain", "order", order, CHAIN_ORDERS)
     math = chain_math("matrix_chain", tensor_cores)
-    return _call(_matrix_chain, _ops.matrix_chain, M, dim, prefixes, order, math)
+    return _call(_matrix_chain, _ops.matrix_chain, M, dim, bool(prefixes), order, math)
 
 
 __all__ = ["cumulative", "gated_recurrence", "log_recurrence", "matrix_chain", "matrix_recurrence", "reduce"]
