@@ -53,16 +53,22 @@ class packed_offsets {
   std::uintptr_t stream_ = 0;
 };
 
-/// f(host_backend) for CPU arrays; f(cuda_backend on `stream`) for CUDA arrays, with their
-/// device current (temporary storage from the library's pool, parscan::cuda_workspace_pool).
+/// The CUDA backend on `stream` (a cudaStream_t as an integer), its temporary storage from the
+/// library's pool (parscan::cuda_workspace_pool).
+inline cuda_backend cuda_backend_on(std::uintptr_t stream) {
+  cuda_backend be;
+  be.stream = reinterpret_cast<CUstream_st*>(stream);
+  return be;
+}
+
+/// f(host_backend) for CPU arrays; f(cuda_backend_on(stream)) for CUDA arrays, with their
+/// device current.
 template <class F>
 status run_on(const array_arg& where, std::uintptr_t stream, F&& f) {
   if (where.device == device_kind::cpu) return f(host_backend{});
   device_guard guard(where.device_id);
   if (!guard.ok()) return status::cuda_error;
-  cuda_backend be;
-  be.stream = reinterpret_cast<CUstream_st*>(stream);
-  return f(be);
+  return f(cuda_backend_on(stream));
 }
 
 /// call(backend, g) on the arrays' backend, g.shape.cu_seqlens set to the offsets as the

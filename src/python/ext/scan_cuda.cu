@@ -9,9 +9,7 @@
 namespace parscan::python {
 
 status run_scan_cuda(const scan_request& r, std::uintptr_t stream) {
-  cuda_backend be;
-  be.stream = reinterpret_cast<CUstream_st*>(stream);
-  return scan_detail::run_scan(be, r);
+  return scan_detail::run_scan<false>(cuda_backend_on(stream), r);
 }
 
 }  // namespace parscan::python

@@ -7,7 +7,7 @@
 namespace parscan::python {
 
 status run_scan_host(const scan_request& r) {
-  return r.offsets ? scan_detail::run_segmented_scan(host_backend{}, r) : scan_detail::run_scan(host_backend{}, r);
+  return r.offsets ? scan_detail::run_scan<true>(host_backend{}, r) : scan_detail::run_scan<false>(host_backend{}, r);
 }
 
 }  // namespace parscan::python

@@ -45,47 +45,31 @@ status with_type_and_operator(const scan_request& r, F&& f) {
   return status::unsupported;
 }
 
-/// The request over sequences (parscan/scan.hpp).
-template <class Backend>
+/// The request over sequences (parscan/scan.hpp) or, with Segmented, over packed segments
+/// (parscan/segmented_scan.hpp). One body for both; each translation unit instantiates the
+/// form it serves, so scan_cuda.cu and segmented_scan_cuda.cu compile apart.
+template <bool Segmented, class Backend>
 status run_scan(const Backend& be, const scan_request& r) {
   return with_type_and_operator(r, [&](auto tag, auto op) {
     using In = typename decltype(tag)::type;
     using Op = decltype(op);
     using Acc = accumulator_t<Op, In>;
     const In* in = static_cast<const In*>(r.in);
-    scan_options<Acc> opts;
-    opts.dir = r.dir;
-    switch (r.kind) {
-      case scan_kind::inclusive:
-        return parscan::inclusive_scan(be, in, r.in_layout, static_cast<In*>(r.out), r.out_layout, op, opts);
-      case scan_kind::exclusive:
-        return parscan::exclusive_scan(be, in, r.in_layout, static_cast<In*>(r.out), r.out_layout, op, Op::identity(),
-                                       opts);
-      case scan_kind::reduce:
-        return parscan::reduce(be, in, r.in_layout, op, Op::identity(), static_cast<Acc*>(r.out), opts);
-    }
-    return status::unsupported;
-  });
-}
-
-/// The request over packed segments (parscan/segmented_scan.hpp).
-template <class Backend>
-status run_segmented_scan(const Backend& be, const scan_request& r) {
-  return with_type_and_operator(r, [&](auto tag, auto op) {
-    using In = typename decltype(tag)::type;
-    using Op = decltype(op);
-    using Acc = accumulator_t<Op, In>;
-    const In* in = static_cast<const In*>(r.in);
+    In* out = static_cast<In*>(r.out);
     const segments seg{r.segment_count, r.offsets, r.total};
     scan_options<Acc> opts;
     opts.dir = r.dir;
     switch (r.kind) {
       case scan_kind::inclusive:
-        return parscan::segmented_inclusive_scan(be, in, static_cast<In*>(r.out), seg, op, opts);
+        if constexpr (Segmented) return parscan::segmented_inclusive_scan(be, in, out, seg, op, opts);
+        else return parscan::inclusive_scan(be, in, r.in_layout, out, r.out_layout, op, opts);
       case scan_kind::exclusive:
-        return parscan::segmented_exclusive_scan(be, in, static_cast<In*>(r.out), seg, op, Op::identity(), opts);
+        if constexpr (Segmented) return parscan::segmented_exclusive_scan(be, in, out, seg, op, Op::identity(), opts);
+        else return parscan::exclusive_scan(be, in, r.in_layout, out, r.out_layout, op, Op::identity(), opts);
       case scan_kind::reduce:
-        return parscan::segmented_reduce(be, in, seg, op, Op::identity(), static_cast<Acc*>(r.out), opts);
+        if constexpr (Segmented)
+          return parscan::segmented_reduce(be, in, seg, op, Op::identity(), static_cast<Acc*>(r.out), opts);
+        else return parscan::reduce(be, in, r.in_layout, op, Op::identity(), static_cast<Acc*>(r.out), opts);
     }
     return status::unsupported;
   });
