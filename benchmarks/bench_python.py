@@ -89,19 +89,25 @@ def cases(torch, pt, large):
     a = torch.rand(B, T, D, device=dev) * 0.5 + 0.5
     b = torch.randn(B, T, D, device=dev)
     x = pt.gated_recurrence(a, b, dim=1)
-    dx, dx_final = torch.randn_like(x), torch.zeros(B, D, device=dev)
+    dx = torch.randn_like(x)
     a_g, b_g = a.clone().requires_grad_(), b.clone().requires_grad_()  # a training step's forward
     log_a = a.log()
     abf, bbf = a.to(bf16), b.to(bf16)
     n = 4 * B * T * D
+    ops = torch.ops.parscan
     out = [
         ("gated_recurrence forward", "f32", 3 * n, lambda: pt.gated_recurrence(a, b, dim=1)),
         ("gated_recurrence forward", "bf16", 3 * n // 2, lambda: pt.gated_recurrence(abf, bbf, dim=1)),
         ("gated_recurrence forward, inputs require grad", "f32", 3 * n, lambda: pt.gated_recurrence(a_g, b_g, dim=1)),
-        # The backward as autograd runs it (the formula's call, in eager mode without the op's dispatch).
+        # The backward as autograd runs it (the formula's call in eager mode, without the op's
+        # dispatch; no x0, and x_final unused, so dx_final None: as bench_call's C++ backward).
         ("gated_recurrence backward", "f32", 5 * n,
-         lambda: pt._call(pt._gated_backward, torch.ops.parscan.gated_recurrence_backward, a, x, None, None, dx,
-                          dx_final, 1, False, "linear")),
+         lambda: pt._backward_call(pt._gated_backward_run, pt._gated_backward, ops.gated_recurrence_backward,
+                                   (a, x, None, None, dx, None, 1, False, "linear"), False)),
+        # A training step's recurrence: the forward with inputs that require gradients, then autograd's
+        # backward from x (torch.autograd.grad: no accumulation into .grad).
+        ("gated_recurrence training step (forward + backward)", "f32", 8 * n,
+         lambda: torch.autograd.grad(pt.gated_recurrence(a_g, b_g, dim=1), (a_g, b_g), dx)),
         ("log_recurrence forward (log a, value b -> x)", "f32", 3 * n,
          lambda: pt.log_recurrence(log_a, b, dim=1, b_form="value", output="value")),
         ("cumulative sum", "f32", 2 * n, lambda: pt.cumulative(b, dim=1)),
@@ -175,9 +181,22 @@ def floors(torch, large):
                 return op
 
             floors.ops = (empty_op("empty", False), empty_op("empty_with_autograd", True))
+            class EmptyFunction(torch.autograd.Function):  # what any Python autograd formula costs
+                @staticmethod
+                def forward(ctx, a, b):
+                    return torch.empty_like(a)
+
+                @staticmethod
+                def backward(ctx, g):
+                    return g, g
+
+            floors.function = EmptyFunction.apply
         empty, empty_grad = floors.ops
+        a_g, b_g = a.clone().requires_grad_(), b.clone().requires_grad_()
         rows += [("floor: an empty torch custom_op", "f32", 0, lambda: empty(a, b)),
-                 ("floor: an empty torch custom_op with autograd", "f32", 0, lambda: empty_grad(a, b))]
+                 ("floor: an empty torch custom_op with autograd", "f32", 0, lambda: empty_grad(a, b)),
+                 ("floor: an empty autograd.Function, inputs require grad", "f32", 0,
+                  lambda: floors.function(a_g, b_g))]
     return [(name, dtype, f"{B}x{D}x{T}", moved, fn) for name, dtype, moved, fn in rows]
 
 
@@ -239,13 +258,16 @@ def jax_rows(runs, copy_gbs, sizes):
 
 # Python rows and the C++ rows of the same operation: bench_recurrence's (channel-last,
 # T = 4096) and bench_varlen's (random lengths, channel-last) for the large shapes, bench_call's
-# (host time a call) for the tiny ones.
+# (host time a call) for the tiny ones; a tuple of C++ rows is their sum (a forward and a backward).
 CPP_ROWS = {
     ("gated_recurrence forward", "f32"): ("fwd f32 channel-last T=4096", "gated forward, library pool"),
     ("gated_recurrence forward", "bf16"): ("fwd bf16 channel-last T=4096", "gated forward, library pool"),
     ("gated_recurrence forward, inputs require grad", "f32"): ("fwd f32 channel-last T=4096",
                                                                "gated forward, library pool"),
     ("gated_recurrence backward", "f32"): ("bwd f32 channel-last T=4096", "gated backward, library pool"),
+    ("gated_recurrence training step (forward + backward)", "f32"): (
+        ("fwd f32 channel-last T=4096", "bwd f32 channel-last T=4096"),
+        ("gated forward, library pool", "gated backward, library pool")),
     ("gated_recurrence forward, packed", "f32"): ("varlen random fwd f32 channel-last",
                                                   "packed gated forward, library pool"),
     ("gated_recurrence forward, packed", "bf16"): ("varlen random fwd bf16 channel-last",),
@@ -268,8 +290,9 @@ def cpp_rows(paths):
 def cpp_median(cpp, name, dtype, shape):
     """The C++ median µs of the Python row (name, dtype, shape), or None."""
     for case in CPP_ROWS.get((name, dtype), ()):
-        if (case, dtype, shape) in cpp:
-            return cpp[(case, dtype, shape)]
+        parts = case if isinstance(case, tuple) else (case,)
+        if all((part, dtype, shape) in cpp for part in parts):
+            return sum(cpp[(part, dtype, shape)] for part in parts)
     return None
 
 

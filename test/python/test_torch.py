@@ -283,3 +283,44 @@ def test_eager_calls_skip_the_dispatch_and_match_the_op(gen, device):
         assert _eager_path((fake_a, fake_b)) is None
         fake_x = pt.gated_recurrence(fake_a, fake_b, dim=1)
         assert fake_x.shape == a.shape and type(fake_x) is not torch.Tensor
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("op", ["gated", "matrix"])
+@pytest.mark.parametrize("with_x0", [False, True])
+@pytest.mark.parametrize("return_final", [False, True])
+def test_training_step_allocates_only_what_it_returns(gen, device, op, with_x0, return_final):
+    """An eager forward whose inputs require gradients computes x_final only with return_final;
+    its backward gets no zeros from autograd for an x_final the loss does not read and, without
+    x0, allocates no stand-in for dx0: the step allocates x, x_final (if returned), the two input
+    gradients and dx0 (with x0), and fills nothing. The gradients equal the custom op's (through
+    the dispatcher, which materialises zeros), bit for bit."""
+    if op == "gated":
+        first = gates(gen, (2, 24, 6), torch.float32, device)
+        b = values(gen, (2, 24, 6), torch.float32, device)
+        x0 = values(gen, (2, 6), torch.float32, device) if with_x0 else None
+        public = lambda first, b, x0: pt.gated_recurrence(first, b, x0, dim=1, return_final=return_final)  # noqa
+        through_op = lambda first, b, x0: torch.ops.parscan.gated_recurrence(  # noqa: E731
+            first, b, x0, None, 1, False, "linear")[0]
+    else:
+        first = 0.3 * values(gen, (2, 24, 4, 4), torch.float32, device)
+        b = values(gen, (2, 24, 4), torch.float32, device)
+        x0 = values(gen, (2, 4), torch.float32, device) if with_x0 else None
+        public = lambda first, b, x0: pt.matrix_recurrence(first, b, x0, dim=1, return_final=return_final)  # noqa
+        through_op = lambda first, b, x0: torch.ops.parscan.matrix_recurrence(  # noqa: E731
+            first, b, x0, None, 1, False)[0]
+    w = values(gen, b.shape, torch.float32, device)
+    grads = []
+    for call in (public, through_op):
+        leaves = [None if t is None else t.clone().requires_grad_() for t in (first, b, x0)]
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            x = call(*leaves)
+            (x[0] if isinstance(x, tuple) else x).backward(w)  # x_final, if returned, unused
+        grads.append([t.grad for t in leaves if t is not None])
+        if call is public:
+            events = [e.name for e in prof.events()]
+            assert not {"aten::zeros", "aten::zeros_like", "aten::zero_", "aten::fill_"} & set(events), events
+            assert events.count("aten::empty_like") == 3, events  # x and the two input gradients
+            assert events.count("aten::new_empty") == return_final + with_x0, events  # x_final, dx0
+    for got, want in zip(*grads):
+        assert torch.equal(got, want)

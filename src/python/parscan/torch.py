@@ -50,6 +50,9 @@ def _stream(t):
 # call cost"). Anything else (a str subclass, a NumPy array of offsets) still takes isinstance.
 _NOT_TENSORS = (int, float, bool, str, type(None))
 
+# The shape of an empty stand-in for a result not computed (a custom op returns a fixed set of tensors).
+_EMPTY = (0,)
+
 
 def _run(fn, *args):
     """fn(*args) with every tensor handed over as a DLPack capsule from torch's own exporter.
@@ -129,34 +132,73 @@ def _call_on(path, kernel, op, args):
     return op(*args)
 
 
+# The forward op functions with results (x, x_final), each with the autograd.Function's apply
+# that returns x alone and computes no x_final.
+_WITH_GRADIENT_NO_FINAL = {}
+
+
 def _forward_with_final(run, kernel, op, args, return_final):
-    """x, or (x, x_final) with return_final, of a forward op whose results are (x, x_final): a
-    direct eager call that does not return x_final does not compute it (run(*args, False))."""
+    """x, or (x, x_final) with return_final, of a forward op whose results are (x, x_final): an
+    eager call that does not return x_final does not compute it (run(*args, False), directly or
+    inside the autograd.Function that returns x alone)."""
     path = _eager_path(args)
-    if path == "direct" and not return_final:
-        return run(*args, False)[0]
+    if not return_final:
+        if path == "direct":
+            return run(*args, False)[0]
+        if path == "autograd":
+            return _WITH_GRADIENT_NO_FINAL[kernel](*args)
     x, x_final = _call_on(path, kernel, op, args)
     return (x, x_final) if return_final else x
 
 
-def _register_autograd(kernel, name, backward, setup_context):
+def _backward_call(run, kernel, op, args, has_x0):
+    """(gradients..., dx0) of a backward op whose last result is dx0, None without x0: a direct
+    eager call without x0 allocates no empty stand-in for dx0 (run(*args))."""
+    path = _eager_path(args)
+    if path == "direct":
+        return run(*args)
+    *grads, dx0 = _call_on(path, kernel, op, args)
+    return (*grads, dx0 if has_x0 else None)
+
+
+def _with_stand_in(like, *results):
+    """results with None replaced by an empty tensor like `like` (a custom op returns tensors)."""
+    return tuple(like.new_empty(_EMPTY) if r is None else r for r in results)
+
+
+def _register_autograd(kernel, name, backward, setup_context, run=None):
     """The gradient formula of op parscan::<name> made from kernel, registered with the op and kept
-    as an autograd.Function for _call."""
+    as an autograd.Function for _call. With run (a forward's run(*args, want_final) -> (x,
+    x_final)), also the autograd.Function that returns x alone, for _forward_with_final.
+
+    The Functions leave the gradients of unused outputs None (set_materialize_grads(False)), so
+    autograd fills no zeros for an x_final nobody reads: each formula takes None for a gradient."""
     torch.library.register_autograd(f"parscan::{name}", backward, setup_context=setup_context)
 
-    class Formula(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, *args):
-            output = kernel(*args)
-            setup_context(ctx, args, output)
-            return output
+    def forward(ctx, *args):
+        ctx.set_materialize_grads(False)
+        output = kernel(*args)
+        setup_context(ctx, args, output)
+        return output
 
-        @staticmethod
-        def backward(ctx, *grads):
-            return backward(ctx, *grads)
+    _WITH_GRADIENT[kernel] = _function(f"{name}_autograd", forward, backward)
+    if run is None:
+        return
 
-    Formula.__name__ = Formula.__qualname__ = f"{name}_autograd"
-    _WITH_GRADIENT[kernel] = Formula.apply
+    def forward_no_final(ctx, *args):
+        ctx.set_materialize_grads(False)
+        x, _ = run(*args, False)
+        setup_context(ctx, args, (x, None))
+        return x
+
+    _WITH_GRADIENT_NO_FINAL[kernel] = _function(f"{name}_autograd_no_final", forward_no_final,
+                                                lambda ctx, dx: backward(ctx, dx, None))
+
+
+def _function(name, forward, backward):
+    """The apply of an autograd.Function named `name` (its graph node: <name>Backward, as profiles show it)."""
+    return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward),
+                                                   "backward": staticmethod(backward)}).apply
 
 
 def _custom_op(name):
@@ -213,19 +255,23 @@ def _(a, b, x0, cu_seqlens, dim, reverse, gate):
     return a.new_empty(a.shape), a.new_empty(state_shape("gated_recurrence", a.shape, d, cu_seqlens))
 
 
-@_custom_op("parscan::gated_recurrence_backward")
-def _gated_backward(a: torch.Tensor, x: torch.Tensor, x0: Optional[torch.Tensor], cu_seqlens: Optional[torch.Tensor],
-                    dx: torch.Tensor, dx_final: torch.Tensor, dim: int, reverse: bool,
-                    gate: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _gated_backward_run(a, x, x0, cu_seqlens, dx, dx_final, dim, reverse, gate):
+    """The gated backward into new tensors: (da, db, dx0), dx0 None without x0."""
     op = "gated_recurrence_backward"
     d = _check_gated(op, a, a, dim, gate)
     da, db = _new_dense(a), _new_dense(a)
-    # Without x0 there is no dx0: an empty tensor stands for it (a custom op returns tensors).
-    dx0 = a.new_empty(state_shape(op, a.shape, d, cu_seqlens) if x0 is not None else (0,))
+    dx0 = None if x0 is None else a.new_empty(state_shape(op, a.shape, d, cu_seqlens))
     # Incoming gradients may have any strides (expanded ones, say); dense ones always describe.
     _run(_core.gated_backward, _plain(a), _plain(x), None, _state(x0), _plain(dx).contiguous(), _state(dx_final), da, db,
-         dx0 if x0 is not None else None, d, reverse, gate, _stream(a), cu_seqlens)
+         dx0, d, reverse, gate, _stream(a), cu_seqlens)
     return da, db, dx0
+
+
+@_custom_op("parscan::gated_recurrence_backward")
+def _gated_backward(a: torch.Tensor, x: torch.Tensor, x0: Optional[torch.Tensor], cu_seqlens: Optional[torch.Tensor],
+                    dx: torch.Tensor, dx_final: Optional[torch.Tensor], dim: int, reverse: bool,
+                    gate: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _with_stand_in(a, *_gated_backward_run(a, x, x0, cu_seqlens, dx, dx_final, dim, reverse, gate))
 
 
 @torch.library.register_fake("parscan::gated_recurrence_backward")
@@ -233,7 +279,7 @@ def _(a, x, x0, cu_seqlens, dx, dx_final, dim, reverse, gate):
     op = "gated_recurrence_backward"
     d = _check_gated(op, a, a, dim, gate)
     return (a.new_empty(a.shape), a.new_empty(a.shape),
-            a.new_empty(state_shape(op, a.shape, d, cu_seqlens) if x0 is not None else (0,)))
+            a.new_empty(state_shape(op, a.shape, d, cu_seqlens) if x0 is not None else _EMPTY))
 
 
 def _gated_setup_context(ctx, inputs, output):
@@ -248,15 +294,13 @@ def _gated_autograd(ctx, dx, dx_final):
     dim, reverse, gate = ctx.options
     if dx is None:
         dx = torch.zeros_like(x)
-    if dx_final is None:
-        d = normalize_dim("gated_recurrence", "a", a.dim(), dim)
-        dx_final = torch.zeros(state_shape("gated_recurrence", a.shape, d, cu_seqlens), dtype=a.dtype, device=a.device)
-    da, db, dx0 = _call(_gated_backward, _ops.gated_recurrence_backward, a, x, x0, cu_seqlens, dx, dx_final, dim,
-                        reverse, gate)
-    return da, db, (dx0 if x0 is not None else None), None, None, None, None
+    # dx_final None (x_final unused) reads as zero in the backward.
+    da, db, dx0 = _backward_call(_gated_backward_run, _gated_backward, _ops.gated_recurrence_backward,
+                                 (a, x, x0, cu_seqlens, dx, dx_final, dim, reverse, gate), x0 is not None)
+    return da, db, dx0, None, None, None, None
 
 
-_register_autograd(_gated_forward, "gated_recurrence", _gated_autograd, _gated_setup_context)
+_register_autograd(_gated_forward, "gated_recurrence", _gated_autograd, _gated_setup_context, _gated_run)
 
 
 def gated_recurrence(a, b, x0=None, *, dim=-1, reverse=False, gate="linear", return_final=False, cu_seqlens=None):
@@ -310,6 +354,8 @@ def _cumulative_setup_context(ctx, inputs, output):
 
 def _cumulative_autograd(ctx, grad):
     op, dim, reverse, exclusive = ctx.options
+    if grad is None:  # the result took no part in what is differentiated
+        return None, None, None, None, None, None
     if op != "sum":
         raise NotImplementedError(f"parscan.torch.cumulative: no gradient for op=\"{op}\" (only \"sum\")")
     # out[t] sums x over the steps up to t (before t if exclusive) in the scan's direction, so
@@ -369,6 +415,8 @@ def _segment_of_each_step(cu_seqlens, total):
 
 def _reduce_autograd(ctx, grad):
     op, d, shape = ctx.options
+    if grad is None:  # the result took no part in what is differentiated
+        return None, None, None, None
     if op != "sum":
         raise NotImplementedError(f"parscan.torch.reduce: no gradient for op=\"{op}\" (only \"sum\")")
     (cu_seqlens,) = ctx.saved_tensors
@@ -413,8 +461,6 @@ def reduce(x, op="sum", *, dim=-1, cu_seqlens=None):
 # The log-space recurrence. One op computes log|x| with its sign (kept for the backward where a
 # gradient is wanted, and returned for output="log") and/or x itself (output="value"); tensors
 # that are not asked for are empty stand-ins, since a custom op returns a fixed set of tensors.
-
-_EMPTY = (0,)
 
 
 def _signs(magnitude, sign):
@@ -469,24 +515,31 @@ def _(a, b, x0, a_negative, b_negative, x0_negative, cu_seqlens, dim, reverse, a
             a.new_empty(state), a.new_empty(state, dtype=torch.bool))
 
 
-@_custom_op("parscan::log_recurrence_backward")
-def _log_backward(a: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], a_negative: Optional[torch.Tensor],
-                  b_negative: Optional[torch.Tensor], x0_negative: Optional[torch.Tensor],
-                  cu_seqlens: Optional[torch.Tensor], log_x: Optional[torch.Tensor], x_negative: Optional[torch.Tensor],
-                  dx: torch.Tensor, dlog_x_final: torch.Tensor, dim: int, reverse: bool, a_form: str, b_form: str,
-                  x0_form: str, dx_form: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _log_backward_run(a, b, x0, a_negative, b_negative, x0_negative, cu_seqlens, log_x, x_negative, dx, dlog_x_final,
+                      dim, reverse, a_form, b_form, x0_form, dx_form):
+    """The log-space backward into new tensors: (da, db, dx0), dx0 None without x0."""
     op = "log_recurrence_backward"
     d = normalize_dim(op, "a", a.dim(), dim)
     da, db = _new_dense(a), _new_dense(a)
-    dx0 = a.new_empty(state_shape(op, a.shape, d, cu_seqlens) if x0 is not None else _EMPTY)
+    dx0 = None if x0 is None else a.new_empty(state_shape(op, a.shape, d, cu_seqlens))
     a_, a_negative = _signs(a, a_negative)
     b_, b_negative = _signs(b, b_negative)
     log_x_, x_negative = (None, None) if log_x is None else _signs(log_x, x_negative)
     _run(_core.log_backward, a_, b_, _plain(dx).contiguous(), da, db, _state(x0), a_negative, b_negative,
-                       _state(x0_negative), log_x_, x_negative, _state(dlog_x_final),
-                       dx0 if x0 is not None else None, a_form, b_form, x0_form, dx_form, d, reverse, _stream(a),
-                       cu_seqlens)
+         _state(x0_negative), log_x_, x_negative, _state(dlog_x_final), dx0, a_form, b_form, x0_form, dx_form, d,
+         reverse, _stream(a), cu_seqlens)
     return da, db, dx0
+
+
+@_custom_op("parscan::log_recurrence_backward")
+def _log_backward(a: torch.Tensor, b: torch.Tensor, x0: Optional[torch.Tensor], a_negative: Optional[torch.Tensor],
+                  b_negative: Optional[torch.Tensor], x0_negative: Optional[torch.Tensor],
+                  cu_seqlens: Optional[torch.Tensor], log_x: Optional[torch.Tensor], x_negative: Optional[torch.Tensor],
+                  dx: torch.Tensor, dlog_x_final: Optional[torch.Tensor], dim: int, reverse: bool, a_form: str,
+                  b_form: str, x0_form: str, dx_form: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _with_stand_in(a, *_log_backward_run(a, b, x0, a_negative, b_negative, x0_negative, cu_seqlens, log_x,
+                                                 x_negative, dx, dlog_x_final, dim, reverse, a_form, b_form, x0_form,
+                                                 dx_form))
 
 
 @torch.library.register_fake("parscan::log_recurrence_backward")
@@ -514,16 +567,13 @@ def _log_autograd(ctx, dlog_x, _dx_negative, dx, dlog_x_final, _dfinal_negative)
     upstream, form = (dx, "value") if want_value else (dlog_x, "log")
     if upstream is None:
         upstream = torch.zeros(a.shape, dtype=a.dtype, device=a.device)
-    d = normalize_dim("log_recurrence", "a", a.dim(), dim)
-    if dlog_x_final is None:
-        dlog_x_final = torch.zeros(state_shape("log_recurrence", a.shape, d, cu_seqlens), dtype=a.dtype,
-                                   device=a.device)
     stored = want_log and log_x.numel() == a.numel()
     log_x, x_negative = (log_x, x_negative) if stored else (None, None)
-    da, db, dx0 = _call(_log_backward, _ops.log_recurrence_backward, a, b, x0, a_negative, b_negative, x0_negative,
-                        cu_seqlens, log_x, x_negative, upstream, dlog_x_final, dim, reverse, a_form, b_form, x0_form,
-                        form)
-    return (da, db, (dx0 if x0 is not None else None)) + (None,) * 11
+    # dlog_x_final None (the final state unused) reads as zero in the backward.
+    da, db, dx0 = _backward_call(_log_backward_run, _log_backward, _ops.log_recurrence_backward,
+                                 (a, b, x0, a_negative, b_negative, x0_negative, cu_seqlens, log_x, x_negative,
+                                  upstream, dlog_x_final, dim, reverse, a_form, b_form, x0_form, form), x0 is not None)
+    return (da, db, dx0) + (None,) * 11
 
 
 _register_autograd(_log_forward, "log_recurrence", _log_autograd, _log_setup_context)
@@ -593,18 +643,23 @@ def _(W, b, x0, cu_seqlens, dim, reverse):
     return b.new_empty(b.shape), b.new_empty(state_shape("matrix_recurrence", b.shape, d, cu_seqlens))
 
 
-@_custom_op("parscan::matrix_recurrence_backward")
-def _matrix_backward(W: torch.Tensor, x: torch.Tensor, x0: Optional[torch.Tensor], cu_seqlens: Optional[torch.Tensor],
-                     dx: torch.Tensor, dx_final: torch.Tensor, dim: int,
-                     reverse: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _matrix_backward_run(W, x, x0, cu_seqlens, dx, dx_final, dim, reverse):
+    """The matrix backward into new tensors: (dW, db, dx0), dx0 None without x0."""
     op = "matrix_recurrence_backward"
     d = _check_matrix(op, x, dim)
     dW = _new_dense(W)
     db = _new_dense(x)
-    dx0 = x.new_empty(state_shape(op, x.shape, d, cu_seqlens) if x0 is not None else _EMPTY)
+    dx0 = None if x0 is None else x.new_empty(state_shape(op, x.shape, d, cu_seqlens))
     _run(_core.matrix_backward, _plain(W), _plain(x), None, _state(x0), _plain(dx).contiguous(), _state(dx_final), dW, db,
-         dx0 if x0 is not None else None, d, reverse, _stream(x), cu_seqlens)
+         dx0, d, reverse, _stream(x), cu_seqlens)
     return dW, db, dx0
+
+
+@_custom_op("parscan::matrix_recurrence_backward")
+def _matrix_backward(W: torch.Tensor, x: torch.Tensor, x0: Optional[torch.Tensor], cu_seqlens: Optional[torch.Tensor],
+                     dx: torch.Tensor, dx_final: Optional[torch.Tensor], dim: int,
+                     reverse: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _with_stand_in(x, *_matrix_backward_run(W, x, x0, cu_seqlens, dx, dx_final, dim, reverse))
 
 
 @torch.library.register_fake("parscan::matrix_recurrence_backward")
@@ -626,15 +681,13 @@ def _matrix_autograd(ctx, dx, dx_final):
     dim, reverse = ctx.options
     if dx is None:
         dx = torch.zeros_like(x)
-    if dx_final is None:
-        d = matrix_step_dim("matrix_recurrence", "b", x.dim(), dim)
-        dx_final = torch.zeros(state_shape("matrix_recurrence", x.shape, d, cu_seqlens), dtype=x.dtype, device=x.device)
-    dW, db, dx0 = _call(_matrix_backward, _ops.matrix_recurrence_backward, W, x, x0, cu_seqlens, dx, dx_final, dim,
-                        reverse)
-    return dW, db, (dx0 if x0 is not None else None), None, None, None
+    # dx_final None (x_final unused) reads as zero in the backward.
+    dW, db, dx0 = _backward_call(_matrix_backward_run, _matrix_backward, _ops.matrix_recurrence_backward,
+                                 (W, x, x0, cu_seqlens, dx, dx_final, dim, reverse), x0 is not None)
+    return dW, db, dx0, None, None, None
 
 
-_register_autograd(_matrix_forward, "matrix_recurrence", _matrix_autograd, _matrix_setup_context)
+_register_autograd(_matrix_forward, "matrix_recurrence", _matrix_autograd, _matrix_setup_context, _matrix_run)
 
 
 def matrix_recurrence(W, b, x0=None, *, dim=-2, reverse=False, return_final=False, cu_seqlens=None):
