@@ -247,11 +247,13 @@ void backward_odd_lengths() {
 // even and the pointers are 4-byte aligned, one channel otherwise). The shapes have even and
 // odd D, below and above one warp's 64 channels, batches whose groups straddle a warp, and
 // tiles enough for look-back windows (and, on the GPU, super-windows); misalign = 1 puts every
-// base pointer one element off (one channel per lane). Host: the same cases, as references.
+// base pointer one element off (one channel per lane). Lengths of 1, 64, 65 and 128 steps in
+// few groups sit at either side of one staged lane tile (64 or 128 steps), below which the GPU
+// runs the lane loop (dispatch_lane_tiles). Host: the same cases, as references.
 
 inline std::vector<shape3> lane_pack_shapes() {
   std::vector<shape3> v = {{1, 64, 300}, {3, 64, 129}, {2, 65, 257},  {1, 256, 1000}, {4, 2, 77},
-                           {3, 34, 513}, {2, 96, 4097}, {5, 33, 64}, {1, 64, 1}};
+                           {3, 34, 513}, {2, 96, 4097}, {5, 33, 64}, {1, 64, 1}, {2, 64, 65}, {1, 96, 128}};
   if (parscan_test::long_shapes_wanted()) {
     v.push_back({1, 64, 140001});  // past a super-window of 1024 tiles, forward and backward
     v.push_back({4, 1024, 2049});

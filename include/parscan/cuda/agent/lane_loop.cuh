@@ -5,6 +5,8 @@
 // (warp_loop.cuh) for time-contiguous layouts; it needs enough groups to fill the device.
 #pragma once
 
+#include <type_traits>
+
 #include "../block/lane_tile_scan.cuh"
 
 namespace parscan::cuda_detail {
@@ -33,6 +35,14 @@ __device__ PARSCAN_INLINE void scan_lane_group_in_block(const Problem& P, const 
 /// 51% for the staged lane tiles in the same run.)
 constexpr int lane_loop_warps = 8;
 constexpr int lane_loop_steps = 16;
+
+/// Whether Problem has the lane tiles' unstaged interface that the lane loop reads and writes
+/// through (block/lane_tile_scan.cuh: load_at, store_at); some lane Problems have only the
+/// staged lane tiles' (agent/staged_lane_tiles.cuh).
+template <class Problem, class = void>
+constexpr bool has_lane_loop = false;
+template <class Problem>
+constexpr bool has_lane_loop<Problem, std::void_t<decltype(&Problem::load_at), decltype(&Problem::store_at)>> = true;
 
 /// Block b takes groups b, b + grid, ... of 32 sequences.
 template <int Warps, int Steps, class Problem, class Op>

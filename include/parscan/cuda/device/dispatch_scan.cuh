@@ -382,9 +382,22 @@ std::size_t lane_tile_workspace_bytes(index_t sequences, index_t length) {
   return staged_lane_workspace_bytes<Problem>(sequences, length);
 }
 
+/// Whether the lane loop has groups enough to fill the device: two blocks per multiprocessor
+/// or more (it gives a group's whole length to one block; the staged lane tiles spread few
+/// groups over many blocks).
+inline bool lane_loop_fills(index_t sequences, int multiprocessors) {
+  return (sequences + warp_threads - 1) / warp_threads >= 2 * static_cast<index_t>(multiprocessors);
+}
+
 /// Runs a Problem that has only the lane-tile interface (the lane packs of
 /// recurrence/recurrence_lane_packs.cuh and generic/generic_lane_packs.cuh) over `sequences` of
-/// its sequences.
+/// its sequences: the staged lane tiles, or the lane loop for sequences of one staged tile in
+/// groups too few to fill the device. There the staged lane tiles would run a tile a group too,
+/// with no look-back to overlap, after a workspace lease from the pool, two memsets and a
+/// cooperative launch: host work that a call on a few kilobytes cannot hide (a (1, 8, 32)
+/// channel-last gated forward on an H200: 10.4 µs of host time a call, 4.2 for an empty launch;
+/// a profile put the cooperative launch, the memsets and the lease at most of the rest). The
+/// lane loop runs the same tile a group from one plain launch, with no workspace.
 template <class Problem, class Op>
 status dispatch_lane_tiles(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
   if (sequences == 0) return status::success;
@@ -392,14 +405,17 @@ status dispatch_lane_tiles(const Problem& P, const Op& op, index_t sequences, co
     const index_t blocks = (sequences + 255) / 256;
     return launch(empty_sequences_kernel<Problem>, blocks < 65535 ? blocks : 65535, 256, 0, be, P, sequences);
   }
-  return launch_staged_lane_tiles<staged_lane_shape<Problem>>(P, op, sequences, be);
-}
-
-/// Whether the lane loop has groups enough to fill the device: two blocks per multiprocessor
-/// or more (it gives a group's whole length to one block; the staged lane tiles spread few
-/// groups over many blocks).
-inline bool lane_loop_fills(index_t sequences, int multiprocessors) {
-  return (sequences + warp_threads - 1) / warp_threads >= 2 * static_cast<index_t>(multiprocessors);
+  using shape = staged_lane_shape<Problem>;
+  if constexpr (has_lane_loop<Problem>) {
+    static_assert(shape::lane_tile <= static_cast<index_t>(lane_loop_warps) * lane_loop_steps,
+                  "a staged lane tile fits one tile of the lane loop");
+    if (P.length <= shape::lane_tile) {
+      const device_facts dev = current_device();
+      if (dev.st != status::success) return dev.st;
+      if (!lane_loop_fills(sequences, dev.multiprocessors)) return launch_lane_loop(P, op, sequences, be);
+    }
+  }
+  return launch_staged_lane_tiles<shape>(P, op, sequences, be);
 }
 
 /// Segment tiles (scan_segment_tiles_kernel): sequences of at most one run a lane of Lanes lanes,
