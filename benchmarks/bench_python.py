@@ -196,7 +196,9 @@ def floors(torch, large):
         rows += [("floor: an empty torch custom_op", "f32", 0, lambda: empty(a, b)),
                  ("floor: an empty torch custom_op with autograd", "f32", 0, lambda: empty_grad(a, b)),
                  ("floor: an empty autograd.Function, inputs require grad", "f32", 0,
-                  lambda: floors.function(a_g, b_g))]
+                  lambda: floors.function(a_g, b_g)),
+                 ("floor: a training step through an empty autograd.Function", "f32", 0,
+                  lambda: torch.autograd.grad(floors.function(a_g, b_g), (a_g, b_g), a))]
     return [(name, dtype, f"{B}x{D}x{T}", moved, fn) for name, dtype, moved, fn in rows]
 
 

@@ -169,8 +169,11 @@ status gated_recurrence_backward(const cuda_backend& be, const gated_backward_ar
 
   const std::size_t x_bytes = cuda_detail::recompute_bytes(g, p);
   cuda_detail::workspace_lease ws(be);
-  if (status st = ws.acquire(gated_recurrence_workspace_size(g)); st != status::success) return st;
-  const cuda_backend rest = cuda_detail::backend_after(be, ws, x_bytes, gated_recurrence_workspace_size(g));
+  // One lease for the recomputed x and the kernels' storage after it. With x given the call holds
+  // nothing of its own: the kernels lease what they need, the lane loop nothing.
+  const std::size_t bytes = x_bytes > 0 ? gated_recurrence_workspace_size(g) : 0;
+  if (status st = ws.acquire(bytes); st != status::success) return st;
+  const cuda_backend rest = cuda_detail::backend_after(be, ws, x_bytes, bytes);
 
   const T* x = g.x;
   if (!x && g.shape.length > 0) {  // recompute the forward states into the workspace
@@ -306,8 +309,10 @@ status gated_recurrence_backward(const cuda_backend& be, const gated_varlen_back
   if (N * D == 0) return status::success;
   const std::size_t x_bytes = cuda_detail::recompute_bytes(detail::packed_backward(g), p.whole);
   cuda_detail::workspace_lease ws(be);
-  if (status st = ws.acquire(gated_recurrence_workspace_size(g)); st != status::success) return st;
-  const cuda_backend rest = cuda_detail::backend_after(be, ws, x_bytes, gated_recurrence_workspace_size(g));
+  // As the batch's backward: a lease here only for a recomputed x.
+  const std::size_t bytes = x_bytes > 0 ? gated_recurrence_workspace_size(g) : 0;
+  if (status st = ws.acquire(bytes); st != status::success) return st;
+  const cuda_backend rest = cuda_detail::backend_after(be, ws, x_bytes, bytes);
 
   const T* x = g.x;
   if (!x && g.shape.total_length > 0) {  // recompute the forward states, laid out like b
