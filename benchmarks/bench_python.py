@@ -181,6 +181,7 @@ def floors(torch, large):
                 return op
 
             floors.ops = (empty_op("empty", False), empty_op("empty_with_autograd", True))
+
             class EmptyFunction(torch.autograd.Function):  # what any Python autograd formula costs
                 @staticmethod
                 def forward(ctx, a, b):
