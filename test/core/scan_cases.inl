@@ -796,7 +796,8 @@ TEST_CASE(PARSCAN_TEST_NAME("generic scans: batches in every layout in both dire
 // in the CUDA backend's persistent grid of staged lane tiles, the last group partial; with an
 // even D the 4-byte elements run in lane packs of two channels (generic/generic_lane_packs.cuh),
 // with an odd one a channel a lane. Lengths of one step, of one tile and of several, the last
-// partial.
+// partial. On a GPU of 132 SMs the packs' 68 groups do not fill the device, so lengths of one
+// staged tile or less (1, 128) take the lane loop there (dispatch_lane_tiles).
 TEST_CASE(PARSCAN_TEST_NAME("generic scans: wide channel-last batches"), PARSCAN_TEST_TAGS("[scan][batch]")) {
   using namespace parscan_scan_cases;
   const int c = GENERATE(range(0, num_cases));
