@@ -93,10 +93,31 @@ inline index_t engine_chunk(index_t B, index_t L, index_t N) {
   return N <= warp_engine_max_n ? warp_engine_chunk(B, L, N) : block_engine_chunk(B, L);
 }
 
+#ifndef PARSCAN_THREAD_SINGLE_PASS  // a build-time override, only for measuring against phases a, b and c
+#define PARSCAN_THREAD_SINGLE_PASS 1
+#endif
+inline constexpr bool thread_single_pass = PARSCAN_THREAD_SINGLE_PASS;
+/// The single pass serves N ≤ 2. At N = 4 its warp scan of 4×4 maps in double spilled (255
+/// registers, 312 bytes of stack) and it ran at 21% of copy against phases a, b and c's 34%
+/// (docs/performance.md, "A single pass for N ≤ 2"); N = 3 was not measured.
+inline constexpr int thread_single_pass_max_n = 2;
+
+/// Steps of a tile of the thread engine's single pass for state size N ≤ thread_single_pass_max_n:
+/// a block's chunks (one a thread) of two stages each.
+inline int thread_pass_tile_steps(index_t N) {
+  constexpr int chunks = 32 * thread_engine_warps;
+  return chunks * 2 * (N == 1 ? thread_layout<1, float, float>::steps : thread_layout<2, float, float>::steps);
+}
+
 template <class C>
 std::size_t engine_workspace(index_t B, index_t L, index_t N) {
   const index_t chunk = engine_chunk(B, L, N), chunks = (L + chunk - 1) / chunk;
   if (chunks <= 1) return 0;
+  if (N <= thread_single_pass_max_n && thread_single_pass) {  // the single pass: its look-back records
+    const int tile = thread_pass_tile_steps(N);
+    return N == 1 ? thread_pass_state<1, aggregate_t<C>>::bytes(B, L, tile)
+                  : thread_pass_state<2, aggregate_t<C>>::bytes(B, L, tile);
+  }
   const std::size_t tasks = sat_mul(static_cast<std::size_t>(B), static_cast<std::size_t>(chunks));
   const std::size_t n = static_cast<std::size_t>(N), elem = sizeof(aggregate_t<C>);
   return sat_add(sat_add(ws_bytes(sat_mul(tasks, n * n), elem), ws_bytes(sat_mul(tasks, n), elem)),
@@ -150,16 +171,18 @@ status launch_warp_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t st
 }
 
 /// Phase a or c of the thread engine for state size N.
-template <bool Aggregate, int N, class T, class XO, class FO, class C>
-status launch_thread_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream) {
-  constexpr std::size_t smem = thread_layout<N, T, XO>::block_bytes;
-  auto kernel = thread_chunk_kernel<Aggregate, N, T, XO, FO, C>;
+template <thread_pass Pass, int N, class T, class XO, class FO, class C>
+status launch_thread_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream,
+                            const thread_pass_state<N, aggregate_t<C>>& single = {}, index_t warps = 0) {
+  constexpr std::size_t smem = thread_block_bytes<N, T, XO>(Pass == thread_pass::single);
+  auto kernel = thread_chunk_kernel<Pass, N, T, XO, FO, C>;
   if (smem > 48 * 1024)
     if (status st = report(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
         st != status::success)
       return st;
-  const index_t rounds = (engine_tasks(p) + 31) / 32;
-  kernel<<<grid_for((rounds + thread_engine_warps - 1) / thread_engine_warps), 32 * thread_engine_warps, smem, stream>>>(p);
+  if (warps == 0) warps = (engine_tasks(p) + 31) / 32;  // a round of tasks a warp
+  kernel<<<grid_for((warps + thread_engine_warps - 1) / thread_engine_warps), 32 * thread_engine_warps, smem, stream>>>(
+      p, single);
   return check_launch();
 }
 
@@ -173,7 +196,7 @@ status thread_engine_fill_for_device(index_t& fill) {
   fill = thread_engine_fill;
   const device_facts dev = current_device();
   if (dev.st != status::success) return dev.st;
-  constexpr auto rerun = thread_chunk_kernel<false, N, T, XO, FO, C>;
+  constexpr auto rerun = thread_chunk_kernel<thread_pass::rerun, N, T, XO, FO, C>;
   const int per_sm = blocks_per_multiprocessor<rerun>(32 * thread_engine_warps, dev.device,
                                                       static_cast<int>(thread_layout<N, T, XO>::block_bytes));
   const index_t resident = static_cast<index_t>(per_sm) * thread_engine_warps * 32 * dev.multiprocessors;
@@ -185,26 +208,48 @@ status thread_engine_fill_for_device(index_t& fill) {
 template <int N, class T, class XO, class FO, class C>
 status launch_thread_engine(const engine_problem<T, XO, FO, C>& p, bool chunked, cudaStream_t stream) {
   if (chunked) {
-    if (status st = launch_thread_chunks<true, N>(p, stream); st != status::success) return st;
+    if (status st = launch_thread_chunks<thread_pass::aggregate, N>(p, stream); st != status::success) return st;
     thread_carry_kernel<N><<<grid_for(p.batch), thread_carry_threads, 0, stream>>>(p);
     if (status st = check_launch(); st != status::success) return st;
   }
-  return launch_thread_chunks<false, N>(p, stream);
+  return launch_thread_chunks<thread_pass::rerun, N>(p, stream);
 }
 
-/// The thread engine over a batch chunked as engine_chunk says, the chunks made longer where
-/// the device holds fewer tasks at once (thread_engine_fill_for_device).
+/// The thread engine over a batch: phase c alone where engine_chunk gives one chunk; else for
+/// N ≤ thread_single_pass_max_n the single pass (thread_pass::single) over tiles of
+/// thread_pass_tile_steps(N), which reads W' and b' once where phases a, b and c read them
+/// twice (docs/design.md, "the thread engine"), and phases a, b and c above; `ws` holds
+/// engine_workspace<C>(B, L, N) bytes.
 template <int N, class T, class XO, class FO, class C>
-status run_thread_engine(engine_problem<T, XO, FO, C> p, cudaStream_t stream) {
-  if (p.chunks > 1) {
+status run_thread_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t stream) {
+  if (p.chunks <= 1) return launch_thread_chunks<thread_pass::rerun, N>(p, stream);
+  if constexpr (!thread_single_pass || N > thread_single_pass_max_n) {
+    // Phases a, b and c, the chunks as long as the device's tasks need.
     index_t fill = thread_engine_fill;
     if (status st = thread_engine_fill_for_device<N, T, XO, FO, C>(fill); st != status::success) return st;
     if (fill < thread_engine_fill) {
       p.chunk = thread_engine_chunk(p.batch, p.length, fill);
       p.chunks = (p.length + p.chunk - 1) / p.chunk;
     }
+    return launch_thread_engine<N>(p, p.chunks > 1, stream);
+  } else {
+    using state = thread_pass_state<N, aggregate_t<C>>;
+    const int tile = thread_pass_tile_steps(N);
+    const std::size_t bytes = state::bytes(p.batch, p.length, tile);
+    if (status st = report(cudaMemsetAsync(ws, 0, bytes, stream)); st != status::success) return st;
+    const state single = state::carve(ws, p.batch, p.length, tile);
+    // As many blocks as the device holds at once, at most one a tile: each claims tiles until
+    // none is left.
+    const device_facts dev = current_device();
+    if (dev.st != status::success) return dev.st;
+    constexpr auto kernel = thread_chunk_kernel<thread_pass::single, N, T, XO, FO, C>;
+    const int per_sm = blocks_per_multiprocessor<kernel>(32 * thread_engine_warps, dev.device,
+                                                         static_cast<int>(thread_block_bytes<N, T, XO>(true)));
+    if (per_sm == 0) return status::exceeds_device_limits;
+    const index_t tiles = p.batch * single.tiles_per_sequence;
+    const index_t blocks = std::min(tiles, static_cast<index_t>(per_sm) * dev.multiprocessors);
+    return launch_thread_chunks<thread_pass::single, N>(p, stream, single, blocks * thread_engine_warps);
   }
-  return launch_thread_engine<N>(p, p.chunks > 1, stream);
 }
 
 /// Runs the engine over every sequence of `p` (length ≥ 1), with `ws` holding
@@ -229,10 +274,10 @@ status run_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t stream)
   }
   static_assert(thread_engine_max_n == 4, "the thread engine is instantiated for N = 1..4");
   switch (p.n) {
-    case 1: return run_thread_engine<1>(p, stream);
-    case 2: return run_thread_engine<2>(p, stream);
-    case 3: return run_thread_engine<3>(p, stream);
-    case 4: return run_thread_engine<4>(p, stream);
+    case 1: return run_thread_engine<1>(p, ws, stream);
+    case 2: return run_thread_engine<2>(p, ws, stream);
+    case 3: return run_thread_engine<3>(p, ws, stream);
+    case 4: return run_thread_engine<4>(p, ws, stream);
     default: break;
   }
   if (p.chunks > 1) {

@@ -280,6 +280,33 @@ void backward_options() {
           }
 }
 
+/// The same call twice gives the same bits, and both are right. Long sequences of small N: on
+/// CUDA the thread engine's single pass, whose tiles (256 steps for N = 2, 128 for N = 4) learn
+/// their prefix from a look-back over the tiles before them, in whatever order they finish; on
+/// the GPU's long shapes more than 32 windows of 32 tiles, so a look-back also chains window
+/// prefixes.
+template <class T>
+void repeatable() {
+  const bool long_shapes = parscan_test::long_shapes_wanted();
+  for (index_t N : {2, 4}) {
+    rec_opts o;
+    o.B = 3, o.N = N, o.x0 = true, o.xfinal = true, o.reverse = N == 4;
+    o.T = !long_shapes ? 20000 + 17 : N == 2 ? 300000 + 17 : 140000 + 3;
+    o.fam = family::contractive;
+    INFO(dtype_name<T>() << " forward twice " << o.str());
+    PARSCAN_TEST_RNG(r, std::string("matrix repeat ") + dtype_name<T>() + " " + o.str());
+    const rec_inputs<T> in = draw_inputs<T>(r, o);
+    dvec x, xf;
+    ref_forward(o.B, o.T, o.N, to_dvec(in.W), to_dvec(in.b), to_dvec(in.x0), o.reverse, x, xf);
+    const fwd_result<T> first = forward_call(o, in), second = forward_call(o, in);
+    const double tol = tolerance<T>(o.N, o.T);
+    check_close("x", first.x, x, tol);
+    check_close("x_final", first.xf, xf, tol, max_abs(x));
+    CHECK(first.x == second.x);
+    CHECK(first.xf == second.xf);
+  }
+}
+
 /// The edges of the CUDA engines: the thread engine (N ≤ 4: one task per thread, 32 tasks per
 /// warp, stages of 8 steps, 4 for N = 4), the warp engine (N = 5–16: 32 / (N+1) tasks per warp:
 /// 5, 4, 3, 3, 2, 2, 2, 1, 1; and the float aggregate's two columns per lane for N = 10, 16: 5
@@ -320,6 +347,18 @@ void engine_edges() {
     o.x_given = N != 1, o.dxfinal = true;
     run_backward<T>(o);
   }
+  // The backward's W' one step after b': for N = 2 in a 16-bit type a step of W is 8 bytes, so
+  // with T a multiple of 8 every stage of 8 steps starts 8-byte (not 16-byte) aligned, and the
+  // warp copies whole stages in 8-byte units. Dense tensors, forward and reverse, x given and
+  // recomputed, and a sequence length that ends with a short stage (T = 8·97 + 3).
+  for (index_t L : {index_t(8 * 100), index_t(8 * 97 + 3)})
+    for (bool reverse : {false, true}) {
+      rec_opts o;
+      o.B = 5, o.T = L, o.N = 2, o.layout = 0, o.reverse = reverse, o.x0 = reverse, o.dxfinal = !reverse;
+      o.x_given = L % 8 == 0;
+      o.fam = family::contractive;
+      run_backward<T>(o);
+    }
   // Many tasks: 40 sequences of 200 steps, 4 chunks each (the last of 8 steps), several warps
   // and blocks, and for N = 1 a warp's 16 tasks spanning several sequences.
   for (index_t N : {1, 6, 16}) {
@@ -1039,6 +1078,7 @@ MTX_FOR_EACH_DTYPE("recurrence forward: options, strided views, x == b", "[forwa
 MTX_FOR_EACH_DTYPE("recurrence backward: N x T sweep", "[backward]", backward_sweep)
 MTX_FOR_EACH_DTYPE("recurrence backward: options, strided views, db == dx", "[backward]", backward_options)
 MTX_FOR_EACH_DTYPE("recurrence: chunked forward and backward equal one call", "[chunked]", chunked)
+MTX_FOR_EACH_DTYPE("recurrence: the same call twice gives the same bits", "[forward]", repeatable)
 MTX_FOR_EACH_DTYPE("recurrence: engine edges (N and T and B around chunks and stages and tasks per warp)", "[forward][backward]", engine_edges)
 MTX_FOR_EACH_DTYPE("chain: d x n sweep, both orders, total and prefixes", "[chain]", chain_sweep)
 MTX_FOR_EACH_DTYPE("chain: TF32 and bf16 tensor-core opt-in", "[chain]", chain_math_modes)
