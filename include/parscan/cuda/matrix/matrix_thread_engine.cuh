@@ -317,8 +317,10 @@ __global__ void __launch_bounds__(32 * thread_engine_warps)
 #pragma unroll 4
       for (int i0 = 0; i0 < 32; i0 += per) {
         const int i = i0 + sub < 32 ? i0 + sub : 31;
-        const auto* Wi = reinterpret_cast<const char*>(__shfl_sync(all_lanes, reinterpret_cast<std::uintptr_t>(W_lo), i));
-        const auto* bi = reinterpret_cast<const char*>(__shfl_sync(all_lanes, reinterpret_cast<std::uintptr_t>(b_lo), i));
+        const auto* Wi =
+            reinterpret_cast<const char*>(__shfl_sync(all_lanes, reinterpret_cast<std::uintptr_t>(W_lo), i));
+        const auto* bi =
+            reinterpret_cast<const char*>(__shfl_sync(all_lanes, reinterpret_cast<std::uintptr_t>(b_lo), i));
         if (sub < per && i0 + sub < 32 && ((whole_tasks >> i) & 1u)) {
           char* const to = reinterpret_cast<char*>(stage_of(buf) + i * L::task_stride);
           if (unit < W_units) stage_bytes<WUnit>(to + WUnit * unit, Wi + WUnit * unit);
