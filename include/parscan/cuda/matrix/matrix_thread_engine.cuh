@@ -19,6 +19,10 @@
 // consecutive chunk maps, a block scan combines the threads, and each thread walks its chunks
 // from the state entering them, writing their carries. A sequence costs one round of the block
 // instead of chunks / 32 dependent rounds of a warp, so sequences can take many short chunks.
+// For N ≤ 2 a batch takes the single pass instead (thread_pass::single): a block stages a tile
+// of 128 chunks whole, composes their maps, learns the tile's prefix from a look-back
+// (agent/window_chain.cuh) and re-runs the chunks from the staged steps, so W' and b' are read
+// once rather than twice.
 #pragma once
 
 #include "../agent/window_chain.cuh"
@@ -215,8 +219,9 @@ struct chunk_map_order {
 };
 
 /// What a launch of the thread engine's chunk kernel does: phase a (aggregate each chunk's map),
-/// phase c (re-run each chunk from its carry), or the single pass (each warp a tile of 32
-/// chunks: their maps, a warp scan, a look-back over the sequence's earlier tiles, the re-run).
+/// phase c (re-run each chunk from its carry), or the single pass (each block a tile of 128
+/// chunks at a time: their maps, a block scan, a look-back over the sequence's earlier tiles,
+/// the re-run).
 enum class thread_pass { rerun, aggregate, single };
 
 /// The single pass's state: the tiles' look-back records (agent/window_chain.cuh) and the
