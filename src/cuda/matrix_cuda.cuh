@@ -170,7 +170,8 @@ status launch_warp_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t st
   return check_launch();
 }
 
-/// Phase a or c of the thread engine for state size N.
+/// Phase a, phase c or the single pass (Pass) of the thread engine for state size N, on `warps`
+/// warps (0: one a round of 32 tasks); `single` is the single pass's state.
 template <thread_pass Pass, int N, class T, class XO, class FO, class C>
 status launch_thread_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream,
                             const thread_pass_state<N, aggregate_t<C>>& single = {}, index_t warps = 0) {
@@ -218,7 +219,7 @@ status launch_thread_engine(const engine_problem<T, XO, FO, C>& p, bool chunked,
 /// The thread engine over a batch: phase c alone where engine_chunk gives one chunk; else for
 /// N ≤ thread_single_pass_max_n the single pass (thread_pass::single) over tiles of
 /// thread_pass_tile_steps(N), which reads W' and b' once where phases a, b and c read them
-/// twice (docs/design.md, "the thread engine"), and phases a, b and c above; `ws` holds
+/// twice (docs/design.md, "the thread engine"), and phases a, b and c for larger N; `ws` holds
 /// engine_workspace<C>(B, L, N) bytes.
 template <int N, class T, class XO, class FO, class C>
 status run_thread_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t stream) {
@@ -264,7 +265,7 @@ status run_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t stream)
   if (!warp && static_cast<index_t>(p.stage_steps) * (p.n * p.n + p.n) >
                    static_cast<index_t>(engine_threads(p.n)) * engine_max_slots)
     return status::unsupported;  // cannot happen for N ≤ 64: the staging fits the registers
-  if (p.chunks > 1) {
+  if (p.chunks > 1) {  // the three phases' storage (the single pass lays out ws its own way)
     using D = aggregate_t<C>;
     const std::size_t tasks = static_cast<std::size_t>(p.batch * p.chunks), n = static_cast<std::size_t>(p.n);
     char* w = static_cast<char*>(ws);
