@@ -806,16 +806,24 @@ status matrix_recurrence_backward(const cuda_backend& be, const matrix_backward_
   r.w_shift = g.reverse ? -1 : 1;
   if (status st = run_engine(r, engine_ws, stream); st != status::success) return st;
 
-  // dW: groups of steps of about 2048 elements, 256 threads each.
-  const int group = static_cast<int>(std::max<index_t>(1, 2048 / (N * N)));
-  const unsigned outer_grid = grid_for(B * ((L + group - 1) / group));
-  if (g.x) {
-    outer_kernel<T, T, C><<<outer_grid, 256, 0, stream>>>(g.dW, blocks_of(p.dW), g.db, blocks_of(p.db), g.x,
-                                                          blocks_of(p.x), g.x0, B, L, N, g.reverse, group);
-  } else {
-    outer_kernel<T, C, C><<<outer_grid, 256, 0, stream>>>(g.dW, blocks_of(p.dW), g.db, blocks_of(p.db), x_tmp,
-                                                          x_dense, g.x0, B, L, N, g.reverse, group);
-  }
+  // dW: for N ≤ 2 a thread a step; else groups of steps of about 2048 elements, 256 threads each
+  // (a thread a step measured 1.7× slower at N = 4: its 16 stores a step, 64 bytes apart from
+  // the next thread's, each touch 32 sectors; docs/performance.md).
+  const auto outer = [&](const auto* xs, strided_blocks lxs) {
+    using X = std::remove_cv_t<std::remove_pointer_t<decltype(xs)>>;
+    const unsigned steps_grid = grid_for((B * L + 255) / 256);
+    const auto by_step = [&](auto n_tag) {
+      outer_steps_kernel<decltype(n_tag)::value, T, X, C><<<steps_grid, 256, 0, stream>>>(
+          g.dW, blocks_of(p.dW), g.db, blocks_of(p.db), xs, lxs, g.x0, B, L, g.reverse);
+    };
+    if (N == 1) return by_step(std::integral_constant<int, 1>{});
+    if (N == 2) return by_step(std::integral_constant<int, 2>{});
+    const int group = static_cast<int>(std::max<index_t>(1, 2048 / (N * N)));
+    outer_kernel<T, X, C><<<grid_for(B * ((L + group - 1) / group)), 256, 0, stream>>>(
+        g.dW, blocks_of(p.dW), g.db, blocks_of(p.db), xs, lxs, g.x0, B, L, N, g.reverse, group);
+  };
+  if (g.x) outer(g.x, blocks_of(p.x));
+  else outer(x_tmp, x_dense);
   if (status st = check_launch(); st != status::success) return st;
   if (dx0) {  // dx0 = W[first]ᵀ·db[first]; dx_final (which dx0 may be) was read by the db run
     dx0_kernel<T, C><<<grid_for((B * N + 255) / 256), 256, 0, stream>>>(dx0, g.W, blocks_of(p.W), dbf, B, L, N,

@@ -769,6 +769,34 @@ __global__ void outer_kernel(T* dW, strided_blocks ldW, const T* db, strided_blo
   }
 }
 
+/// outer_kernel for N known at compile time (N ≤ 2): a thread a step, db[t] and x[prev] read
+/// once each and the step's N² products written from registers, where outer_kernel takes an
+/// element a thread, with three divisions and two scalar loads an element. The products are
+/// the same, bit for bit.
+template <int N, class T, class X, class C>
+__global__ void outer_steps_kernel(T* dW, strided_blocks ldW, const T* db, strided_blocks ldb, const X* x,
+                                   strided_blocks lx, const T* x0, index_t B, index_t L, bool reverse) {
+  const index_t total = B * L;
+  for (index_t e = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<index_t>(gridDim.x) * blockDim.x) {
+    const index_t s = e / L, t = e - s * L;
+    const index_t k = reverse ? L - 1 - t : t;  // forward processing index
+    C xp[N], d[N];
+    const X* const xs = k > 0 ? x + lx.at(s, reverse ? t + 1 : t - 1) : nullptr;
+    const T* const ds = db + ldb.at(s, t);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      xp[j] = xs ? to_c<C>(xs[j]) : x0 ? to_c<C>(x0[s * N + j]) : C(0);
+      d[j] = to_c<C>(ds[j]);
+    }
+    T* const out = dW + ldW.at(s, t);
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+#pragma unroll
+      for (int j = 0; j < N; ++j) out[i * N + j] = from_c<T>(d[i] * xp[j]);
+  }
+}
+
 /// dx0 = W[first]ᵀ·db[first] per sequence (db[first] in compute precision from the engine);
 /// with no steps, dx0 = dx_final (or 0) — handled by state_copy_kernel.
 template <class T, class C>
