@@ -26,12 +26,15 @@
 // algorithm), in the same run. Both rows count the task's bytes (the values read and written
 // once; CUB also reads its keys, which the task does not need). The first 2000 segments and the
 // last are checked against a float64 host loop.
-//   usage: bench_varlen [--json out.json] [--filter <part of a row name>]
+// --segment-shapes adds the segment kernel in other shapes (warps a block, staged tiles a warp),
+// each checked as the library's row is.
+//   usage: bench_varlen [--json out.json] [--filter <part of a row name>] [--segment-shapes]
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -264,7 +267,8 @@ __global__ void segment_keys(const std::int64_t* offsets, index_t segments, int*
 }
 
 /// The generic segmented float sum and CUB's scan by key, same data, same run.
-void segmented_rows(double copy, const std::string& filter, std::vector<bench::row>& rows, double& max_err) {
+void segmented_rows(double copy, const std::string& filter, bool shapes, std::vector<bench::row>& rows,
+                    double& max_err) {
   const std::string name = "segmented float sum, 1e5 random segments";
   if ((name + " (parscan)").find(filter) == std::string::npos && (name + " (cub by key)").find(filter) == std::string::npos)
     return;
@@ -311,6 +315,35 @@ void segmented_rows(double copy, const std::string& filter, std::vector<bench::r
   parscan_call(0);
   max_err = std::max(max_err, check("parscan"));
   const double us = bench::median_us(parscan_call, 15, 2);
+  const double moved = 2.0 * n * sizeof(float);
+  const std::string shape = "1e5 segs, total 2^28";
+  if (shapes) {  // the segment kernel's other shapes, each checked, then timed beside the library's
+    namespace cd = parscan::cuda_detail;
+    using problem = cd::generic_problem<float, float, float>;
+    const parscan::segmented_problem<float, float, float> sp{parscan::scan_kind::inclusive, x, out, seg, {}, 0.f,
+                                                             false};
+    const problem P = problem::from(sp.segment(0, 0, 0));
+    auto shaped = [&](auto warps, auto stages) {
+      constexpr int W = decltype(warps)::value, S = decltype(stages)::value;
+      const std::string who = name + " (parscan, " + std::to_string(W) + " warps a block, " + std::to_string(S) +
+                              " stages)";
+      auto call = [&](int) {
+        const parscan::status st = cd::launch_segments_shaped<W, S, cd::tile_shape<problem>::chunks>(
+            P, parscan::sum_op<float>{}, off, N, be);
+        if (st != parscan::status::success) std::printf("%s: %s\n", who.c_str(), parscan::to_string(st)), std::exit(1);
+      };
+      BENCH_CHECK(cudaMemset(out, 0xff, n * sizeof(float)));
+      call(0);
+      max_err = std::max(max_err, check(who.c_str()));
+      const double t = bench::median_us(call, 15, 2);
+      rows.push_back({who, "f32", "packed", "fwd", shape, t, moved / t / 1e3, 100 * moved / t / 1e3 / copy, 0.0});
+    };
+    using c1 = std::integral_constant<int, 1>;
+    using c2 = std::integral_constant<int, 2>;
+    using c3 = std::integral_constant<int, 3>;
+    using c4 = std::integral_constant<int, 4>;
+    shaped(c4{}, c2{}), shaped(c1{}, c3{}), shaped(c1{}, c2{}), shaped(c2{}, c3{}), shaped(c1{}, c4{});
+  }
   std::size_t tmp_bytes = 0;
   BENCH_CHECK(cub::DeviceScan::InclusiveSumByKey(nullptr, tmp_bytes, keys, x, out, static_cast<int>(n)));
   void* tmp;
@@ -321,8 +354,6 @@ void segmented_rows(double copy, const std::string& filter, std::vector<bench::r
   cub_call(0);
   check("cub");
   const double cub_us = bench::median_us(cub_call, 15, 2);
-  const double moved = 2.0 * n * sizeof(float);
-  const std::string shape = "1e5 segs, total 2^28";
   rows.push_back({name + " (parscan)", "f32", "packed", "fwd", shape, us, moved / us / 1e3, 100 * moved / us / 1e3 / copy, 0.0});
   rows.push_back({name + " (cub by key)", "f32", "packed", "fwd", shape, cub_us, moved / cub_us / 1e3,
                   100 * moved / cub_us / 1e3 / copy, 0.0});
@@ -392,7 +423,7 @@ int main(int argc, char** argv) {
         if (c.name.find(filter) != std::string::npos) rows.push_back(run_log(c, copy, max_err_log));
     }
   double max_err_segmented = 0;
-  segmented_rows(copy, filter, rows, max_err_segmented);
+  segmented_rows(copy, filter, bench::has_flag(argc, argv, "--segment-shapes"), rows, max_err_segmented);
   bench::print_table(rows, copy);
   bench::write_json(bench::json_arg(argc, argv), "bench_varlen", rows, copy);
   std::printf("random lengths: 64 sequences, total %lld steps (mean %.1f)\n", static_cast<long long>(total),

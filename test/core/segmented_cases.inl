@@ -117,19 +117,21 @@ struct maybe_ref {
   bool has;
 };
 
-/// Exact int64 sums.
+/// Exact integer sums (int64; int32 with values small enough that no sum overflows).
+template <class I>
 struct int_sums {
   using acc = maybe_ref<long long>;
-  void draw(parscan_test::rng& r, std::vector<std::int64_t>& x, std::vector<std::int64_t>& c) const {
-    for (auto& v : x) v = static_cast<std::int64_t>(r.uniform(-1e6, 1e6));
-    for (auto& v : c) v = static_cast<std::int64_t>(r.uniform(-1e6, 1e6));
+  static constexpr double range = sizeof(I) == 8 ? 1e6 : 1e3;
+  void draw(parscan_test::rng& r, std::vector<I>& x, std::vector<I>& c) const {
+    for (auto& v : x) v = static_cast<I>(r.uniform(-range, range));
+    for (auto& v : c) v = static_cast<I>(r.uniform(-range, range));
   }
-  acc start(const std::int64_t* carry, bool has_init, std::int64_t init) const {
+  acc start(const I* carry, bool has_init, I init) const {
     if (carry) return {*carry, true};
     return {has_init ? init : 0, has_init};
   }
-  acc step(acc a, std::int64_t x) const { return {a.has ? a.value + x : x, true}; }
-  bool matches(std::int64_t got, const acc& want, index_t) const { return want.has && got == want.value; }
+  acc step(acc a, I x) const { return {a.has ? a.value + x : x, true}; }
+  bool matches(I got, const acc& want, index_t) const { return want.has && got == want.value; }
 };
 
 /// Affine pairs of float: x ↦ a·x + b composed in order, against float64.
@@ -165,7 +167,18 @@ TEST_CASE(PARSCAN_TEST_NAME("segmented scans: int64 sums, every kind, both direc
     for (bool reverse : {false, true})
       for (bool carries : {false, true})
         check_segmented<std::int64_t>("int64 sum", kind, reverse, carries, 200, 5000, parscan::sum_op<std::int64_t>{},
-                                      std::int64_t{17}, int_sums{});
+                                      std::int64_t{17}, int_sums<std::int64_t>{});
+}
+
+// Four steps to a 16-byte run: a segment's misaligned head has 0 to 3 of them.
+TEST_CASE(PARSCAN_TEST_NAME("segmented scans: int32 sums, every kind, both directions, with and without carries"),
+          PARSCAN_TEST_TAGS("[scan][segmented]")) {
+  using namespace parscan_segmented_cases;
+  for (int kind = 0; kind < 3; ++kind)
+    for (bool reverse : {false, true})
+      for (bool carries : {false, true})
+        check_segmented<std::int32_t>("int32 sum", kind, reverse, carries, 200, 5000, parscan::sum_op<std::int32_t>{},
+                                      std::int32_t{-23}, int_sums<std::int32_t>{});
 }
 
 TEST_CASE(PARSCAN_TEST_NAME("segmented scans: affine pairs (not commutative), every kind, both directions"),
