@@ -17,8 +17,9 @@ namespace cuda_detail {
 /// The segment kernel's shape: blocks of one warp, three staged tiles a warp, runs a lane as
 /// the warp loop of the batched scans has them (tile_shape). A block lives as long as its
 /// longest segment, so with four warps a block (the batched loop's) the warps of short segments
-/// idled beside a long one: the float sum over 10^5 random segments ran at 78.8% of copy, at
-/// 82.0% in blocks of one warp, 84.1% with a third stage (bench_varlen --segment-shapes, H200).
+/// idled beside a long one: the float sum over 10^5 random segments ran at 78.6–78.8% of copy,
+/// at 81.6–82.0% in blocks of one warp, 83.6–84.2% with a third stage (bench_varlen
+/// --segment-shapes, H200; docs/performance.md).
 constexpr int segment_block_warps = 1;
 constexpr int segment_stages = 3;
 
