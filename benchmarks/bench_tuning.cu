@@ -880,6 +880,22 @@ void bulk_reduce_row(reduce_case<T>& rc, index_t tiles_per_span = 0) {
   });
 }
 
+// The tile-blocks reduce (agent/tile_blocks_reduce.cuh) of rc in tiles of Threads × Loads
+// 16-byte accesses, for operators whose operands may be swapped.
+template <int Threads, int Loads, class T>
+void tile_blocks_row(reduce_case<T>& rc, bool programmatic = false) {
+  using problem = typename reduce_case<T>::problem;
+  using op_t = typename reduce_case<T>::op_t;
+  const std::string name = "tile blocks " + std::to_string(Threads) + "t x " + std::to_string(Loads) + " (" +
+                           std::to_string(Threads * Loads * 16 / 1024) + " KB)" +
+                           (programmatic ? ", fold launched early" : "");
+  rc.time(name, [&](int) {
+    if (cd::launch_tile_blocks_reduce<problem, op_t, Threads, Loads>(rc.P, op_t{}, 1, workspace_backend(),
+                                                                programmatic) != parscan::status::success)
+      std::printf("%s failed\n", name.c_str()), std::exit(1);
+  });
+}
+
 // Reduces of 2^log2n elements: CUB, the library's dispatch, and the bulk reduce in several tile
 // shapes and both finishes, or (spans) over spans of 1 … 32 tiles (docs/performance.md, "Lane
 // runs and one launch for the bulk reduce"). CUB's DeviceReduce takes its operator to be
@@ -905,6 +921,14 @@ void reduce_shapes(int log2n, double tol, result_sink& sink, bool spans = false)
   if (spans) {
     for (index_t per_span : {1, 2, 4, 8, 16, 32}) bulk_reduce_row<8, 40 * 1024, 2>(rc, per_span);
     return;
+  }
+  if constexpr (cd::swaps_operands<op_t, T>) {
+    tile_blocks_row<512, 8>(rc);
+    tile_blocks_row<512, 8>(rc, true);
+    tile_blocks_row<256, 16>(rc);
+    tile_blocks_row<256, 16>(rc, true);
+    tile_blocks_row<1024, 4>(rc);
+    tile_blocks_row<512, 16>(rc);
   }
   bulk_reduce_row<8, 40 * 1024, 2, false>(rc);
   bulk_reduce_row<8, 40 * 1024, 2>(rc);

@@ -240,8 +240,9 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: generic int32 scans as bulk tiles ov
 }
 
 /// Exact reduces of `sequences` time-contiguous int64 sequences of `length` steps with carries,
-/// both directions, with tile shape Shape (the library's when void): through bulk tiles when
-/// `bulk` (which the test then requires), else the chained kernels' two passes.
+/// both directions, with tile shape Shape (the library's when void): through the bulk reduce,
+/// launched directly, when `bulk` (which the test then requires), else the chained kernels' two
+/// passes.
 template <class Shape>
 static void check_int64_reduces(const char* stream, index_t sequences, index_t length, bool bulk) {
   PARSCAN_TEST_RNG(r, stream);
@@ -260,9 +261,16 @@ static void check_int64_reduces(const char* stream, index_t sequences, index_t l
     opts.carry_out = dtotal.data();
     const problem P = problem::from({parscan::scan_kind::reduce, dx.data(), l, nullptr, l, opts, 0, true});
     REQUIRE(P.reduce_only());
-    if (bulk) REQUIRE(P.stages_bulk_input());
-    REQUIRE(cd::dispatch_scan<Shape>(P, parscan::sum_op<long long>{}, sequences, parscan::cuda_backend{}) ==
-            parscan::status::success);
+    if (bulk) {
+      // (The library's dispatch takes an int64 sum to the tile-blocks reduce.)
+      REQUIRE(P.stages_bulk_input());
+      const cd::device_facts dev = cd::current_device();
+      REQUIRE(cd::launch_bulk_reduce(P, parscan::sum_op<long long>{}, sequences, dev, parscan::cuda_backend{}) ==
+              parscan::status::success);
+    } else {
+      REQUIRE(cd::dispatch_scan<Shape>(P, parscan::sum_op<long long>{}, sequences, parscan::cuda_backend{}) ==
+              parscan::status::success);
+    }
     PARSCAN_TEST_SYNC();
     check_int64_totals(x, carry, sequences, length, dtotal);
   }
@@ -353,4 +361,69 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: two-pass reduce on bulk tiles over s
   using problem = cd::generic_problem<long long, long long, long long>;
   static_assert(cd::tile_shape<problem>::bulk_reduce, "int64 reduces take bulk tiles");
   check_int64_reduces<void>("bulk reduce int64", 2, 4097 * cd::bulk_shape<problem>::tile + 76, true);
+}
+
+/// Exact sums of three sequences of `length` steps of T, `stride` apart (the gaps between them
+/// hold a value that no sum may take in), with carries, both directions, through the tile-blocks
+/// reduce (agent/tile_blocks_reduce.cuh) launched directly: the library's spans and spans of one
+/// and of four tiles, the partials' fold launched early or not; then through the library's
+/// dispatch (grid tiles, at these sizes), which must give the same sums.
+template <class T>
+static void check_tile_block_sums(index_t length, index_t stride) {
+  using problem = cd::generic_problem<T, T, T>;
+  using op_t = parscan::sum_op<T>;
+  static_assert(cd::takes_tile_blocks<problem, op_t>, "sums take the tile-blocks reduce");
+  const index_t sequences = 3;
+  PARSCAN_TEST_RNG(r, "tile-blocks reduce " + std::to_string(sizeof(T)) + " " + std::to_string(length));
+  std::vector<T> x(static_cast<std::size_t>(sequences * stride), T(1000000)), carry(static_cast<std::size_t>(sequences));
+  for (index_t s = 0; s < sequences; ++s)
+    for (index_t t = 0; t < length; ++t) x[static_cast<std::size_t>(s * stride + t)] = static_cast<T>(r.uniform(-1000, 1000));
+  for (auto& v : carry) v = static_cast<T>(r.uniform(-1e6, 1e6));
+  std::vector<T> want(carry);
+  for (index_t s = 0; s < sequences; ++s)
+    for (index_t t = 0; t < length; ++t) want[static_cast<std::size_t>(s)] += x[static_cast<std::size_t>(s * stride + t)];
+  parscan_test::guarded_buffer<T> dx(x), dcarry(carry), dtotal(static_cast<std::size_t>(sequences));
+  parscan::sequence_layout l = parscan::sequence_layout::time_contiguous(sequences, length);
+  l.sequence_stride = stride;
+  for (bool reverse : {false, true}) {
+    for (int variant = 0; variant < 7; ++variant) {  // spans of the library's, 1 or 4 tiles, early or not; dispatch
+      const index_t per_span = variant / 2 == 0 ? 0 : variant / 2 == 1 ? 1 : 4;
+      const bool early = variant % 2 == 1;
+      INFO("length=" << length << " reverse=" << reverse << " tiles per span=" << per_span << " early=" << early
+                     << " through dispatch=" << (variant == 6));
+      parscan::scan_options<T> opts;
+      opts.dir = reverse ? parscan::direction::reverse : parscan::direction::forward;
+      opts.carry_in = dcarry.data();
+      opts.carry_out = dtotal.data();
+      const problem P = problem::from({parscan::scan_kind::reduce, dx.data(), l, nullptr, l, opts, T(0), true});
+      REQUIRE(P.stages_bulk_input());
+      const parscan::status st =
+          variant == 6 ? cd::dispatch_scan(P, op_t{}, sequences, parscan::cuda_backend{})
+                       : cd::launch_tile_blocks_reduce(P, op_t{}, sequences, parscan::cuda_backend{}, early, per_span);
+      REQUIRE(st == parscan::status::success);
+      PARSCAN_TEST_SYNC();
+      CHECK(dtotal.all_written());
+      CHECK(dtotal.guards_intact());
+      const std::vector<T> got = dtotal.download();
+      for (index_t s = 0; s < sequences; ++s) {
+        INFO("sequence " << s);
+        CHECK(got[static_cast<std::size_t>(s)] == want[static_cast<std::size_t>(s)]);
+      }
+      dtotal.repoison();
+    }
+  }
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("chained tiles: tile-blocks reduce over spans of whole and partial tiles"),
+          PARSCAN_TEST_TAGS("[scan][chained][reduce]")) {
+  // Tiles of 512 threads × 8 16-byte accesses: 16384 int32 or 8192 int64 steps. Lengths: six
+  // whole tiles and a partial one (spans of four: a whole span and a partial one), two whole
+  // tiles, and six steps (one partial tile); strides a whole number of 16-byte accesses.
+  constexpr index_t t4 = cd::tile_blocks_plan<cd::generic_problem<int, int, int>>::tile;
+  constexpr index_t t8 = cd::tile_blocks_plan<cd::generic_problem<long long, long long, long long>>::tile;
+  check_tile_block_sums<int>(6 * t4 + 777, 6 * t4 + 780);
+  check_tile_block_sums<int>(2 * t4, 2 * t4 + 4);
+  check_tile_block_sums<int>(6, 8);
+  check_tile_block_sums<long long>(6 * t8 + 4095, 6 * t8 + 4096);
+  check_tile_block_sums<long long>(2 * t8, 2 * t8);
 }

@@ -100,10 +100,29 @@ __device__ PARSCAN_INLINE void fold_partials(const Problem& P, const Op& op, ind
   if (threadIdx.x == 0) P.finish(s, combine(P.initial(s), maybe<Acc>{total, true}, op).value);
 }
 
+/// Lets a grid launched after this one with programmatic stream serialization start now, before
+/// this one ends (griddepcontrol.launch_dependents: a hint; nothing before sm_90).
+__device__ PARSCAN_INLINE void allow_dependent_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/// Waits until the grids this one was launched after have finished and their writes are visible
+/// (griddepcontrol.wait; returns at once where the launch allowed no early start).
+__device__ PARSCAN_INLINE void wait_for_prerequisite_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 /// Second pass: one block per sequence folds its spans' partials (fold_partials) and finishes.
-template <int Threads, class Problem, class Op>
+/// AfterFirst: launched to start early (programmatic stream serialization), it first waits on
+/// the device for the first pass to finish and its partials to be visible.
+template <int Threads, class Problem, class Op, bool AfterFirst = false>
 __global__ void __launch_bounds__(Threads)
     reduce_partials_kernel(Problem P, Op op, const typename Problem::acc_type* partials, index_t spans_per_sequence) {
+  if constexpr (AfterFirst) wait_for_prerequisite_grids();
   const index_t s = blockIdx.x;
   fold_partials<Threads>(P, op, s, partials + s * spans_per_sequence, spans_per_sequence);
 }

@@ -17,6 +17,7 @@
 #include "../agent/reduce_spans.cuh"
 #include "../agent/staged_lane_tiles.cuh"
 #include "../agent/thread_span_reduce.cuh"
+#include "../agent/tile_blocks_reduce.cuh"
 #include "../agent/warp_loop.cuh"
 
 namespace parscan::cuda_detail {
@@ -228,6 +229,32 @@ inline index_t reduce_tiles_per_span(index_t tiles_per_sequence) {
 template <class Problem>
 constexpr bool grid_tiles_take = can_reduce_only<Problem>;
 
+/// The most blocks a launch takes.
+constexpr index_t max_grid = 0x7fffffff;
+
+/// The tile-blocks reduce's shape (agent/tile_blocks_reduce.cuh): 256 threads × 16 accesses of
+/// 16 bytes, 64 KB tiles, the partials' fold launched to start early (programmatic stream
+/// serialization). H200, bench_tuning --reduce-shapes, two runs, time against CUB's: int32 sum
+/// at 2^24 0.941 / 0.941, int64 0.978 / 0.966; 512 × 8 0.968–0.996, 1024 × 4 and 512 × 16 over
+/// 1.0; the fold launched after the first pass ends costs 1–1.5 µs more at every size.
+constexpr int tile_blocks_threads = 256, tile_blocks_loads = 16;
+constexpr bool tile_blocks_fold_early = true;
+
+/// The tile-blocks reduce's spans and partials for `sequences` × `length` steps.
+template <class Problem, int Threads = tile_blocks_threads, int Loads = tile_blocks_loads>
+struct tile_blocks_plan {
+  static constexpr index_t tile = tile_block_steps<typename Problem::bulk_element, Threads, Loads>;
+  index_t tiles_per_span = 0, spans_per_sequence = 0, blocks = 0;
+  bool of(index_t sequences, index_t length, index_t span_tiles = 0) {
+    const index_t tiles = (length + tile - 1) / tile;
+    tiles_per_span = span_tiles > 0 ? span_tiles : (tiles + max_tile_block_spans - 1) / max_tile_block_spans;
+    spans_per_sequence = (tiles + tiles_per_span - 1) / tiles_per_span;
+    return !__builtin_mul_overflow(sequences, spans_per_sequence, &blocks) && blocks <= max_grid &&
+           sequences <= max_grid;
+  }
+  std::size_t bytes() const { return static_cast<std::size_t>(blocks) * sizeof(typename Problem::acc_type); }
+};
+
 /// Workspace bytes for `sequences` × `length` steps of Problem (an upper bound over the modes).
 template <class Problem, class shape = tile_shape<Problem>>
 std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
@@ -270,6 +297,10 @@ std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
         static_cast<std::size_t>(sequences) *
         (reduce_per_sequence < max_reduce_spans ? reduce_per_sequence : max_reduce_spans) * sizeof(Acc);
     if (bulk_partials > most) most = bulk_partials;
+    if constexpr (16 % sizeof(typename Problem::bulk_element) == 0) {  // the tile-blocks reduce's partials
+      tile_blocks_plan<Problem> tiles;
+      if (tiles.of(sequences, length) && tiles.bytes() > most) most = tiles.bytes();
+    }
     if constexpr (shape::bulk_tiles && has_bulk_tiles<Problem>) {
       const index_t bulk_per_sequence = (length + bulk_shape<Problem>::tile - 1) / bulk_shape<Problem>::tile;
       const std::size_t bulk = bulk_shape<Problem>::chain_state::bytes(
@@ -291,8 +322,6 @@ status prepare_tiles(workspace_lease& ws, index_t tiles, State& st, unsigned*& c
     return s;
   return report(cudaMemsetAsync(counter, 0, sizeof(unsigned), be.stream));
 }
-
-constexpr index_t max_grid = 0x7fffffff;
 
 /// Launches `kernel` on `blocks` blocks (capped at the grid limit) with `smem` bytes of dynamic
 /// shared memory and checks the launch.
@@ -646,6 +675,56 @@ status launch_bulk_reduce(const Problem& P, const Op& op, index_t sequences, con
                 static_cast<const Acc*>(partials), spans_per_sequence);
 }
 
+/// Which Problems the tile-blocks reduce takes: operators whose operands may be swapped, over
+/// raw pointer inputs of elements that divide a 16-byte access.
+template <class Problem, class Op, class = void>
+constexpr bool takes_tile_blocks = false;
+template <class Problem, class Op>
+constexpr bool takes_tile_blocks<Problem, Op, std::enable_if_t<has_bulk_input<Problem>>> =
+    swaps_operands<Op, typename Problem::acc_type> && 16 % sizeof(typename Problem::bulk_element) == 0;
+
+/// The tile-blocks reduce's second launch, started early: it waits for the first on the device.
+constexpr int tile_blocks_fold_threads = 512;
+template <class Problem, class Op>
+constexpr auto tile_blocks_fold_kernel = reduce_partials_kernel<tile_blocks_fold_threads, Problem, Op, true>;
+
+/// A reduce of few long sequences in blocks of a span of tiles each (agent/tile_blocks_reduce.cuh),
+/// then each sequence's partials folded in a second launch. With `programmatic`, the second
+/// launch may start while the first runs and waits for it on the device (griddepcontrol).
+/// `tiles_per_span` > 0 replaces the library's span length (for tests and benchmarks).
+template <class Problem, class Op, int Threads = tile_blocks_threads, int Loads = tile_blocks_loads>
+status launch_tile_blocks_reduce(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be,
+                                 bool programmatic = tile_blocks_fold_early, index_t tiles_per_span = 0) {
+  using Acc = typename Problem::acc_type;
+  tile_blocks_plan<Problem, Threads, Loads> plan;
+  if (!plan.of(sequences, P.length, tiles_per_span)) return status::exceeds_device_limits;
+  workspace_lease ws(be);
+  if (status s = ws.acquire(plan.bytes()); s != status::success) return s;
+  Acc* partials = static_cast<Acc*>(ws.get());
+  if (status s = launch(reduce_tile_blocks_kernel<Threads, Loads, Problem, Op>, plan.blocks, Threads, 0, be, P, op,
+                        partials, plan.tiles_per_span, plan.spans_per_sequence);
+      s != status::success)
+    return s;
+  constexpr int fold_threads = tile_blocks_fold_threads;
+  if (!programmatic)
+    return launch(reduce_partials_kernel<fold_threads, Problem, Op>, sequences, fold_threads, 0, be, P, op,
+                  static_cast<const Acc*>(partials), plan.spans_per_sequence);
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(sequences));
+  config.blockDim = dim3(fold_threads);
+  config.stream = be.stream;
+  cudaLaunchAttribute early{};
+  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  early.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &early;
+  config.numAttrs = 1;
+  if (status s = report(cudaLaunchKernelEx(&config, tile_blocks_fold_kernel<Problem, Op>, P, op,
+                                           static_cast<const Acc*>(partials), plan.spans_per_sequence));
+      s != status::success)
+    return s;
+  return check_launch();
+}
+
 /// A reduce of few long sequences in two passes over fixed spans of tiles (reduce_spans_kernel,
 /// reduce_partials_kernel): the input is read once, and nothing waits on another block.
 template <class shape, class Problem, class Op>
@@ -817,6 +896,13 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
   if constexpr (can_reduce_only<Problem>) {
     if (P.reduce_only()) {
       if constexpr (shape::bulk_reduce) {
+        if constexpr (takes_tile_blocks<Problem, Op>) {
+          // The fold starts early where griddepcontrol exists (sm_90, a kernel built for it).
+          if (P.stages_bulk_input())
+            return launch_tile_blocks_reduce(
+                P, op, sequences, be,
+                tile_blocks_fold_early && built_for_bulk_copies<tile_blocks_fold_kernel<Problem, Op>>(dev.device));
+        }
         if (P.stages_bulk_input() && built_for_bulk_copies<bulk_reduce_kernel<Problem, Op>>(dev.device))
           return launch_bulk_reduce(P, op, sequences, dev, be);
       }
