@@ -375,14 +375,15 @@ static void check_tile_block_sums(index_t length, index_t stride) {
   static_assert(cd::takes_tile_blocks<problem, op_t>, "sums take the tile-blocks reduce");
   const index_t sequences = 3;
   PARSCAN_TEST_RNG(r, "tile-blocks reduce " + std::to_string(sizeof(T)) + " " + std::to_string(length));
-  std::vector<T> x(static_cast<std::size_t>(sequences * stride), T(1000000)), carry(static_cast<std::size_t>(sequences));
+  const auto at = [](index_t i) { return static_cast<std::size_t>(i); };
+  std::vector<T> x(at(sequences * stride), T(1000000)), carry(at(sequences));
   for (index_t s = 0; s < sequences; ++s)
-    for (index_t t = 0; t < length; ++t) x[static_cast<std::size_t>(s * stride + t)] = static_cast<T>(r.uniform(-1000, 1000));
+    for (index_t t = 0; t < length; ++t) x[at(s * stride + t)] = static_cast<T>(r.uniform(-1000, 1000));
   for (auto& v : carry) v = static_cast<T>(r.uniform(-1e6, 1e6));
   std::vector<T> want(carry);
   for (index_t s = 0; s < sequences; ++s)
-    for (index_t t = 0; t < length; ++t) want[static_cast<std::size_t>(s)] += x[static_cast<std::size_t>(s * stride + t)];
-  parscan_test::guarded_buffer<T> dx(x), dcarry(carry), dtotal(static_cast<std::size_t>(sequences));
+    for (index_t t = 0; t < length; ++t) want[at(s)] += x[at(s * stride + t)];
+  parscan_test::guarded_buffer<T> dx(x), dcarry(carry), dtotal(at(sequences));
   parscan::sequence_layout l = parscan::sequence_layout::time_contiguous(sequences, length);
   l.sequence_stride = stride;
   for (bool reverse : {false, true}) {
@@ -407,7 +408,7 @@ static void check_tile_block_sums(index_t length, index_t stride) {
       const std::vector<T> got = dtotal.download();
       for (index_t s = 0; s < sequences; ++s) {
         INFO("sequence " << s);
-        CHECK(got[static_cast<std::size_t>(s)] == want[static_cast<std::size_t>(s)]);
+        CHECK(got[at(s)] == want[at(s)]);
       }
       dtotal.repoison();
     }

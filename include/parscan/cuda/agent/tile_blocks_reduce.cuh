@@ -9,9 +9,10 @@
 // Measured on an H200 (docs/performance.md, "Blocks of one tile for the sums"): 256 threads ×
 // 16 accesses (64 KB tiles), the partials' fold launched early, ran the int32, float and int64
 // sums at 2^24 steps at 0.94–0.98 of CUB's time in bench_scan, where the bulk reduce
-// (agent/bulk_reduce_spans.cuh) took 1.08–1.17; from 2^26 up both are within 2% of CUB. Other shapes (256 × 4 or 8, 512 × 8 or 16, 1024 × 4), and a ticket per sequence whose
-// last block folds the partials in the same launch, were slower: with the ticket each block
-// waits for its partial's fence and the ticket's round trip before its slot frees.
+// (agent/bulk_reduce_spans.cuh) took 1.08–1.17; from 2^26 up both are within 2% of CUB. Other
+// shapes (256 × 4 or 8, 512 × 8 or 16, 1024 × 4), and a ticket per sequence whose last block
+// folds the partials in the same launch, were slower: with the ticket each block waits for its
+// partial's fence and the ticket's round trip before its slot frees.
 //
 // Tiles and spans are fixed by the length alone, so the result does not depend on the device or
 // the grid. The direction does not enter: a reduce of swappable operands is the same sum either
