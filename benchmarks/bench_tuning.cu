@@ -10,8 +10,9 @@
 //                       [--wide-rows: the chunk loop's tiles against rows of 256 bytes (generic sum, recurrence)]
 //                       [--packs: the recurrence's channel-last forward in lane packs of 1 … 8 channels]
 //                       [--lane-loop: the channel-last forward and backward, staged lane tiles against the lane loop]
-//                       [--reduce-shapes [--ncu]: the bulk reduce's shapes and finishes against CUB,
-//                        2^20 … 2^28 steps (--ncu: 2^24 only); --reduce-spans: spans of 1 … 32 tiles]
+//                       [--reduce-shapes [--ncu]: the tile-blocks reduce's shapes (sums) and the bulk
+//                        reduce's shapes and finishes against CUB, 2^20 … 2^28 steps (--ncu: 2^24
+//                        only); --reduce-spans: spans of 1 … 32 tiles]
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
 
@@ -896,9 +897,11 @@ void tile_blocks_row(reduce_case<T>& rc, bool programmatic = false) {
   });
 }
 
-// Reduces of 2^log2n elements: CUB, the library's dispatch, and the bulk reduce in several tile
-// shapes and both finishes, or (spans) over spans of 1 … 32 tiles (docs/performance.md, "Lane
-// runs and one launch for the bulk reduce"). CUB's DeviceReduce takes its operator to be
+// Reduces of 2^log2n elements: CUB, the library's dispatch, for sums the tile-blocks reduce in
+// several shapes with and without the fold started early (docs/performance.md, "Blocks of one
+// tile for the sums"), and the bulk reduce in several tile shapes and both finishes, or (spans)
+// over spans of 1 … 32 tiles (docs/performance.md, "Lane runs and one launch for the bulk
+// reduce"). CUB's DeviceReduce takes its operator to be
 // commutative, which affine pairs are not: its affine row is timed, its error shown, not counted.
 template <class T>
 void reduce_shapes(int log2n, double tol, result_sink& sink, bool spans = false) {
