@@ -933,9 +933,9 @@ inline void chain_graphs(index_t B, index_t n, index_t d, parscan::chain_output 
 TEST_CASE(PARSCAN_TEST_NAME("graph capture: generic scans of one long sequence"), PARSCAN_TEST_TAGS("[graph][scan]")) {
   using namespace graph_test;
   // int32 sums (4-byte accumulator) over 3·2^20 + 5 steps, many tiles and a partial one: bulk
-  // tiles for the scans, the bulk reduce for the reduce (without sm_90, the chained tiles and
-  // the two-pass reduce over spans). With PARSCAN_TEST_SMALL, 3·2^16 + 5 steps: grid tiles, a
-  // cooperative launch.
+  // tiles for the scans, the tile-blocks reduce for the reduce (on sm_90 its fold launched to
+  // start early: a programmatic edge in the graph; without sm_90, the chained tiles and a plain
+  // second launch). With PARSCAN_TEST_SMALL, 3·2^16 + 5 steps: grid tiles, a cooperative launch.
   const index_t n = sized(3 * (index_t(1) << 20) + 5, 3 * (index_t(1) << 16) + 5);
   using C = int_sum_case<int>;
   const sequence_layout l = sequence_layout::contiguous(n);
