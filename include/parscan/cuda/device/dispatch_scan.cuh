@@ -238,7 +238,6 @@ constexpr index_t max_grid = 0x7fffffff;
 /// at 2^24 0.941 / 0.941, int64 0.978 / 0.966; 512 × 8 0.968–0.996, 1024 × 4 and 512 × 16 over
 /// 1.0; the fold launched after the first pass ends costs 1–1.5 µs more at every size.
 constexpr int tile_blocks_threads = 256, tile_blocks_loads = 16;
-constexpr bool tile_blocks_fold_early = true;
 
 /// The tile-blocks reduce's spans and partials for `sequences` × `length` steps.
 template <class Problem, int Threads = tile_blocks_threads, int Loads = tile_blocks_loads>
@@ -694,7 +693,7 @@ constexpr auto tile_blocks_fold_kernel = reduce_partials_kernel<tile_blocks_fold
 /// `tiles_per_span` > 0 replaces the library's span length (for tests and benchmarks).
 template <class Problem, class Op, int Threads = tile_blocks_threads, int Loads = tile_blocks_loads>
 status launch_tile_blocks_reduce(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be,
-                                 bool programmatic = tile_blocks_fold_early, index_t tiles_per_span = 0) {
+                                 bool programmatic, index_t tiles_per_span = 0) {
   using Acc = typename Problem::acc_type;
   tile_blocks_plan<Problem, Threads, Loads> plan;
   if (!plan.of(sequences, P.length, tiles_per_span)) return status::exceeds_device_limits;
@@ -705,13 +704,12 @@ status launch_tile_blocks_reduce(const Problem& P, const Op& op, index_t sequenc
                         partials, plan.tiles_per_span, plan.spans_per_sequence);
       s != status::success)
     return s;
-  constexpr int fold_threads = tile_blocks_fold_threads;
   if (!programmatic)
-    return launch(reduce_partials_kernel<fold_threads, Problem, Op>, sequences, fold_threads, 0, be, P, op,
-                  static_cast<const Acc*>(partials), plan.spans_per_sequence);
+    return launch(reduce_partials_kernel<tile_blocks_fold_threads, Problem, Op>, sequences, tile_blocks_fold_threads,
+                  0, be, P, op, static_cast<const Acc*>(partials), plan.spans_per_sequence);
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(sequences));
-  config.blockDim = dim3(fold_threads);
+  config.blockDim = dim3(tile_blocks_fold_threads);
   config.stream = be.stream;
   cudaLaunchAttribute early{};
   early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -899,9 +897,8 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
         if constexpr (takes_tile_blocks<Problem, Op>) {
           // The fold starts early where griddepcontrol exists (sm_90, a kernel built for it).
           if (P.stages_bulk_input())
-            return launch_tile_blocks_reduce(
-                P, op, sequences, be,
-                tile_blocks_fold_early && built_for_bulk_copies<tile_blocks_fold_kernel<Problem, Op>>(dev.device));
+            return launch_tile_blocks_reduce(P, op, sequences, be,
+                                             built_for_bulk_copies<tile_blocks_fold_kernel<Problem, Op>>(dev.device));
         }
         if (P.stages_bulk_input() && built_for_bulk_copies<bulk_reduce_kernel<Problem, Op>>(dev.device))
           return launch_bulk_reduce(P, op, sequences, dev, be);
