@@ -13,6 +13,8 @@
 //                       [--reduce-shapes [--ncu]: the tile-blocks reduce's shapes (sums) and the bulk
 //                        reduce's shapes and finishes against CUB, 2^20 … 2^28 steps (--ncu: 2^24
 //                        only); --reduce-spans: spans of 1 … 32 tiles]
+//                       [--in-order [--ncu]: the in-order tile-blocks reduce's shapes, affine<float>,
+//                        against CUB and the library, 2^24 and 2^28 steps (--ncu: 2^24 only)]
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
 
@@ -882,29 +884,35 @@ void bulk_reduce_row(reduce_case<T>& rc, index_t tiles_per_span = 0) {
 }
 
 // The tile-blocks reduce (agent/tile_blocks_reduce.cuh) of rc in tiles of Threads × Loads
-// 16-byte accesses, for operators whose operands may be swapped.
-template <int Threads, int Loads, class T>
+// 16-byte accesses; operators whose operands may not be swapped take the in-order kernel, whose
+// lanes fold their runs in Chains parts, with registers for MinBlocks blocks an SM.
+template <int Threads, int Loads, int Chains = 2, int MinBlocks = 4, class T>
 void tile_blocks_row(reduce_case<T>& rc, bool programmatic = false) {
   using problem = typename reduce_case<T>::problem;
   using op_t = typename reduce_case<T>::op_t;
-  const std::string name = "tile blocks " + std::to_string(Threads) + "t x " + std::to_string(Loads) + " (" +
-                           std::to_string(Threads * Loads * 16 / 1024) + " KB)" +
-                           (programmatic ? ", fold launched early" : "");
+  const bool in_order = !cd::swaps_operands<op_t, T>;
+  const std::string name =
+      std::string(in_order ? "tile blocks in order " : "tile blocks ") + std::to_string(Threads) + "t x " +
+      std::to_string(Loads) + " (" + std::to_string(Threads * Loads * 16 / 1024) + " KB)" +
+      (in_order ? ", " + std::to_string(Chains) + " chains, " + std::to_string(MinBlocks) + "/SM" : std::string()) +
+      (programmatic ? ", fold launched early" : "");
+  const cd::device_facts dev = cd::current_device();
   rc.time(name, [&](int) {
-    if (cd::launch_tile_blocks_reduce<problem, op_t, Threads, Loads>(rc.P, op_t{}, 1, workspace_backend(),
-                                                                programmatic) != parscan::status::success)
+    if (cd::launch_tile_blocks_reduce<problem, op_t, Threads, Loads, Chains, MinBlocks>(
+            rc.P, op_t{}, 1, dev, workspace_backend(), programmatic) != parscan::status::success)
       std::printf("%s failed\n", name.c_str()), std::exit(1);
   });
 }
 
 // Reduces of 2^log2n elements: CUB, the library's dispatch, for sums the tile-blocks reduce in
 // several shapes with and without the fold started early (docs/performance.md, "Blocks of one
-// tile for the sums"), and the bulk reduce in several tile shapes and both finishes, or (spans)
+// tile for the sums"), for affine pairs its in-order kernel in several shapes and chains
+// ("Blocks of one tile in order"), and the bulk reduce in several tile shapes and both finishes, or (spans)
 // over spans of 1 … 32 tiles (docs/performance.md, "Lane runs and one launch for the bulk
 // reduce"). CUB's DeviceReduce takes its operator to be
 // commutative, which affine pairs are not: its affine row is timed, its error shown, not counted.
 template <class T>
-void reduce_shapes(int log2n, double tol, result_sink& sink, bool spans = false) {
+void reduce_shapes(int log2n, double tol, result_sink& sink, bool spans = false, bool in_order_only = false) {
   using op_t = typename reduce_case<T>::op_t;
   reduce_case<T> rc(log2n, tol, sink);
   std::size_t cub_bytes = 0;
@@ -932,7 +940,17 @@ void reduce_shapes(int log2n, double tol, result_sink& sink, bool spans = false)
     tile_blocks_row<256, 16>(rc, true);
     tile_blocks_row<1024, 4>(rc);
     tile_blocks_row<512, 16>(rc);
+  } else {
+    tile_blocks_row<256, 8, 2, 3>(rc, true);
+    tile_blocks_row<256, 8, 2, 4>(rc, true);
+    tile_blocks_row<256, 8, 1, 4>(rc, true);
+    tile_blocks_row<256, 8, 4, 4>(rc, true);
+    tile_blocks_row<128, 8, 2, 8>(rc, true);
+    tile_blocks_row<512, 8, 2, 2>(rc, true);
+    tile_blocks_row<256, 4, 2, 6>(rc, true);
+    tile_blocks_row<256, 16, 2, 2>(rc, true);
   }
+  if (in_order_only) return;
   bulk_reduce_row<8, 40 * 1024, 2, false>(rc);
   bulk_reduce_row<8, 40 * 1024, 2>(rc);
   bulk_reduce_row<8, 24 * 1024, 3>(rc);
@@ -971,6 +989,12 @@ int main(int argc, char** argv) {
       reduce_shapes<int>(log2n, 0, out, true);
       reduce_shapes<long long>(log2n, 0, out, true);
     }
+    return report();
+  }
+  if (bench::has_flag(argc, argv, "--in-order")) {  // affine pairs' reduce shapes at 2^24 (with --ncu) and 2^28
+    const bool ncu = bench::has_flag(argc, argv, "--ncu");
+    for (int log2n : {24, 28})
+      if (!ncu || log2n == 24) reduce_shapes<parscan::affine<float>>(log2n, 1e-3, out, false, true);
     return report();
   }
   if (bench::has_flag(argc, argv, "--reduce-shapes")) {

@@ -8,6 +8,7 @@
 // two-pass reduce gets spans of several tiles, a partial last span and a partial last tile.
 #include <cmath>
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -363,6 +364,21 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: two-pass reduce on bulk tiles over s
   check_int64_reduces<void>("bulk reduce int64", 2, 4097 * cd::bulk_shape<problem>::tile + 76, true);
 }
 
+/// After a reduce launched into `totals`: every total written, no guard touched, each equal to
+/// `want`'s (exactly); then `totals` poisoned again for the next launch.
+template <class T>
+static void check_reduce_totals(parscan_test::guarded_buffer<T>& totals, const std::vector<T>& want) {
+  PARSCAN_TEST_SYNC();
+  CHECK(totals.all_written());
+  CHECK(totals.guards_intact());
+  const std::vector<T> got = totals.download();
+  for (std::size_t s = 0; s < want.size(); ++s) {
+    INFO("sequence " << s);
+    CHECK(got[s] == want[s]);
+  }
+  totals.repoison();
+}
+
 /// Exact sums of three sequences of `length` steps of T, `stride` apart (the gaps between them
 /// hold a value that no sum may take in), with carries, both directions, through the tile-blocks
 /// reduce (agent/tile_blocks_reduce.cuh) launched directly: the library's spans and spans of one
@@ -400,24 +416,17 @@ static void check_tile_block_sums(index_t length, index_t stride) {
       REQUIRE(P.stages_bulk_input());
       const parscan::status st =
           variant == 6 ? cd::dispatch_scan(P, op_t{}, sequences, parscan::cuda_backend{})
-                       : cd::launch_tile_blocks_reduce(P, op_t{}, sequences, parscan::cuda_backend{}, early, per_span);
+                       : cd::launch_tile_blocks_reduce(P, op_t{}, sequences, cd::current_device(),
+                                                       parscan::cuda_backend{}, early, per_span);
       REQUIRE(st == parscan::status::success);
-      PARSCAN_TEST_SYNC();
-      CHECK(dtotal.all_written());
-      CHECK(dtotal.guards_intact());
-      const std::vector<T> got = dtotal.download();
-      for (index_t s = 0; s < sequences; ++s) {
-        INFO("sequence " << s);
-        CHECK(got[at(s)] == want[at(s)]);
-      }
-      dtotal.repoison();
+      check_reduce_totals(dtotal, want);
     }
   }
 }
 
 TEST_CASE(PARSCAN_TEST_NAME("chained tiles: tile-blocks reduce over spans of whole and partial tiles"),
           PARSCAN_TEST_TAGS("[scan][chained][reduce]")) {
-  // Tiles of 512 threads × 8 16-byte accesses: 16384 int32 or 8192 int64 steps. Lengths: six
+  // Tiles of 256 threads × 16 16-byte accesses: 16384 int32 or 8192 int64 steps. Lengths: six
   // whole tiles and a partial one (spans of four: a whole span and a partial one), two whole
   // tiles, and six steps (one partial tile); strides a whole number of 16-byte accesses.
   constexpr index_t t4 = cd::tile_blocks_plan<cd::generic_problem<int, int, int>>::tile;
@@ -427,4 +436,103 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: tile-blocks reduce over spans of who
   check_tile_block_sums<int>(6, 8);
   check_tile_block_sums<long long>(6 * t8 + 4095, 6 * t8 + 4096);
   check_tile_block_sums<long long>(2 * t8, 2 * t8);
+}
+
+// 2×2 matrices [[a, b], [c, d]] modulo 2^32: exact, not commutative, 16 bytes (16 to a lane's
+// run in the tile-blocks reduce's in-order kernel, where 8-byte affine maps make 32).
+struct mat2_u32 {
+  unsigned a, b, c, d;
+};
+struct mat2_u32_op {  // op(earlier, later) = later · earlier
+  PARSCAN_HD mat2_u32 operator()(const mat2_u32& e, const mat2_u32& l) const {
+    return {l.a * e.a + l.b * e.c, l.a * e.b + l.b * e.d, l.c * e.a + l.d * e.c, l.c * e.b + l.d * e.d};
+  }
+};
+bool operator==(const mat2_u32& x, const mat2_u32& y) { return x.a == y.a && x.b == y.b && x.c == y.c && x.d == y.d; }
+bool operator==(const affine_u32& x, const affine_u32& y) { return x.a == y.a && x.b == y.b; }
+std::ostream& operator<<(std::ostream& o, const mat2_u32& x) {
+  return o << x.a << ' ' << x.b << ' ' << x.c << ' ' << x.d;
+}
+std::ostream& operator<<(std::ostream& o, const affine_u32& x) { return o << x.a << ' ' << x.b; }
+
+/// Reduces of three sequences of `length` steps of T under Op (exact, not commutative), `stride`
+/// apart (the gaps hold a value that would change any total that read it), with carries, both
+/// directions, through the tile-blocks reduce's in-order kernel launched directly: the library's
+/// spans and spans of one and of three tiles, the partials' fold launched early or not, lanes
+/// folding their runs in one, two or four chains; then through the library's dispatch. Each total
+/// must equal the sequential fold in processing order.
+template <class T, class Op, class Draw>
+static void check_tile_blocks_in_order(index_t length, index_t stride, Draw&& draw) {
+  using problem = cd::generic_problem<T, T, T>;
+  static_assert(cd::takes_tile_blocks<problem, Op> && !cd::swaps_operands<Op, T>, "the in-order kernel");
+  const index_t sequences = 3;
+  const auto at = [](index_t i) { return static_cast<std::size_t>(i); };
+  std::vector<T> x(at(sequences * stride), draw()), carry(at(sequences));
+  for (index_t s = 0; s < sequences; ++s)
+    for (index_t t = 0; t < length; ++t) x[at(s * stride + t)] = draw();
+  for (auto& v : carry) v = draw();
+  parscan_test::guarded_buffer<T> dx(x), dcarry(carry), dtotal(at(sequences));
+  parscan::sequence_layout l = parscan::sequence_layout::time_contiguous(sequences, length);
+  l.sequence_stride = stride;
+  const cd::device_facts dev = cd::current_device();
+  REQUIRE(dev.st == parscan::status::success);
+  for (bool reverse : {false, true}) {
+    std::vector<T> want(carry);
+    for (index_t s = 0; s < sequences; ++s)
+      for (index_t t = 0; t < length; ++t)
+        want[at(s)] = Op{}(want[at(s)], x[at(s * stride + (reverse ? length - 1 - t : t))]);
+    for (int variant = 0; variant < 9; ++variant) {
+      // spans of the library's, 1 or 3 tiles, fold early or not; chains of 1 and 4; dispatch
+      const index_t per_span = variant / 2 == 0 ? 0 : variant / 2 == 1 ? 1 : 3;
+      const bool early = variant % 2 == 1;
+      INFO("length=" << length << " reverse=" << reverse << " variant=" << variant << " tiles per span=" << per_span
+                     << " early=" << early);
+      parscan::scan_options<T> opts;
+      opts.dir = reverse ? parscan::direction::reverse : parscan::direction::forward;
+      opts.carry_in = dcarry.data();
+      opts.carry_out = dtotal.data();
+      const problem P = problem::from({parscan::scan_kind::reduce, dx.data(), l, nullptr, l, opts, T{}, true});
+      REQUIRE(P.stages_bulk_input());
+      constexpr int threads = cd::tile_blocks_threads, words = cd::tile_blocks_loads;
+      const parscan::cuda_backend be{};
+      parscan::status st;
+      if (variant < 6)
+        st = cd::launch_tile_blocks_reduce<problem, Op>(P, Op{}, sequences, dev, be, early, per_span);
+      else if (variant == 6)
+        st = cd::launch_tile_blocks_reduce<problem, Op, threads, words, 1>(P, Op{}, sequences, dev, be, true);
+      else if (variant == 7)
+        st = cd::launch_tile_blocks_reduce<problem, Op, threads, words, 4>(P, Op{}, sequences, dev, be, true);
+      else
+        st = cd::dispatch_scan(P, Op{}, sequences, be);
+      REQUIRE(st == parscan::status::success);
+      check_reduce_totals(dtotal, want);
+    }
+  }
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("chained tiles: tile-blocks reduce folds runs, lanes, warps, tiles and spans in order"),
+          PARSCAN_TEST_TAGS("[scan][chained][reduce]")) {
+  // The library's shape: 8-byte affine maps in runs of 32 steps, warp chunks of 1024, tiles of
+  // 8192; 16-byte matrices in runs of 16, chunks of 512, tiles of 4096. Lengths: five whole
+  // tiles, then three whole chunks and a partial one (a partial lane run in it), so that spans of
+  // three tiles end in a partial span; two whole tiles; six steps; nine tiles and a chunk less two
+  // steps.
+  PARSCAN_TEST_RNG(r, "tile-blocks reduce in order");
+  const auto word = [&] { return static_cast<unsigned>(r.uniform(0.0, 4294967295.0)); };
+  const auto affine = [&] { return affine_u32{word() | 1u, word()}; };  // odd a: products never collapse to 0
+  const auto mat2 = [&] { return mat2_u32{word(), word(), word(), word()}; };
+  constexpr int threads = cd::tile_blocks_threads;
+  constexpr index_t t8 = cd::tile_blocks_plan<cd::generic_problem<affine_u32, affine_u32, affine_u32>>::tile;
+  constexpr index_t t16 = cd::tile_blocks_plan<cd::generic_problem<mat2_u32, mat2_u32, mat2_u32>>::tile;
+  constexpr index_t c8 = t8 / (threads / 32), r8 = c8 / 32, c16 = t16 / (threads / 32), r16 = c16 / 32;
+  static_assert(t8 == 8192 && r8 == 32 && t16 == 4096 && r16 == 16, "the tiles described above");
+  check_tile_blocks_in_order<affine_u32, affine_u32_op>(5 * t8 + 3 * c8 + 7 * r8 + 5, 5 * t8 + 3 * c8 + 7 * r8 + 8,
+                                                        affine);
+  check_tile_blocks_in_order<affine_u32, affine_u32_op>(2 * t8, 2 * t8, affine);
+  check_tile_blocks_in_order<affine_u32, affine_u32_op>(6, 8, affine);
+  check_tile_blocks_in_order<affine_u32, affine_u32_op>(9 * t8 + c8 - 2, 9 * t8 + c8, affine);
+  check_tile_blocks_in_order<mat2_u32, mat2_u32_op>(5 * t16 + 3 * c16 + 7 * r16 + 5, 5 * t16 + 3 * c16 + 7 * r16 + 9,
+                                                    mat2);
+  check_tile_blocks_in_order<mat2_u32, mat2_u32_op>(2 * t16, 2 * t16, mat2);
+  check_tile_blocks_in_order<mat2_u32, mat2_u32_op>(6, 7, mat2);
 }

@@ -236,8 +236,24 @@ constexpr index_t max_grid = 0x7fffffff;
 /// 16 bytes, 64 KB tiles, the partials' fold launched to start early (programmatic stream
 /// serialization). H200, bench_tuning --reduce-shapes, two runs, time against CUB's: int32 sum
 /// at 2^24 0.941 / 0.941, int64 0.978 / 0.966; 512 × 8 0.968–0.996, 1024 × 4 and 512 × 16 over
-/// 1.0; the fold launched after the first pass ends costs 1–1.5 µs more at every size.
-constexpr int tile_blocks_threads = 256, tile_blocks_loads = 16;
+/// 1.0; the fold launched after the first pass ends costs 1–1.5 µs more at every size. The
+/// in-order kernel, bench_tuning --in-order (affine<float> at 2^24): 0.99 of CUB's time with
+/// registers for two blocks an SM, 1.03 in runs of 8 accesses (32 KB tiles), 1.27 with registers
+/// for three blocks (it spilled).
+constexpr int tile_blocks_threads = 256, tile_blocks_loads = 16, tile_blocks_in_order_min_blocks = 2;
+
+/// Which Problems the tile-blocks reduce takes: raw pointer inputs, with an operator whose
+/// operands may be swapped over elements that divide a 16-byte access, or any other operator
+/// (the in-order kernel) over elements of whole 4-byte words that divide a lane's 256 bytes. The
+/// 12-byte argmax in runs of 6 accesses (192 bytes) measured 1.19 of CUB's time in bench_scan at
+/// 2^24, against 1.00 on the bulk reduce, so it stays there.
+template <class Problem, class Op, class = void>
+constexpr bool takes_tile_blocks = false;
+template <class Problem, class Op>
+constexpr bool takes_tile_blocks<Problem, Op, std::enable_if_t<has_bulk_input<Problem>>> =
+    swaps_operands<Op, typename Problem::acc_type>
+        ? 16 % sizeof(typename Problem::bulk_element) == 0
+        : sizeof(typename Problem::bulk_element) % 4 == 0 && 256 % sizeof(typename Problem::bulk_element) == 0;
 
 /// The tile-blocks reduce's spans and partials for `sequences` × `length` steps.
 template <class Problem, int Threads = tile_blocks_threads, int Loads = tile_blocks_loads>
@@ -296,7 +312,7 @@ std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
         static_cast<std::size_t>(sequences) *
         (reduce_per_sequence < max_reduce_spans ? reduce_per_sequence : max_reduce_spans) * sizeof(Acc);
     if (bulk_partials > most) most = bulk_partials;
-    if constexpr (16 % sizeof(typename Problem::bulk_element) == 0) {  // the tile-blocks reduce's partials
+    if constexpr (256 % sizeof(typename Problem::bulk_element) == 0) {  // the tile-blocks reduce's partials
       tile_blocks_plan<Problem> tiles;
       if (tiles.of(sequences, length) && tiles.bytes() > most) most = tiles.bytes();
     }
@@ -674,36 +690,53 @@ status launch_bulk_reduce(const Problem& P, const Op& op, index_t sequences, con
                 static_cast<const Acc*>(partials), spans_per_sequence);
 }
 
-/// Which Problems the tile-blocks reduce takes: operators whose operands may be swapped, over
-/// raw pointer inputs of elements that divide a 16-byte access.
-template <class Problem, class Op, class = void>
-constexpr bool takes_tile_blocks = false;
-template <class Problem, class Op>
-constexpr bool takes_tile_blocks<Problem, Op, std::enable_if_t<has_bulk_input<Problem>>> =
-    swaps_operands<Op, typename Problem::acc_type> && 16 % sizeof(typename Problem::bulk_element) == 0;
-
 /// The tile-blocks reduce's second launch, started early: it waits for the first on the device.
 constexpr int tile_blocks_fold_threads = 512;
 template <class Problem, class Op>
 constexpr auto tile_blocks_fold_kernel = reduce_partials_kernel<tile_blocks_fold_threads, Problem, Op, true>;
 
+/// The tile-blocks reduce's in-order kernel in each direction (operators whose operands may not
+/// be swapped), with the dynamic shared memory it stages its chunks in.
+template <class Problem, class Op, int Threads, int Loads, int Chains, int MinBlocks, bool Reverse>
+constexpr auto tile_blocks_in_order_kernel =
+    reduce_tile_blocks_in_order_kernel<Threads / warp_threads, Loads, Chains, MinBlocks, Reverse, Problem, Op>;
+template <int Threads, int Loads>
+constexpr int tile_blocks_in_order_smem = in_order_smem_bytes<Threads / warp_threads, Loads>;
+
 /// A reduce of few long sequences in blocks of a span of tiles each (agent/tile_blocks_reduce.cuh),
 /// then each sequence's partials folded in a second launch. With `programmatic`, the second
 /// launch may start while the first runs and waits for it on the device (griddepcontrol).
-/// `tiles_per_span` > 0 replaces the library's span length (for tests and benchmarks).
-template <class Problem, class Op, int Threads = tile_blocks_threads, int Loads = tile_blocks_loads>
-status launch_tile_blocks_reduce(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be,
-                                 bool programmatic, index_t tiles_per_span = 0) {
+/// `tiles_per_span` > 0 replaces the library's span length (for tests and benchmarks). Operators
+/// whose operands may not be swapped fold each lane's run in Chains parts, with registers for
+/// MinBlocks blocks an SM.
+template <class Problem, class Op, int Threads = tile_blocks_threads, int Loads = tile_blocks_loads, int Chains = 2,
+          int MinBlocks = tile_blocks_in_order_min_blocks>
+status launch_tile_blocks_reduce(const Problem& P, const Op& op, index_t sequences, const device_facts& dev,
+                                 const cuda_backend& be, bool programmatic, index_t tiles_per_span = 0) {
   using Acc = typename Problem::acc_type;
   tile_blocks_plan<Problem, Threads, Loads> plan;
   if (!plan.of(sequences, P.length, tiles_per_span)) return status::exceeds_device_limits;
   workspace_lease ws(be);
   if (status s = ws.acquire(plan.bytes()); s != status::success) return s;
   Acc* partials = static_cast<Acc*>(ws.get());
-  if (status s = launch(reduce_tile_blocks_kernel<Threads, Loads, Problem, Op>, plan.blocks, Threads, 0, be, P, op,
-                        partials, plan.tiles_per_span, plan.spans_per_sequence);
-      s != status::success)
-    return s;
+  if constexpr (swaps_operands<Op, Acc>) {
+    if (status s = launch(reduce_tile_blocks_kernel<Threads, Loads, Problem, Op>, plan.blocks, Threads, 0, be, P, op,
+                          partials, plan.tiles_per_span, plan.spans_per_sequence);
+        s != status::success)
+      return s;
+  } else {
+    constexpr auto forward = tile_blocks_in_order_kernel<Problem, Op, Threads, Loads, Chains, MinBlocks, false>;
+    constexpr auto reverse = tile_blocks_in_order_kernel<Problem, Op, Threads, Loads, Chains, MinBlocks, true>;
+    constexpr int smem = tile_blocks_in_order_smem<Threads, Loads>;
+    // (blocks_per_multiprocessor also opts each kernel in for its dynamic shared memory.)
+    if (blocks_per_multiprocessor<forward>(Threads, dev.device, smem) == 0 ||
+        blocks_per_multiprocessor<reverse>(Threads, dev.device, smem) == 0)
+      return status::exceeds_device_limits;
+    if (status s = launch(P.reverse ? reverse : forward, plan.blocks, Threads, smem, be, P, op, partials,
+                          plan.tiles_per_span, plan.spans_per_sequence);
+        s != status::success)
+      return s;
+  }
   if (!programmatic)
     return launch(reduce_partials_kernel<tile_blocks_fold_threads, Problem, Op>, sequences, tile_blocks_fold_threads,
                   0, be, P, op, static_cast<const Acc*>(partials), plan.spans_per_sequence);
@@ -895,9 +928,19 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
     if (P.reduce_only()) {
       if constexpr (shape::bulk_reduce) {
         if constexpr (takes_tile_blocks<Problem, Op>) {
-          // The fold starts early where griddepcontrol exists (sm_90, a kernel built for it).
-          if (P.stages_bulk_input())
-            return launch_tile_blocks_reduce(P, op, sequences, be,
+          // The fold starts early where griddepcontrol exists (sm_90, a kernel built for it). The
+          // in-order kernel takes inputs of two tiles an SM or more, or any where the bulk reduce
+          // is not built: with fewer, its one wave measured slower than the bulk reduce's single
+          // cooperative launch (H200, bench_scan, affine<float> at 2^20, 128 tiles: 1.24 of CUB's
+          // time against 0.82).
+          constexpr index_t tile = tile_blocks_plan<Problem>::tile;
+          index_t tiles = 0;
+          const bool takes = swaps_operands<Op, typename Problem::acc_type> ||
+                             __builtin_mul_overflow(sequences, (P.length + tile - 1) / tile, &tiles) ||
+                             tiles >= 2 * static_cast<index_t>(dev.multiprocessors) ||
+                             !built_for_bulk_copies<bulk_reduce_kernel<Problem, Op>>(dev.device);
+          if (takes && P.stages_bulk_input())
+            return launch_tile_blocks_reduce(P, op, sequences, dev, be,
                                              built_for_bulk_copies<tile_blocks_fold_kernel<Problem, Op>>(dev.device));
         }
         if (P.stages_bulk_input() && built_for_bulk_copies<bulk_reduce_kernel<Problem, Op>>(dev.device))
