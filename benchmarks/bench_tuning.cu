@@ -906,11 +906,12 @@ void tile_blocks_row(reduce_case<T>& rc, bool programmatic = false) {
 
 // Reduces of 2^log2n elements: CUB, the library's dispatch, for sums the tile-blocks reduce in
 // several shapes with and without the fold started early (docs/performance.md, "Blocks of one
-// tile for the sums"), for affine pairs its in-order kernel in several shapes and chains
-// ("Blocks of one tile in order"), and the bulk reduce in several tile shapes and both finishes, or (spans)
-// over spans of 1 … 32 tiles (docs/performance.md, "Lane runs and one launch for the bulk
-// reduce"). CUB's DeviceReduce takes its operator to be
-// commutative, which affine pairs are not: its affine row is timed, its error shown, not counted.
+// tile for the sums"), for affine pairs its in-order kernel in several shapes, chains and
+// registers ("Blocks of one tile in order"; in_order_only: only these), and the bulk reduce in
+// several tile shapes and both finishes, or (spans) over spans of 1 … 32 tiles
+// (docs/performance.md, "Lane runs and one launch for the bulk reduce"). CUB's DeviceReduce
+// takes its operator to be commutative, which affine pairs are not: its affine row is timed, its
+// error shown, not counted.
 template <class T>
 void reduce_shapes(int log2n, double tol, result_sink& sink, bool spans = false, bool in_order_only = false) {
   using op_t = typename reduce_case<T>::op_t;

@@ -17,7 +17,9 @@
 // (agent/bulk_reduce_spans.cuh) took 1.08–1.17; from 2^26 up both are within 2% of CUB. Other
 // shapes (256 × 4 or 8, 512 × 8 or 16, 1024 × 4), and a ticket per sequence whose last block
 // folds the partials in the same launch, were slower: with the ticket each block waits for its
-// partial's fence and the ticket's round trip before its slot frees.
+// partial's fence and the ticket's round trip before its slot frees. The in-order kernel in the
+// same tiles ran the affine<float> reduce at 2^24 at 0.98–0.99 of CUB's time, where the bulk
+// reduce took 1.09–1.10 ("Blocks of one tile in order").
 //
 // Tiles and spans are fixed by the length alone, so the result does not depend on the device or
 // the grid.
@@ -111,7 +113,6 @@ struct memory_order_op {
     else return op(lower, higher);
   }
 };
-
 
 /// Shared memory of the in-order kernel: each warp's 32 runs, RunWords + 1 words apart.
 template <int Warps, int RunWords>

@@ -238,8 +238,8 @@ constexpr index_t max_grid = 0x7fffffff;
 /// at 2^24 0.941 / 0.941, int64 0.978 / 0.966; 512 × 8 0.968–0.996, 1024 × 4 and 512 × 16 over
 /// 1.0; the fold launched after the first pass ends costs 1–1.5 µs more at every size. The
 /// in-order kernel, bench_tuning --in-order (affine<float> at 2^24): 0.99 of CUB's time with
-/// registers for two blocks an SM, 1.03 in runs of 8 accesses (32 KB tiles), 1.27 with registers
-/// for three blocks (it spilled).
+/// registers for two blocks an SM, 1.03 in runs of 8 accesses (32 KB tiles); with registers for
+/// three blocks it spilled (1.27 in bench_scan).
 constexpr int tile_blocks_threads = 256, tile_blocks_loads = 16, tile_blocks_in_order_min_blocks = 2;
 
 /// Which Problems the tile-blocks reduce takes: raw pointer inputs, with an operator whose
