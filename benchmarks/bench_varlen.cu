@@ -26,8 +26,9 @@
 // algorithm), in the same run. Both rows count the task's bytes (the values read and written
 // once; CUB also reads its keys, which the task does not need). The first 2000 segments and the
 // last are checked against a float64 host loop.
-// --segment-shapes adds the segment kernel in other shapes (warps a block, staged tiles a warp),
-// each checked as the library's row is.
+// --segment-shapes adds the general segment kernel in its last two shapes (warps a block, staged
+// tiles a warp) and the vector path in several (warps a block, accesses in flight a lane), each
+// checked as the library's row is.
 //   usage: bench_varlen [--json out.json] [--filter <part of a row name>] [--segment-shapes]
 #include <algorithm>
 #include <cmath>
@@ -342,7 +343,27 @@ void segmented_rows(double copy, const std::string& filter, bool shapes, std::ve
     using c2 = std::integral_constant<int, 2>;
     using c3 = std::integral_constant<int, 3>;
     using c4 = std::integral_constant<int, 4>;
-    shaped(c4{}, c2{}), shaped(c1{}, c3{}), shaped(c1{}, c2{}), shaped(c2{}, c3{}), shaped(c1{}, c4{});
+    shaped(c1{}, c3{}), shaped(c1{}, c4{});
+    // The vector path (what the library takes for this input) in other shapes.
+    const cd::segment_vectors<float> V{x, out, nullptr, nullptr, 0.f, false, false};
+    auto vectored = [&](auto warps, auto unroll) {
+      constexpr int W = decltype(warps)::value, U = decltype(unroll)::value;
+      const std::string who = name + " (parscan vectors, " + std::to_string(W) + " warps a block, " +
+                              std::to_string(U) + " accesses in flight a lane)";
+      auto call = [&](int) {
+        const parscan::status st = cd::launch_segment_vectors_shaped<W, U>(V, parscan::sum_op<float>{}, off, N, be);
+        if (st != parscan::status::success) std::printf("%s: %s\n", who.c_str(), parscan::to_string(st)), std::exit(1);
+      };
+      BENCH_CHECK(cudaMemset(out, 0xff, n * sizeof(float)));
+      call(0);
+      max_err = std::max(max_err, check(who.c_str()));
+      const double t = bench::median_us(call, 15, 2);
+      rows.push_back({who, "f32", "packed", "fwd", shape, t, moved / t / 1e3, 100 * moved / t / 1e3 / copy, 0.0});
+    };
+    using c8 = std::integral_constant<int, 8>;
+    using c16 = std::integral_constant<int, 16>;
+    vectored(c1{}, c4{}), vectored(c2{}, c4{}), vectored(c1{}, c8{}), vectored(c2{}, c8{}), vectored(c4{}, c8{});
+    vectored(c1{}, c16{}), vectored(c2{}, c16{});
   }
   std::size_t tmp_bytes = 0;
   BENCH_CHECK(cub::DeviceScan::InclusiveSumByKey(nullptr, tmp_bytes, keys, x, out, static_cast<int>(n)));

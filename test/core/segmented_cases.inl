@@ -47,17 +47,21 @@ bool same_bits(const std::vector<T>& x, const std::vector<T>& y) {
 
 /// One kind (0 inclusive, 1 exclusive, 2 reduce) in one direction over int64 sums (exact) or
 /// float affine pairs (float64 reference, relative tolerance), with and without carries.
+/// The output starts `out_shift` elements into its buffer (those stay untouched): with a shift
+/// that breaks the output's alignment to the input modulo 16 bytes, the CUDA backend takes its
+/// general segment kernel instead of the vector path.
 template <class T, class Op, class Ref>
 void check_segmented(const std::string& what, int kind, bool reverse, bool carries, index_t random_ones,
-                     index_t longest, const Op& op, const T& init, Ref&& draw_and_compare) {
-  INFO(what << ": kind=" << kind << " reverse=" << reverse << " carries=" << carries);
+                     index_t longest, const Op& op, const T& init, Ref&& draw_and_compare, index_t out_shift = 0) {
+  INFO(what << ": kind=" << kind << " reverse=" << reverse << " carries=" << carries << " out_shift=" << out_shift);
   PARSCAN_TEST_RNG(r, "segmented " + what);
   const std::vector<index_t> lengths = segment_lengths(r, random_ones, longest);
   const std::vector<std::int64_t> offsets = offsets_of(lengths);
   const index_t n = static_cast<index_t>(lengths.size()), used = offsets.back(), total = used + 5;  // 5 spare
   std::vector<T> x(static_cast<std::size_t>(total)), carry_in(static_cast<std::size_t>(n));
   draw_and_compare.draw(r, x, carry_in);
-  guarded_buffer<T> dx(x), dout(static_cast<std::size_t>(total)), dcin(carry_in), dcout(static_cast<std::size_t>(n));
+  guarded_buffer<T> dx(x), dout(static_cast<std::size_t>(total + out_shift)), dcin(carry_in),
+      dcout(static_cast<std::size_t>(n));
   guarded_buffer<std::int64_t> doff(offsets);
   parscan::scan_options<T> opts;
   opts.dir = reverse ? parscan::direction::reverse : parscan::direction::forward;
@@ -66,14 +70,17 @@ void check_segmented(const std::string& what, int kind, bool reverse, bool carri
   const parscan::segments seg{n, doff.data(), total};
   auto run = [&] {
     const auto be = parscan_test::backend();
-    status st = kind == 0 ? parscan::segmented_inclusive_scan(be, dx.data(), dout.data(), seg, op, opts)
-                : kind == 1 ? parscan::segmented_exclusive_scan(be, dx.data(), dout.data(), seg, op, init, opts)
+    T* const out = dout.data() + out_shift;
+    status st = kind == 0 ? parscan::segmented_inclusive_scan(be, dx.data(), out, seg, op, opts)
+                : kind == 1 ? parscan::segmented_exclusive_scan(be, dx.data(), out, seg, op, init, opts)
                             : parscan::segmented_reduce(be, dx.data(), seg, op, init, dcout.data(), opts);
     REQUIRE(st == status::success);
     PARSCAN_TEST_SYNC();
   };
   run();
-  const std::vector<T> out = dout.download(), cout = dcout.download();
+  const std::vector<T> shifted = dout.download(), cout = dcout.download();
+  const std::vector<T> out(shifted.begin() + out_shift, shifted.end());
+  for (index_t e = 0; e < out_shift; ++e) CHECK(dout.is_poison(shifted[static_cast<std::size_t>(e)]));
   CHECK(dout.guards_intact());
   CHECK(dcout.guards_intact());
   // Reference, segment by segment in processing order.
@@ -107,7 +114,7 @@ void check_segmented(const std::string& what, int kind, bool reverse, bool carri
   dout.repoison();
   dcout.repoison();
   run();
-  CHECK(same_bits(dout.download(), out));  // the same call gives the same bits
+  CHECK(same_bits(dout.download(), shifted));  // the same call gives the same bits
   CHECK(same_bits(dcout.download(), cout));
 }
 
@@ -158,6 +165,34 @@ struct affine_pairs {
   }
 };
 
+/// 2×2 matrices of uint32 under the product mod 2^32, later · earlier: 16 bytes, exact, not
+/// commutative (one element a 16-byte access).
+struct mat2_u32 {
+  std::uint32_t m[4];
+};
+struct mat2_u32_op {
+  PARSCAN_HD mat2_u32 operator()(const mat2_u32& e, const mat2_u32& l) const {
+    return {{l.m[0] * e.m[0] + l.m[1] * e.m[2], l.m[0] * e.m[1] + l.m[1] * e.m[3], l.m[2] * e.m[0] + l.m[3] * e.m[2],
+             l.m[2] * e.m[1] + l.m[3] * e.m[3]}};
+  }
+};
+struct mat2_products {
+  using acc = maybe_ref<mat2_u32>;
+  void draw(parscan_test::rng& r, std::vector<mat2_u32>& x, std::vector<mat2_u32>& c) const {
+    for (auto* v : {&x, &c})
+      for (auto& e : *v)
+        for (auto& w : e.m) w = static_cast<std::uint32_t>(r.uniform(0.0, 4294967295.0));
+  }
+  acc start(const mat2_u32* carry, bool has_init, const mat2_u32& init) const {
+    if (carry) return {*carry, true};
+    return {init, has_init};
+  }
+  acc step(acc a, const mat2_u32& x) const { return {a.has ? mat2_u32_op{}(a.value, x) : x, true}; }
+  bool matches(const mat2_u32& got, const acc& want, index_t) const {
+    return want.has && std::memcmp(&got, &want.value, sizeof got) == 0;
+  }
+};
+
 }  // namespace parscan_segmented_cases
 
 TEST_CASE(PARSCAN_TEST_NAME("segmented scans: int64 sums, every kind, both directions, with and without carries"),
@@ -189,6 +224,24 @@ TEST_CASE(PARSCAN_TEST_NAME("segmented scans: affine pairs (not commutative), ev
     for (bool reverse : {false, true})
       check_segmented<parscan::affine<float>>("affine", kind, reverse, true, 100, 9000, parscan::affine_op<float>{}, init,
                                               affine_pairs{});
+}
+
+// The CUDA backend's vector path takes one element type of 4, 8 or 16 bytes, forward, with the
+// output aligned like the input; the general kernel takes the rest. Both against the reference.
+TEST_CASE(PARSCAN_TEST_NAME("segmented scans: 16-byte matrices, and outputs aligned unlike the input"),
+          PARSCAN_TEST_TAGS("[scan][segmented]")) {
+  using namespace parscan_segmented_cases;
+  const mat2_u32 init{{3u, 1u, 4u, 1u}};
+  for (int kind = 0; kind < 3; ++kind)
+    for (bool carries : {false, true})
+      check_segmented<mat2_u32>("2x2 products", kind, false, carries, 100, 3000, mat2_u32_op{}, init, mat2_products{});
+  for (int kind = 0; kind < 2; ++kind)
+    for (index_t shift : {1, 2, 4}) {
+      check_segmented<std::int32_t>("int32 sum", kind, false, kind == 1, 100, 3000, parscan::sum_op<std::int32_t>{},
+                                    std::int32_t{5}, int_sums<std::int32_t>{}, shift);
+      check_segmented<std::int64_t>("int64 sum", kind, false, false, 50, 3000, parscan::sum_op<std::int64_t>{},
+                                    std::int64_t{5}, int_sums<std::int64_t>{}, shift);
+    }
 }
 
 TEST_CASE(PARSCAN_TEST_NAME("segmented scans: bad arguments get their status and write nothing"),

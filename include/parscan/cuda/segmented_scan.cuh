@@ -5,6 +5,9 @@
 // in one fixed order.
 #pragma once
 
+#include <cstdint>
+#include <type_traits>
+
 #include "../segmented_scan.hpp"
 #include "agent/segment_warps.cuh"
 #include "device/dispatch_scan.cuh"
@@ -52,6 +55,34 @@ status launch_segments(const Problem& P, const Op& op, const std::int64_t* offse
                                                                                                  segments, be);
 }
 
+/// The vector path's shape (scan_segment_vectors_kernel): warps a block, 16-byte accesses a
+/// lane loaded before any is scanned. Set by bench_varlen --segment-shapes (docs/performance.md).
+constexpr int segment_vector_warps = 1;
+constexpr int segment_vector_unroll = 8;
+
+template <int Warps, int Unroll, class T, class Op>
+status launch_segment_vectors_shaped(const segment_vectors<T>& P, const Op& op, const std::int64_t* offsets,
+                                     index_t segments, const cuda_backend& be) {
+  const index_t blocks = (segments + Warps - 1) / Warps;
+  return launch(scan_segment_vectors_kernel<Warps, Unroll, T, Op>, blocks, Warps * warp_threads, 0, be, P, op,
+                offsets, segments);
+}
+
+/// Whether the segments of p take the vector path: one element type of 4, 8 or 16 bytes
+/// throughout, forward, the input aligned to its element and the output to the input modulo
+/// 16 bytes (so both cross 16-byte boundaries at the same elements). Everything else takes the
+/// general segment kernel.
+template <class In, class Out, class Acc>
+bool takes_segment_vectors(const segmented_problem<In, Out, Acc>& p) {
+  if constexpr (std::is_same_v<In, Acc> && std::is_same_v<Out, Acc> &&
+                (sizeof(Acc) == 4 || sizeof(Acc) == 8 || sizeof(Acc) == 16)) {
+    const auto in = reinterpret_cast<std::uintptr_t>(p.in), out = reinterpret_cast<std::uintptr_t>(p.out);
+    return p.opts.dir == direction::forward && in % sizeof(Acc) == 0 && (p.out == nullptr || out % 16 == in % 16);
+  } else {
+    return false;
+  }
+}
+
 }  // namespace cuda_detail
 
 /// CUDA backend's full form of the segmented algorithms (see parscan/segmented_scan.hpp).
@@ -59,6 +90,15 @@ template <class In, class Out, class Acc, class Op>
 status run_segmented_scan(const cuda_backend& be, const segmented_problem<In, Out, Acc>& p, const Op& op) {
   if (status s = detail::validate(p); s != status::success) return s;
   if (p.seg.count == 0) return status::success;
+  if constexpr (std::is_same_v<In, Acc> && std::is_same_v<Out, Acc>) {
+    if (cuda_detail::takes_segment_vectors(p)) {
+      const cuda_detail::segment_vectors<Acc> P{p.in,   p.out,      p.opts.carry_in, p.opts.carry_out,
+                                                p.init, p.has_init, p.kind == scan_kind::exclusive};
+      return cuda_detail::launch_segment_vectors_shaped<cuda_detail::segment_vector_warps,
+                                                        cuda_detail::segment_vector_unroll>(P, op, p.seg.offsets,
+                                                                                            p.seg.count, be);
+    }
+  }
   // The problem of segment 0 at offset 0 and length 0: the kernel narrows it to each segment.
   const auto P = cuda_detail::generic_problem<In, Out, Acc>::from(p.segment(0, 0, 0));
   return cuda_detail::launch_segments(P, op, p.seg.offsets, p.seg.count, be);

@@ -11,9 +11,14 @@
 //
 // One warp per segment suits many short and medium segments (the benchmark's 10^5 segments of
 // 2^28 elements); a single very long segment runs on one warp, at a warp's speed.
+//
+// Two kernels: scan_segments_kernel, for any generic Problem, and scan_segment_vectors_kernel,
+// for the common case (one element type of 4, 8 or 16 bytes, forward, the output aligned like
+// the input), which reads whole 16-byte accesses straight into registers.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "../thread/step_scan.cuh"
 #include "warp_loop.cuh"
@@ -51,6 +56,137 @@ __global__ void __launch_bounds__(Warps* warp_threads)
     } else if (lane_id() == 0 && running.has) {
       segment.finish(s, running.value);
     }
+  }
+}
+
+/// The segments of a packed array of one element type T (input, output, carries and init alike)
+/// of 4, 8 or 16 bytes, scanned forward, with the output laid out like the input (the same
+/// address modulo 16 bytes): the common case, for which the warp loop's general tile scan
+/// (runtime direction, kinds and strides, staging masks and bounds a run) issued about 175
+/// instructions for every 128 floats where a scan needs about 30, and bounded the float sum
+/// over 10^5 random segments at 84% of copy (ncu, H200; docs/performance.md).
+template <class T>
+struct segment_vectors {
+  const T* in;
+  T* out;  // null: a reduce (only the totals are written)
+  const T* carry_in;
+  T* carry_out;
+  T init;
+  bool has_init;
+  bool exclusive;  // then every segment has init or its carry in (checked by the dispatch)
+};
+
+/// The elements of a segment a warp holds in registers at once: V consecutive ones a lane (one
+/// 16-byte access), lane after lane; `valid` of them from the first are the segment's (all, in
+/// Full). Turns them into their results in place: inclusive or exclusive prefixes after
+/// `running`, which then takes in their total. The order of combination is fixed (lane runs,
+/// then the warp's shuffle tree, then the carry), so results do not depend on timing.
+template <bool Full, int V, class T, class Op>
+__device__ PARSCAN_INLINE void scan_warp_items(T (&v)[V], int valid, bool exclusive, maybe<T>& running, const Op& op) {
+  const int lane = lane_id();
+#pragma unroll
+  for (int k = 1; k < V; ++k) v[k] = op(v[k - 1], v[k]);
+  const T lanes_through = warp_inclusive_scan(v[V - 1], op);
+  const T lanes_before = shfl_up(lanes_through, 1);
+  const maybe<T> before = lane == 0 ? running : combine(running, maybe<T>{lanes_before, true}, op);
+  T total;
+  if constexpr (Full) {
+    total = shfl_idx(lanes_through, warp_threads - 1);
+  } else {  // the last valid item's lane forms the total: its prefix and its run up to that item
+    const int last = valid - 1;
+    T through = v[0];
+#pragma unroll
+    for (int k = 1; k < V; ++k)
+      if (k == last % V) through = v[k];
+    total = shfl_idx(lane == 0 ? through : op(lanes_before, through), last / V);
+  }
+  if (exclusive) {
+#pragma unroll
+    for (int k = V - 1; k > 0; --k) v[k] = op(before.value, v[k - 1]);
+    v[0] = before.value;
+  } else if (before.has) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) v[k] = op(before.value, v[k]);
+  }
+  running = {running.has ? op(running.value, total) : total, true};
+}
+
+template <int V, class T>
+__device__ PARSCAN_INLINE void load_vector(const T* p, T (&v)[V]) {
+  static_assert(sizeof(T) * V == 16, "one 16-byte access");
+  const uint4 w = *reinterpret_cast<const uint4*>(p);
+  memcpy(v, &w, 16);
+}
+template <int V, class T>
+__device__ PARSCAN_INLINE void store_vector(T* p, const T (&v)[V]) {
+  uint4 w;
+  memcpy(&w, v, 16);
+  *reinterpret_cast<uint4*>(p) = w;
+}
+
+/// Segments of P, a warp each (grid-stride), forward. A segment's elements before the input's
+/// first 16-byte boundary take one pass of an element a lane; then whole warp-wide accesses of
+/// 16 bytes a lane, Unroll of them loaded before any is scanned (the bytes in flight come from
+/// the resident warps and these loads, not from a staging ring: nothing to copy twice, and 40
+/// registers or so leave the SM full of warps); then the last partial one, read with bounds.
+template <int Warps, int Unroll, class T, class Op>
+__global__ void __launch_bounds__(Warps* warp_threads)
+    scan_segment_vectors_kernel(segment_vectors<T> P, Op op, const std::int64_t* offsets, index_t segments) {
+  constexpr int V = 16 / static_cast<int>(sizeof(T));
+  constexpr index_t span = static_cast<index_t>(warp_threads) * V;  // elements of one warp-wide access
+  const int lane = lane_id();
+  const index_t first_warp = static_cast<index_t>(blockIdx.x) * Warps + threadIdx.x / warp_threads;
+  const index_t all_warps = static_cast<index_t>(gridDim.x) * Warps;
+  for (index_t s = first_warp; s < segments; s += all_warps) {
+    const index_t begin = offsets[s], end = offsets[s + 1];
+    maybe<T> running = P.carry_in ? maybe<T>{P.carry_in[s], true} : maybe<T>{P.init, P.has_init};
+    index_t pos = begin;
+    const int misaligned = static_cast<int>(reinterpret_cast<std::uintptr_t>(P.in + begin) % 16);
+    const index_t head = misaligned == 0 ? 0 : (16 - misaligned) / static_cast<int>(sizeof(T));
+    if (head > 0 && pos < end) {  // fewer than V elements, one a lane
+      const int n = static_cast<int>(end - pos < head ? end - pos : head);
+      T one[1] = {lane < n ? P.in[pos + lane] : T{}};
+      scan_warp_items<false>(one, n, P.exclusive, running, op);
+      if (P.out && lane < n) P.out[pos + lane] = one[0];
+      pos += n;
+    }
+    for (; end - pos >= Unroll * span; pos += Unroll * span) {
+      T v[Unroll][V];
+#pragma unroll
+      for (int u = 0; u < Unroll; ++u) load_vector(P.in + pos + u * span + lane * V, v[u]);
+#pragma unroll
+      for (int u = 0; u < Unroll; ++u) {
+        scan_warp_items<true>(v[u], static_cast<int>(span), P.exclusive, running, op);
+        if (P.out) store_vector(P.out + pos + u * span + lane * V, v[u]);
+      }
+    }
+    for (; end - pos >= span; pos += span) {
+      T v[V];
+      load_vector(P.in + pos + lane * V, v);
+      scan_warp_items<true>(v, static_cast<int>(span), P.exclusive, running, op);
+      if (P.out) store_vector(P.out + pos + lane * V, v);
+    }
+    if (pos < end) {  // the last partial access: whole runs by vector, the one cut short by element
+      const int n = static_cast<int>(end - pos), mine = n - lane * V;
+      T v[V];
+      if (mine >= V) {
+        load_vector(P.in + pos + lane * V, v);
+      } else {
+#pragma unroll
+        for (int k = 0; k < V; ++k) v[k] = k < mine ? P.in[pos + lane * V + k] : T{};
+      }
+      scan_warp_items<false>(v, n, P.exclusive, running, op);
+      if (P.out) {
+        if (mine >= V) {
+          store_vector(P.out + pos + lane * V, v);
+        } else {
+#pragma unroll
+          for (int k = 0; k < V; ++k)
+            if (k < mine) P.out[pos + lane * V + k] = v[k];
+        }
+      }
+    }
+    if (lane == 0 && running.has && P.carry_out) P.carry_out[s] = running.value;
   }
 }
 
