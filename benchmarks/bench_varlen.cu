@@ -291,7 +291,7 @@ void segmented_rows(double copy, const std::string& filter, bool shapes, std::ve
   segment_keys<<<4096, 256>>>(off, N, keys);
   const parscan::segments seg{N, off, n};
   const parscan::cuda_backend be{};
-  auto check = [&](const char* who) {
+  auto check = [&](const char* who, bool reverse = false) {
     BENCH_CHECK(cudaDeviceSynchronize());
     const index_t upto = offsets[2000];
     std::vector<float> hx(static_cast<size_t>(upto)), ho(static_cast<size_t>(upto));
@@ -300,10 +300,12 @@ void segmented_rows(double copy, const std::string& filter, bool shapes, std::ve
     double err = 0;
     for (index_t s = 0; s < 2000; ++s) {
       double run = 0, scale = 1;
-      for (index_t i = offsets[static_cast<size_t>(s)]; i < offsets[static_cast<size_t>(s) + 1]; ++i) {
-        run += hx[static_cast<size_t>(i)];
+      const index_t b = offsets[static_cast<size_t>(s)], e = offsets[static_cast<size_t>(s) + 1];
+      for (index_t k = 0; k < e - b; ++k) {
+        const size_t i = static_cast<size_t>(reverse ? e - 1 - k : b + k);
+        run += hx[i];
         scale = std::max(scale, std::fabs(run));
-        err = std::max(err, std::fabs(double(ho[static_cast<size_t>(i)]) - run) / scale);
+        err = std::max(err, std::fabs(double(ho[i]) - run) / scale);
       }
     }
     if (err > 1e-5) std::printf("%s: segmented sum off by %.3g\n", who, err);
@@ -318,6 +320,17 @@ void segmented_rows(double copy, const std::string& filter, bool shapes, std::ve
   const double us = bench::median_us(parscan_call, 15, 2);
   const double moved = 2.0 * n * sizeof(float);
   const std::string shape = "1e5 segs, total 2^28";
+  parscan::scan_options<float> backwards;
+  backwards.dir = parscan::direction::reverse;
+  auto reverse_call = [&](int) {
+    const parscan::status st = parscan::segmented_inclusive_scan(be, x, out, seg, parscan::sum_op<float>{}, backwards);
+    if (st != parscan::status::success) std::printf("segmented scan: %s\n", parscan::to_string(st)), std::exit(1);
+  };
+  reverse_call(0);
+  max_err = std::max(max_err, check("parscan reverse", true));
+  const double reverse_us = bench::median_us(reverse_call, 15, 2);
+  rows.push_back({name + ", reverse (parscan)", "f32", "packed", "rev", shape, reverse_us, moved / reverse_us / 1e3,
+                  100 * moved / reverse_us / 1e3 / copy, 0.0});
   if (shapes) {  // the segment kernel's other shapes, each checked, then timed beside the library's
     namespace cd = parscan::cuda_detail;
     using problem = cd::generic_problem<float, float, float>;
@@ -344,6 +357,22 @@ void segmented_rows(double copy, const std::string& filter, bool shapes, std::ve
     using c3 = std::integral_constant<int, 3>;
     using c4 = std::integral_constant<int, 4>;
     shaped(c1{}, c3{}), shaped(c1{}, c4{});
+    {  // the general kernel reversed (the library's only reverse path until the vector path took it)
+      const parscan::segmented_problem<float, float, float> rp{parscan::scan_kind::inclusive, x, out, seg, backwards,
+                                                               0.f, false};
+      const problem R = problem::from(rp.segment(0, 0, 0));
+      const std::string who = name + ", reverse (parscan, 1 warps a block, 3 stages)";
+      auto call = [&](int) {
+        const parscan::status st = cd::launch_segments_shaped<1, 3, cd::tile_shape<problem>::chunks>(
+            R, parscan::sum_op<float>{}, off, N, be);
+        if (st != parscan::status::success) std::printf("%s: %s\n", who.c_str(), parscan::to_string(st)), std::exit(1);
+      };
+      BENCH_CHECK(cudaMemset(out, 0xff, n * sizeof(float)));
+      call(0);
+      max_err = std::max(max_err, check(who.c_str(), true));
+      const double t = bench::median_us(call, 15, 2);
+      rows.push_back({who, "f32", "packed", "rev", shape, t, moved / t / 1e3, 100 * moved / t / 1e3 / copy, 0.0});
+    }
     // The vector path (what the library takes for this input) in other shapes.
     const cd::segment_vectors<float> V{x, out, nullptr, nullptr, 0.f, false, false};
     auto vectored = [&](auto warps, auto unroll) {

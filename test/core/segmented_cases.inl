@@ -226,22 +226,25 @@ TEST_CASE(PARSCAN_TEST_NAME("segmented scans: affine pairs (not commutative), ev
                                               affine_pairs{});
 }
 
-// The CUDA backend's vector path takes one element type of 4, 8 or 16 bytes, forward, with the
-// output aligned like the input; the general kernel takes the rest. Both against the reference.
+// The CUDA backend's vector path takes one element type of 4, 8 or 16 bytes with the output
+// aligned like the input; the general kernel takes the rest. Both against the reference.
 TEST_CASE(PARSCAN_TEST_NAME("segmented scans: 16-byte matrices, and outputs aligned unlike the input"),
           PARSCAN_TEST_TAGS("[scan][segmented]")) {
   using namespace parscan_segmented_cases;
   const mat2_u32 init{{3u, 1u, 4u, 1u}};
   for (int kind = 0; kind < 3; ++kind)
-    for (bool carries : {false, true})
-      check_segmented<mat2_u32>("2x2 products", kind, false, carries, 100, 3000, mat2_u32_op{}, init, mat2_products{});
+    for (bool reverse : {false, true})
+      for (bool carries : {false, true})
+        check_segmented<mat2_u32>("2x2 products", kind, reverse, carries, 100, 3000, mat2_u32_op{}, init,
+                                  mat2_products{});
   for (int kind = 0; kind < 2; ++kind)
-    for (index_t shift : {1, 2, 4}) {
-      check_segmented<std::int32_t>("int32 sum", kind, false, kind == 1, 100, 3000, parscan::sum_op<std::int32_t>{},
-                                    std::int32_t{5}, int_sums<std::int32_t>{}, shift);
-      check_segmented<std::int64_t>("int64 sum", kind, false, false, 50, 3000, parscan::sum_op<std::int64_t>{},
-                                    std::int64_t{5}, int_sums<std::int64_t>{}, shift);
-    }
+    for (bool reverse : {false, true})
+      for (index_t shift : {1, 2, 4}) {
+        check_segmented<std::int32_t>("int32 sum", kind, reverse, kind == 1, 100, 3000,
+                                      parscan::sum_op<std::int32_t>{}, std::int32_t{5}, int_sums<std::int32_t>{}, shift);
+        check_segmented<std::int64_t>("int64 sum", kind, reverse, false, 50, 3000, parscan::sum_op<std::int64_t>{},
+                                      std::int64_t{5}, int_sums<std::int64_t>{}, shift);
+      }
 }
 
 TEST_CASE(PARSCAN_TEST_NAME("segmented scans: bad arguments get their status and write nothing"),

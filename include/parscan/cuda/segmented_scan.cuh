@@ -69,15 +69,15 @@ status launch_segment_vectors_shaped(const segment_vectors<T>& P, const Op& op, 
 }
 
 /// Whether the segments of p take the vector path: one element type of 4, 8 or 16 bytes
-/// throughout, forward, the input aligned to its element and the output to the input modulo
-/// 16 bytes (so both cross 16-byte boundaries at the same elements). Everything else takes the
-/// general segment kernel.
+/// throughout, the input aligned to its element and the output to the input modulo 16 bytes
+/// (so both cross 16-byte boundaries at the same elements). Everything else takes the general
+/// segment kernel.
 template <class In, class Out, class Acc>
 bool takes_segment_vectors(const segmented_problem<In, Out, Acc>& p) {
   if constexpr (std::is_same_v<In, Acc> && std::is_same_v<Out, Acc> &&
                 (sizeof(Acc) == 4 || sizeof(Acc) == 8 || sizeof(Acc) == 16)) {
     const auto in = reinterpret_cast<std::uintptr_t>(p.in), out = reinterpret_cast<std::uintptr_t>(p.out);
-    return p.opts.dir == direction::forward && in % sizeof(Acc) == 0 && (p.out == nullptr || out % 16 == in % 16);
+    return in % sizeof(Acc) == 0 && (p.out == nullptr || out % 16 == in % 16);
   } else {
     return false;
   }
@@ -92,8 +92,10 @@ status run_segmented_scan(const cuda_backend& be, const segmented_problem<In, Ou
   if (p.seg.count == 0) return status::success;
   if constexpr (std::is_same_v<In, Acc> && std::is_same_v<Out, Acc>) {
     if (cuda_detail::takes_segment_vectors(p)) {
-      const cuda_detail::segment_vectors<Acc> P{p.in,   p.out,      p.opts.carry_in, p.opts.carry_out,
-                                                p.init, p.has_init, p.kind == scan_kind::exclusive};
+      const cuda_detail::segment_vectors<Acc> P{p.in,         p.out,
+                                                p.opts.carry_in, p.opts.carry_out,
+                                                p.init,         p.has_init,
+                                                p.kind == scan_kind::exclusive, p.opts.dir == direction::reverse};
       return cuda_detail::launch_segment_vectors_shaped<cuda_detail::segment_vector_warps,
                                                         cuda_detail::segment_vector_unroll>(P, op, p.seg.offsets,
                                                                                             p.seg.count, be);

@@ -13,8 +13,8 @@
 // 2^28 elements); a single very long segment runs on one warp, at a warp's speed.
 //
 // Two kernels: scan_segments_kernel, for any generic Problem, and scan_segment_vectors_kernel,
-// for the common case (one element type of 4, 8 or 16 bytes, forward, the output aligned like
-// the input), which reads whole 16-byte accesses straight into registers.
+// for the common case (one element type of 4, 8 or 16 bytes, the output aligned like the
+// input), which reads whole 16-byte accesses straight into registers.
 #pragma once
 
 #include <cstdint>
@@ -60,8 +60,8 @@ __global__ void __launch_bounds__(Warps* warp_threads)
 }
 
 /// The segments of a packed array of one element type T (input, output, carries and init alike)
-/// of 4, 8 or 16 bytes, scanned forward, with the output laid out like the input (the same
-/// address modulo 16 bytes): the common case, for which the warp loop's general tile scan
+/// of 4, 8 or 16 bytes, with the output laid out like the input (the same address modulo 16
+/// bytes): the common case, for which the warp loop's general tile scan
 /// (runtime direction, kinds and strides, staging masks and bounds a run) issued about 175
 /// instructions for every 128 floats where a scan needs about 30, and bounded the float sum
 /// over 10^5 random segments at 84% of copy (ncu, H200; docs/performance.md).
@@ -74,6 +74,7 @@ struct segment_vectors {
   T init;
   bool has_init;
   bool exclusive;  // then every segment has init or its carry in (checked by the dispatch)
+  bool reverse;    // each segment from its last element to its first
 };
 
 /// The elements of a segment a warp holds in registers at once: V consecutive ones a lane (one
@@ -111,82 +112,106 @@ __device__ PARSCAN_INLINE void scan_warp_items(T (&v)[V], int valid, bool exclus
   running = {running.has ? op(running.value, total) : total, true};
 }
 
-template <int V, class T>
+/// The V elements of one 16-byte access at p, in processing order (reversed: the last first).
+template <bool Reverse, int V, class T>
 __device__ PARSCAN_INLINE void load_vector(const T* p, T (&v)[V]) {
   static_assert(sizeof(T) * V == 16, "one 16-byte access");
   const uint4 w = *reinterpret_cast<const uint4*>(p);
-  memcpy(v, &w, 16);
+  T m[V];
+  memcpy(m, &w, 16);
+#pragma unroll
+  for (int k = 0; k < V; ++k) v[k] = m[Reverse ? V - 1 - k : k];
 }
-template <int V, class T>
+template <bool Reverse, int V, class T>
 __device__ PARSCAN_INLINE void store_vector(T* p, const T (&v)[V]) {
+  T m[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) m[k] = v[Reverse ? V - 1 - k : k];
   uint4 w;
-  memcpy(&w, v, 16);
+  memcpy(&w, m, 16);
   *reinterpret_cast<uint4*>(p) = w;
 }
 
-/// Segments of P, a warp each (grid-stride), forward. A segment's elements before the input's
-/// first 16-byte boundary take one pass of an element a lane; then whole warp-wide accesses of
-/// 16 bytes a lane, Unroll of them loaded before any is scanned (the bytes in flight come from
-/// the resident warps and these loads, not from a staging ring: nothing to copy twice, and 40
-/// registers or so leave the SM full of warps); then the last partial one, read with bounds.
+/// One segment, elements [begin, end), by the calling warp, from `running` (then its total).
+/// The segment's elements before the input's first 16-byte boundary in processing order take one
+/// pass of an element a lane; then whole warp-wide accesses of 16 bytes a lane, Unroll of them
+/// loaded before any is scanned (the bytes in flight come from the resident warps and these
+/// loads, not from a staging ring: nothing is copied twice, and the registers leave the SM full
+/// of warps); then the last partial access, with bounds. Reversed, the same from the end down:
+/// lane 0 takes the highest access of each, and each access's elements last first.
+template <bool Reverse, int Unroll, class T, class Op>
+__device__ PARSCAN_INLINE void scan_segment_vectors(const segment_vectors<T>& P, const Op& op, index_t begin,
+                                                    index_t end, maybe<T>& running) {
+  constexpr int V = 16 / static_cast<int>(sizeof(T)), size = static_cast<int>(sizeof(T));
+  constexpr index_t span = static_cast<index_t>(warp_threads) * V;  // elements of one warp-wide access
+  const int lane = lane_id();
+  index_t pos = Reverse ? end : begin;  // the next element in processing order: pos, or pos - 1 reversed
+  const auto left = [&] { return Reverse ? pos - begin : end - pos; };
+  const auto ahead = [&](index_t n) { return Reverse ? pos - n : pos + n; };  // pos, n elements on
+  // The address of the k-th element from pos in processing order, and the lowest address of this
+  // lane's access among those from pos.
+  const auto element = [&](index_t k) { return Reverse ? pos - 1 - k : pos + k; };
+  const auto lane_access = [&](index_t from) { return Reverse ? from - (lane + 1) * V : from + lane * V; };
+  const int past = static_cast<int>(reinterpret_cast<std::uintptr_t>(P.in + pos) % 16) / size;  // past a boundary
+  const index_t head = Reverse ? past : (V - past) % V;
+  if (head > 0 && left() > 0) {  // fewer than V elements, one a lane
+    const int n = static_cast<int>(left() < head ? left() : head);
+    const index_t at = element(lane);
+    T one[1] = {lane < n ? P.in[at] : T{}};
+    scan_warp_items<false>(one, n, P.exclusive, running, op);
+    if (P.out && lane < n) P.out[at] = one[0];
+    pos = ahead(n);
+  }
+  for (; left() >= Unroll * span; pos = ahead(Unroll * span)) {
+    T v[Unroll][V];
+#pragma unroll
+    for (int u = 0; u < Unroll; ++u) load_vector<Reverse>(P.in + lane_access(ahead(u * span)), v[u]);
+#pragma unroll
+    for (int u = 0; u < Unroll; ++u) {
+      scan_warp_items<true>(v[u], static_cast<int>(span), P.exclusive, running, op);
+      if (P.out) store_vector<Reverse>(P.out + lane_access(ahead(u * span)), v[u]);
+    }
+  }
+  for (; left() >= span; pos = ahead(span)) {
+    T v[V];
+    load_vector<Reverse>(P.in + lane_access(pos), v);
+    scan_warp_items<true>(v, static_cast<int>(span), P.exclusive, running, op);
+    if (P.out) store_vector<Reverse>(P.out + lane_access(pos), v);
+  }
+  if (left() > 0) {  // the last partial access: whole runs by vector, the one cut short by element
+    const int n = static_cast<int>(left()), mine = n - lane * V;
+    T v[V];
+    if (mine >= V) {
+      load_vector<Reverse>(P.in + lane_access(pos), v);
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k) v[k] = k < mine ? P.in[element(lane * V + k)] : T{};
+    }
+    scan_warp_items<false>(v, n, P.exclusive, running, op);
+    if (P.out) {
+      if (mine >= V) {
+        store_vector<Reverse>(P.out + lane_access(pos), v);
+      } else {
+#pragma unroll
+        for (int k = 0; k < V; ++k)
+          if (k < mine) P.out[element(lane * V + k)] = v[k];
+      }
+    }
+  }
+}
+
+/// Segments of P, a warp each (grid-stride), in either direction (scan_segment_vectors).
 template <int Warps, int Unroll, class T, class Op>
 __global__ void __launch_bounds__(Warps* warp_threads)
     scan_segment_vectors_kernel(segment_vectors<T> P, Op op, const std::int64_t* offsets, index_t segments) {
-  constexpr int V = 16 / static_cast<int>(sizeof(T));
-  constexpr index_t span = static_cast<index_t>(warp_threads) * V;  // elements of one warp-wide access
-  const int lane = lane_id();
   const index_t first_warp = static_cast<index_t>(blockIdx.x) * Warps + threadIdx.x / warp_threads;
   const index_t all_warps = static_cast<index_t>(gridDim.x) * Warps;
   for (index_t s = first_warp; s < segments; s += all_warps) {
     const index_t begin = offsets[s], end = offsets[s + 1];
     maybe<T> running = P.carry_in ? maybe<T>{P.carry_in[s], true} : maybe<T>{P.init, P.has_init};
-    index_t pos = begin;
-    const int misaligned = static_cast<int>(reinterpret_cast<std::uintptr_t>(P.in + begin) % 16);
-    const index_t head = misaligned == 0 ? 0 : (16 - misaligned) / static_cast<int>(sizeof(T));
-    if (head > 0 && pos < end) {  // fewer than V elements, one a lane
-      const int n = static_cast<int>(end - pos < head ? end - pos : head);
-      T one[1] = {lane < n ? P.in[pos + lane] : T{}};
-      scan_warp_items<false>(one, n, P.exclusive, running, op);
-      if (P.out && lane < n) P.out[pos + lane] = one[0];
-      pos += n;
-    }
-    for (; end - pos >= Unroll * span; pos += Unroll * span) {
-      T v[Unroll][V];
-#pragma unroll
-      for (int u = 0; u < Unroll; ++u) load_vector(P.in + pos + u * span + lane * V, v[u]);
-#pragma unroll
-      for (int u = 0; u < Unroll; ++u) {
-        scan_warp_items<true>(v[u], static_cast<int>(span), P.exclusive, running, op);
-        if (P.out) store_vector(P.out + pos + u * span + lane * V, v[u]);
-      }
-    }
-    for (; end - pos >= span; pos += span) {
-      T v[V];
-      load_vector(P.in + pos + lane * V, v);
-      scan_warp_items<true>(v, static_cast<int>(span), P.exclusive, running, op);
-      if (P.out) store_vector(P.out + pos + lane * V, v);
-    }
-    if (pos < end) {  // the last partial access: whole runs by vector, the one cut short by element
-      const int n = static_cast<int>(end - pos), mine = n - lane * V;
-      T v[V];
-      if (mine >= V) {
-        load_vector(P.in + pos + lane * V, v);
-      } else {
-#pragma unroll
-        for (int k = 0; k < V; ++k) v[k] = k < mine ? P.in[pos + lane * V + k] : T{};
-      }
-      scan_warp_items<false>(v, n, P.exclusive, running, op);
-      if (P.out) {
-        if (mine >= V) {
-          store_vector(P.out + pos + lane * V, v);
-        } else {
-#pragma unroll
-          for (int k = 0; k < V; ++k)
-            if (k < mine) P.out[pos + lane * V + k] = v[k];
-        }
-      }
-    }
-    if (lane == 0 && running.has && P.carry_out) P.carry_out[s] = running.value;
+    if (P.reverse) scan_segment_vectors<true, Unroll>(P, op, begin, end, running);
+    else scan_segment_vectors<false, Unroll>(P, op, begin, end, running);
+    if (lane_id() == 0 && running.has && P.carry_out) P.carry_out[s] = running.value;
   }
 }
 
