@@ -374,13 +374,14 @@ void segmented_rows(double copy, const std::string& filter, bool shapes, std::ve
       rows.push_back({who, "f32", "packed", "rev", shape, t, moved / t / 1e3, 100 * moved / t / 1e3 / copy, 0.0});
     }
     // The vector path (what the library takes for this input) in other shapes.
-    const cd::segment_vectors<float> V{x, out, nullptr, nullptr, 0.f, false, false};
+    const cd::segment_vectors<float> V{x, out, nullptr, nullptr, 0.f, false, false, false};
     auto vectored = [&](auto warps, auto unroll) {
       constexpr int W = decltype(warps)::value, U = decltype(unroll)::value;
       const std::string who = name + " (parscan vectors, " + std::to_string(W) + " warps a block, " +
                               std::to_string(U) + " accesses in flight a lane)";
       auto call = [&](int) {
-        const parscan::status st = cd::launch_segment_vectors_shaped<W, U>(V, parscan::sum_op<float>{}, off, N, be);
+        const parscan::status st = cd::launch_segment_vectors_shaped<W, U>(V, parscan::sum_op<float>{},
+                                                                           cd::packed_segment_places{off}, N, be);
         if (st != parscan::status::success) std::printf("%s: %s\n", who.c_str(), parscan::to_string(st)), std::exit(1);
       };
       BENCH_CHECK(cudaMemset(out, 0xff, n * sizeof(float)));

@@ -792,6 +792,30 @@ TEST_CASE(PARSCAN_TEST_NAME("generic scans: batches in every layout in both dire
   with_case(c, [&](auto tag) { check_scan<decltype(tag)>(cfg); });
 }
 
+// Batches of more sequences than a GPU holds warps (8192 on the device), time-contiguous: the
+// CUDA backend scans each on a warp, in whole 16-byte accesses where the element is the
+// accumulator (the int64 and float64 sums, affine<float>) and the output sits like the input
+// modulo 16 bytes; else through the warp loop. Rows one element longer than their steps put
+// each sequence's head off the boundary by a different amount; an output whose rows are one
+// element longer than the input's sits unlike it (8-byte elements) and takes the warp loop.
+TEST_CASE(PARSCAN_TEST_NAME("generic scans: many contiguous sequences, a warp each"), PARSCAN_TEST_TAGS("[scan][batch]")) {
+  using namespace parscan_scan_cases;
+  const int c = GENERATE(0, 1, 2);
+  const int k = GENERATE(0, 1, 2);
+  const int d = GENERATE(0, 1);
+  const index_t S = parscan_test::on_device ? 8192 : 300, L = GENERATE(index_t(150), index_t(777));
+  const int rows = GENERATE(0, 1, 2);
+  run_config cfg;
+  cfg.kind = kind_of(k);
+  cfg.dir = dir_of(d);
+  cfg.carry = (k + d) % 2 == 0 ? carry_mode::both : carry_mode::none;
+  cfg.form = call_form::layouts;
+  cfg.in_layout = rows == 0 ? sequence_layout::time_contiguous(S, L) : sequence_layout{S, L, L + 1, 1, 1, 0};
+  cfg.out_layout = rows == 2 ? sequence_layout{S, L, L + 2, 1, 1, 0} : cfg.in_layout;
+  cfg.layout_name = rows == 0 ? "dense rows" : rows == 1 ? "rows of L + 1" : "rows of L + 1 -> rows of L + 2";
+  with_case(c, [&](auto tag) { check_scan<decltype(tag)>(cfg); });
+}
+
 // Channel-last batches of 3 × 1450 and 3 × 1451 channels: many groups of 32 in flight at once
 // in the CUDA backend's persistent grid of staged lane tiles, the last group partial; with an
 // even D the 4-byte elements run in lane packs of two channels (generic/generic_lane_packs.cuh),

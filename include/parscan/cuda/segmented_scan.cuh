@@ -55,19 +55,6 @@ status launch_segments(const Problem& P, const Op& op, const std::int64_t* offse
                                                                                                  segments, be);
 }
 
-/// The vector path's shape (scan_segment_vectors_kernel): warps a block, 16-byte accesses a
-/// lane loaded before any is scanned. Set by bench_varlen --segment-shapes (docs/performance.md).
-constexpr int segment_vector_warps = 1;
-constexpr int segment_vector_unroll = 8;
-
-template <int Warps, int Unroll, class T, class Op>
-status launch_segment_vectors_shaped(const segment_vectors<T>& P, const Op& op, const std::int64_t* offsets,
-                                     index_t segments, const cuda_backend& be) {
-  const index_t blocks = (segments + Warps - 1) / Warps;
-  return launch(scan_segment_vectors_kernel<Warps, Unroll, T, Op>, blocks, Warps * warp_threads, 0, be, P, op,
-                offsets, segments);
-}
-
 /// Whether the segments of p take the vector path: one element type of 4, 8 or 16 bytes
 /// throughout, the input aligned to its element and the output to the input modulo 16 bytes
 /// (so both cross 16-byte boundaries at the same elements). Everything else takes the general
@@ -96,9 +83,8 @@ status run_segmented_scan(const cuda_backend& be, const segmented_problem<In, Ou
                                                 p.opts.carry_in, p.opts.carry_out,
                                                 p.init,         p.has_init,
                                                 p.kind == scan_kind::exclusive, p.opts.dir == direction::reverse};
-      return cuda_detail::launch_segment_vectors_shaped<cuda_detail::segment_vector_warps,
-                                                        cuda_detail::segment_vector_unroll>(P, op, p.seg.offsets,
-                                                                                            p.seg.count, be);
+      return cuda_detail::launch_segment_vectors(P, op, cuda_detail::packed_segment_places{p.seg.offsets}, p.seg.count,
+                                                 be);
     }
   }
   // The problem of segment 0 at offset 0 and length 0: the kernel narrows it to each segment.

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "../../layout.hpp"
 #include "../thread/step_scan.cuh"
 #include "warp_loop.cuh"
 
@@ -140,77 +141,104 @@ __device__ PARSCAN_INLINE void store_vector(T* p, const T (&v)[V]) {
 /// of warps); then the last partial access, with bounds. Reversed, the same from the end down:
 /// lane 0 takes the highest access of each, and each access's elements last first.
 template <bool Reverse, int Unroll, class T, class Op>
-__device__ PARSCAN_INLINE void scan_segment_vectors(const segment_vectors<T>& P, const Op& op, index_t begin,
-                                                    index_t end, maybe<T>& running) {
+__device__ PARSCAN_INLINE void scan_segment_vectors(const T* in, T* out, index_t length, bool exclusive, const Op& op,
+                                                    maybe<T>& running) {
   constexpr int V = 16 / static_cast<int>(sizeof(T)), size = static_cast<int>(sizeof(T));
   constexpr index_t span = static_cast<index_t>(warp_threads) * V;  // elements of one warp-wide access
   const int lane = lane_id();
-  index_t pos = Reverse ? end : begin;  // the next element in processing order: pos, or pos - 1 reversed
-  const auto left = [&] { return Reverse ? pos - begin : end - pos; };
+  index_t pos = Reverse ? length : 0;  // the next element in processing order: pos, or pos - 1 reversed
+  const auto left = [&] { return Reverse ? pos : length - pos; };
   const auto ahead = [&](index_t n) { return Reverse ? pos - n : pos + n; };  // pos, n elements on
   // The address of the k-th element from pos in processing order, and the lowest address of this
   // lane's access among those from pos.
   const auto element = [&](index_t k) { return Reverse ? pos - 1 - k : pos + k; };
   const auto lane_access = [&](index_t from) { return Reverse ? from - (lane + 1) * V : from + lane * V; };
-  const int past = static_cast<int>(reinterpret_cast<std::uintptr_t>(P.in + pos) % 16) / size;  // past a boundary
+  const int past = static_cast<int>(reinterpret_cast<std::uintptr_t>(in + pos) % 16) / size;  // past a boundary
   const index_t head = Reverse ? past : (V - past) % V;
   if (head > 0 && left() > 0) {  // fewer than V elements, one a lane
     const int n = static_cast<int>(left() < head ? left() : head);
     const index_t at = element(lane);
-    T one[1] = {lane < n ? P.in[at] : T{}};
-    scan_warp_items<false>(one, n, P.exclusive, running, op);
-    if (P.out && lane < n) P.out[at] = one[0];
+    T one[1] = {lane < n ? in[at] : T{}};
+    scan_warp_items<false>(one, n, exclusive, running, op);
+    if (out && lane < n) out[at] = one[0];
     pos = ahead(n);
   }
   for (; left() >= Unroll * span; pos = ahead(Unroll * span)) {
     T v[Unroll][V];
 #pragma unroll
-    for (int u = 0; u < Unroll; ++u) load_vector<Reverse>(P.in + lane_access(ahead(u * span)), v[u]);
+    for (int u = 0; u < Unroll; ++u) load_vector<Reverse>(in + lane_access(ahead(u * span)), v[u]);
 #pragma unroll
     for (int u = 0; u < Unroll; ++u) {
-      scan_warp_items<true>(v[u], static_cast<int>(span), P.exclusive, running, op);
-      if (P.out) store_vector<Reverse>(P.out + lane_access(ahead(u * span)), v[u]);
+      scan_warp_items<true>(v[u], static_cast<int>(span), exclusive, running, op);
+      if (out) store_vector<Reverse>(out + lane_access(ahead(u * span)), v[u]);
     }
   }
   for (; left() >= span; pos = ahead(span)) {
     T v[V];
-    load_vector<Reverse>(P.in + lane_access(pos), v);
-    scan_warp_items<true>(v, static_cast<int>(span), P.exclusive, running, op);
-    if (P.out) store_vector<Reverse>(P.out + lane_access(pos), v);
+    load_vector<Reverse>(in + lane_access(pos), v);
+    scan_warp_items<true>(v, static_cast<int>(span), exclusive, running, op);
+    if (out) store_vector<Reverse>(out + lane_access(pos), v);
   }
   if (left() > 0) {  // the last partial access: whole runs by vector, the one cut short by element
     const int n = static_cast<int>(left()), mine = n - lane * V;
     T v[V];
     if (mine >= V) {
-      load_vector<Reverse>(P.in + lane_access(pos), v);
+      load_vector<Reverse>(in + lane_access(pos), v);
     } else {
 #pragma unroll
-      for (int k = 0; k < V; ++k) v[k] = k < mine ? P.in[element(lane * V + k)] : T{};
+      for (int k = 0; k < V; ++k) v[k] = k < mine ? in[element(lane * V + k)] : T{};
     }
-    scan_warp_items<false>(v, n, P.exclusive, running, op);
-    if (P.out) {
+    scan_warp_items<false>(v, n, exclusive, running, op);
+    if (out) {
       if (mine >= V) {
-        store_vector<Reverse>(P.out + lane_access(pos), v);
+        store_vector<Reverse>(out + lane_access(pos), v);
       } else {
 #pragma unroll
         for (int k = 0; k < V; ++k)
-          if (k < mine) P.out[element(lane * V + k)] = v[k];
+          if (k < mine) out[element(lane * V + k)] = v[k];
       }
     }
   }
 }
 
-/// Segments of P, a warp each (grid-stride), in either direction (scan_segment_vectors).
-template <int Warps, int Unroll, class T, class Op>
+/// Where each warp finds its segment: packed segments at offsets (the same in input and output).
+struct packed_segment_places {
+  const std::int64_t* offsets;
+  struct place {
+    index_t in, out, length;
+  };
+  __device__ PARSCAN_INLINE place at(index_t s) const {
+    const index_t begin = offsets[s];
+    return {begin, begin, offsets[s + 1] - begin};
+  }
+};
+
+/// Sequence s of a strided batch as a segment, each tensor at its own layout's offset
+/// (dispatch_scan's batches of contiguous sequences).
+struct batch_sequence_places {
+  sequence_layout in, out;
+  index_t length;
+  using place = packed_segment_places::place;
+  __device__ PARSCAN_INLINE place at(index_t s) const {
+    const sequence_layout::place q = in.place_of(s);  // the layouts share their shape
+    return {in.offset_of(q), out.offset_of(q), length};
+  }
+};
+
+/// Segments of P, a warp each (grid-stride), in either direction (scan_segment_vectors), where
+/// `places` puts them.
+template <int Warps, int Unroll, class T, class Op, class Places>
 __global__ void __launch_bounds__(Warps* warp_threads)
-    scan_segment_vectors_kernel(segment_vectors<T> P, Op op, const std::int64_t* offsets, index_t segments) {
+    scan_segment_vectors_kernel(segment_vectors<T> P, Op op, Places places, index_t segments) {
   const index_t first_warp = static_cast<index_t>(blockIdx.x) * Warps + threadIdx.x / warp_threads;
   const index_t all_warps = static_cast<index_t>(gridDim.x) * Warps;
   for (index_t s = first_warp; s < segments; s += all_warps) {
-    const index_t begin = offsets[s], end = offsets[s + 1];
+    const typename Places::place q = places.at(s);
+    const T* in = P.in + q.in;
+    T* out = P.out ? P.out + q.out : nullptr;
     maybe<T> running = P.carry_in ? maybe<T>{P.carry_in[s], true} : maybe<T>{P.init, P.has_init};
-    if (P.reverse) scan_segment_vectors<true, Unroll>(P, op, begin, end, running);
-    else scan_segment_vectors<false, Unroll>(P, op, begin, end, running);
+    if (P.reverse) scan_segment_vectors<true, Unroll>(in, out, q.length, P.exclusive, op, running);
+    else scan_segment_vectors<false, Unroll>(in, out, q.length, P.exclusive, op, running);
     if (lane_id() == 0 && running.has && P.carry_out) P.carry_out[s] = running.value;
   }
 }

@@ -15,6 +15,7 @@
 #include "../agent/lane_loop.cuh"
 #include "../agent/lane_tiles.cuh"
 #include "../agent/reduce_spans.cuh"
+#include "../agent/segment_warps.cuh"
 #include "../agent/staged_lane_tiles.cuh"
 #include "../agent/thread_span_reduce.cuh"
 #include "../agent/tile_blocks_reduce.cuh"
@@ -345,6 +346,30 @@ status launch(Kernel kernel, index_t blocks, int threads, int smem, const cuda_b
   kernel<<<static_cast<unsigned>(blocks < max_grid ? blocks : max_grid), threads, smem, be.stream>>>(args...);
   return check_launch();
 }
+
+/// The vector path's shape (agent/segment_warps.cuh, scan_segment_vectors_kernel): warps a block,
+/// 16-byte accesses a lane loaded before any is scanned. Set by bench_varlen --segment-shapes
+/// (docs/performance.md, "Segments in whole 16-byte accesses").
+constexpr int segment_vector_warps = 1;
+constexpr int segment_vector_unroll = 8;
+
+template <int Warps, int Unroll, class T, class Op, class Places>
+status launch_segment_vectors_shaped(const segment_vectors<T>& P, const Op& op, const Places& places,
+                                     index_t segments, const cuda_backend& be) {
+  return launch(scan_segment_vectors_kernel<Warps, Unroll, T, Op, Places>, (segments + Warps - 1) / Warps,
+                Warps * warp_threads, 0, be, P, op, places, segments);
+}
+template <class T, class Op, class Places>
+status launch_segment_vectors(const segment_vectors<T>& P, const Op& op, const Places& places, index_t segments,
+                              const cuda_backend& be) {
+  return launch_segment_vectors_shaped<segment_vector_warps, segment_vector_unroll>(P, op, places, segments, be);
+}
+
+/// Whether a Problem may take the vector path (generic_problem::vector_capable).
+template <class Problem, class = void>
+constexpr bool has_vector_path = false;
+template <class Problem>
+constexpr bool has_vector_path<Problem, std::void_t<decltype(Problem::vector_capable)>> = Problem::vector_capable;
 
 template <class T>
 struct same_type {
@@ -891,6 +916,17 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
   const index_t tiles_per_sequence = (P.length + shape::chained_tile - 1) / shape::chained_tile;
   const auto warp_loop = [&] {
     using short_shape = short_tile_shape<Problem>;
+    // Sequences longer than the short shapes' tile, of one element type in 16-byte accesses: a
+    // warp each, straight into registers (the float sum batch of 8192 × 4096: see
+    // docs/performance.md, "Batches in whole 16-byte accesses").
+    if constexpr (has_vector_path<Problem>) {
+      if (P.length > short_shape::loop_tile && P.takes_vectors()) {
+        const segment_vectors<typename Problem::acc_type> V{P.in,   P.out,      P.carry_in, P.carry_out,
+                                                            P.init, P.has_init, P.exclusive, P.reverse};
+        return launch_segment_vectors(V, op, batch_sequence_places{P.in_layout, P.out_layout, P.length}, sequences,
+                                      be);
+      }
+    }
     if constexpr (shape::per_lane > short_shape::per_lane) {
       // Sequences of at most 16 runs two to a warp, of at most 32 one (segment tiles); without
       // staging, one to a warp in the warp loop's short shape.
