@@ -334,61 +334,48 @@ void segmented_rows(double copy, const std::string& filter, bool shapes, std::ve
   if (shapes) {  // the segment kernel's other shapes, each checked, then timed beside the library's
     namespace cd = parscan::cuda_detail;
     using problem = cd::generic_problem<float, float, float>;
-    const parscan::segmented_problem<float, float, float> sp{parscan::scan_kind::inclusive, x, out, seg, {}, 0.f,
-                                                             false};
-    const problem P = problem::from(sp.segment(0, 0, 0));
-    auto shaped = [&](auto warps, auto stages) {
-      constexpr int W = decltype(warps)::value, S = decltype(stages)::value;
-      const std::string who = name + " (parscan, " + std::to_string(W) + " warps a block, " + std::to_string(S) +
-                              " stages)";
+    // Poisons the output, runs one shape's launch once and checks it, then times it as a row.
+    auto timed_shape = [&](const std::string& who, bool reverse, auto&& launch) {
       auto call = [&](int) {
-        const parscan::status st = cd::launch_segments_shaped<W, S, cd::tile_shape<problem>::chunks>(
-            P, parscan::sum_op<float>{}, off, N, be);
+        const parscan::status st = launch();
         if (st != parscan::status::success) std::printf("%s: %s\n", who.c_str(), parscan::to_string(st)), std::exit(1);
       };
       BENCH_CHECK(cudaMemset(out, 0xff, n * sizeof(float)));
       call(0);
-      max_err = std::max(max_err, check(who.c_str()));
+      max_err = std::max(max_err, check(who.c_str(), reverse));
       const double t = bench::median_us(call, 15, 2);
-      rows.push_back({who, "f32", "packed", "fwd", shape, t, moved / t / 1e3, 100 * moved / t / 1e3 / copy, 0.0});
+      rows.push_back({who, "f32", "packed", reverse ? "rev" : "fwd", shape, t, moved / t / 1e3,
+                      100 * moved / t / 1e3 / copy, 0.0});
+    };
+    // The general segment kernel (warps a block, staged tiles a warp), forward or reversed.
+    auto shaped = [&](auto warps, auto stages, bool reverse) {
+      constexpr int W = decltype(warps)::value, S = decltype(stages)::value;
+      const parscan::segmented_problem<float, float, float> sp{
+          parscan::scan_kind::inclusive, x, out, seg, reverse ? backwards : parscan::scan_options<float>{}, 0.f, false};
+      const problem P = problem::from(sp.segment(0, 0, 0));
+      timed_shape(name + (reverse ? ", reverse" : "") + " (parscan, " + std::to_string(W) + " warps a block, " +
+                      std::to_string(S) + " stages)",
+                  reverse, [&] {
+                    return cd::launch_segments_shaped<W, S, cd::tile_shape<problem>::chunks>(
+                        P, parscan::sum_op<float>{}, off, N, be);
+                  });
     };
     using c1 = std::integral_constant<int, 1>;
     using c2 = std::integral_constant<int, 2>;
     using c3 = std::integral_constant<int, 3>;
     using c4 = std::integral_constant<int, 4>;
-    shaped(c1{}, c3{}), shaped(c1{}, c4{});
-    {  // the general kernel reversed (the library's only reverse path until the vector path took it)
-      const parscan::segmented_problem<float, float, float> rp{parscan::scan_kind::inclusive, x, out, seg, backwards,
-                                                               0.f, false};
-      const problem R = problem::from(rp.segment(0, 0, 0));
-      const std::string who = name + ", reverse (parscan, 1 warps a block, 3 stages)";
-      auto call = [&](int) {
-        const parscan::status st = cd::launch_segments_shaped<1, 3, cd::tile_shape<problem>::chunks>(
-            R, parscan::sum_op<float>{}, off, N, be);
-        if (st != parscan::status::success) std::printf("%s: %s\n", who.c_str(), parscan::to_string(st)), std::exit(1);
-      };
-      BENCH_CHECK(cudaMemset(out, 0xff, n * sizeof(float)));
-      call(0);
-      max_err = std::max(max_err, check(who.c_str(), true));
-      const double t = bench::median_us(call, 15, 2);
-      rows.push_back({who, "f32", "packed", "rev", shape, t, moved / t / 1e3, 100 * moved / t / 1e3 / copy, 0.0});
-    }
+    shaped(c1{}, c3{}, false), shaped(c1{}, c4{}, false);
+    shaped(c1{}, c3{}, true);  // the library's only reverse path until the vector path took it
     // The vector path (what the library takes for this input) in other shapes.
     const cd::segment_vectors<float> V{x, out, nullptr, nullptr, 0.f, false, false, false};
     auto vectored = [&](auto warps, auto unroll) {
       constexpr int W = decltype(warps)::value, U = decltype(unroll)::value;
-      const std::string who = name + " (parscan vectors, " + std::to_string(W) + " warps a block, " +
-                              std::to_string(U) + " accesses in flight a lane)";
-      auto call = [&](int) {
-        const parscan::status st = cd::launch_segment_vectors_shaped<W, U>(V, parscan::sum_op<float>{},
-                                                                           cd::packed_segment_places{off}, N, be);
-        if (st != parscan::status::success) std::printf("%s: %s\n", who.c_str(), parscan::to_string(st)), std::exit(1);
-      };
-      BENCH_CHECK(cudaMemset(out, 0xff, n * sizeof(float)));
-      call(0);
-      max_err = std::max(max_err, check(who.c_str()));
-      const double t = bench::median_us(call, 15, 2);
-      rows.push_back({who, "f32", "packed", "fwd", shape, t, moved / t / 1e3, 100 * moved / t / 1e3 / copy, 0.0});
+      timed_shape(name + " (parscan vectors, " + std::to_string(W) + " warps a block, " + std::to_string(U) +
+                      " accesses in flight a lane)",
+                  false, [&] {
+                    return cd::launch_segment_vectors_shaped<W, U>(V, parscan::sum_op<float>{},
+                                                                   cd::packed_segment_places{off}, N, be);
+                  });
     };
     using c8 = std::integral_constant<int, 8>;
     using c16 = std::integral_constant<int, 16>;

@@ -798,7 +798,8 @@ TEST_CASE(PARSCAN_TEST_NAME("generic scans: batches in every layout in both dire
 // modulo 16 bytes; else through the warp loop. Rows one element longer than their steps put
 // each sequence's head off the boundary by a different amount; an output whose rows are one
 // element longer than the input's sits unlike it (8-byte elements) and takes the warp loop.
-TEST_CASE(PARSCAN_TEST_NAME("generic scans: many contiguous sequences, a warp each"), PARSCAN_TEST_TAGS("[scan][batch]")) {
+TEST_CASE(PARSCAN_TEST_NAME("generic scans: many contiguous sequences of a warp each"),
+          PARSCAN_TEST_TAGS("[scan][batch]")) {
   using namespace parscan_scan_cases;
   const int c = GENERATE(0, 1, 2);
   const int k = GENERATE(0, 1, 2);

@@ -241,7 +241,8 @@ TEST_CASE(PARSCAN_TEST_NAME("segmented scans: 16-byte matrices, and outputs alig
     for (bool reverse : {false, true})
       for (index_t shift : {1, 2, 4}) {
         check_segmented<std::int32_t>("int32 sum", kind, reverse, kind == 1, 100, 3000,
-                                      parscan::sum_op<std::int32_t>{}, std::int32_t{5}, int_sums<std::int32_t>{}, shift);
+                                      parscan::sum_op<std::int32_t>{}, std::int32_t{5}, int_sums<std::int32_t>{},
+                                      shift);
         check_segmented<std::int64_t>("int64 sum", kind, reverse, false, 50, 3000, parscan::sum_op<std::int64_t>{},
                                       std::int64_t{5}, int_sums<std::int64_t>{}, shift);
       }

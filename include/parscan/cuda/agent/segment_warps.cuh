@@ -14,7 +14,9 @@
 //
 // Two kernels: scan_segments_kernel, for any generic Problem, and scan_segment_vectors_kernel,
 // for the common case (one element type of 4, 8 or 16 bytes, the output aligned like the
-// input), which reads whole 16-byte accesses straight into registers.
+// input), which reads whole 16-byte accesses straight into registers. The second also serves
+// batches of many contiguous sequences (device/dispatch_scan.cuh): its places type says where
+// each warp's sequence lies, by offsets or by layout.
 #pragma once
 
 #include <cstdint>
