@@ -5,7 +5,6 @@
 // in one fixed order.
 #pragma once
 
-#include <cstdint>
 #include <type_traits>
 
 #include "../segmented_scan.hpp"
@@ -61,13 +60,8 @@ status launch_segments(const Problem& P, const Op& op, const std::int64_t* offse
 /// segment kernel.
 template <class In, class Out, class Acc>
 bool takes_segment_vectors(const segmented_problem<In, Out, Acc>& p) {
-  if constexpr (std::is_same_v<In, Acc> && std::is_same_v<Out, Acc> &&
-                (sizeof(Acc) == 4 || sizeof(Acc) == 8 || sizeof(Acc) == 16)) {
-    const auto in = reinterpret_cast<std::uintptr_t>(p.in), out = reinterpret_cast<std::uintptr_t>(p.out);
-    return in % sizeof(Acc) == 0 && (p.out == nullptr || out % 16 == in % 16);
-  } else {
-    return false;
-  }
+  if constexpr (std::is_same_v<In, Acc> && std::is_same_v<Out, Acc> && vector_element<Acc>) return vectors_align(p.in, p.out);
+  else return false;
 }
 
 }  // namespace cuda_detail

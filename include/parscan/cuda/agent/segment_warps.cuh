@@ -62,12 +62,12 @@ __global__ void __launch_bounds__(Warps* warp_threads)
   }
 }
 
-/// The segments of a packed array of one element type T (input, output, carries and init alike)
-/// of 4, 8 or 16 bytes, with the output laid out like the input (the same address modulo 16
-/// bytes): the common case, for which the warp loop's general tile scan
-/// (runtime direction, kinds and strides, staging masks and bounds a run) issued about 175
-/// instructions for every 128 floats where a scan needs about 30, and bounded the float sum
-/// over 10^5 random segments at 84% of copy (ncu, H200; docs/performance.md).
+/// Segments (or a batch's sequences) of one element type T (input, output, carries and init
+/// alike) of 4, 8 or 16 bytes, with the output laid out like the input (the same address modulo
+/// 16 bytes): the common case, for which the warp loop's general tile scan (runtime direction,
+/// kinds and strides, staging masks and bounds a run) issued about 175 instructions for every
+/// 128 floats where a scan needs about 30, and bounded the float sum over 10^5 random segments
+/// at 84% of copy (ncu, H200; docs/performance.md).
 template <class T>
 struct segment_vectors {
   const T* in;
@@ -135,7 +135,8 @@ __device__ PARSCAN_INLINE void store_vector(T* p, const T (&v)[V]) {
   *reinterpret_cast<uint4*>(p) = w;
 }
 
-/// One segment, elements [begin, end), by the calling warp, from `running` (then its total).
+/// One segment of `length` elements at in (its results at out, or none), by the calling warp,
+/// from `running` (then its total).
 /// The segment's elements before the input's first 16-byte boundary in processing order take one
 /// pass of an element a lane; then whole warp-wide accesses of 16 bytes a lane, Unroll of them
 /// loaded before any is scanned (the bytes in flight come from the resident warps and these

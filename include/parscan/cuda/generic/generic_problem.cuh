@@ -253,17 +253,15 @@ struct generic_problem : generic_staging<std::is_pointer_v<input_iterator_t<In>>
   /// The vector path (agent/segment_warps.cuh: a warp a sequence, whole 16-byte accesses) takes
   /// one element type of 4, 8 or 16 bytes throughout, over raw pointers, where steps are adjacent
   /// and every sequence's output sits like its input modulo 16 bytes (or there is none).
-  static constexpr bool vector_capable = pointer_in && pointer_out && std::is_same_v<in_value, Acc> &&
-                                         std::is_same_v<out_value, Acc> &&
-                                         (sizeof(Acc) == 4 || sizeof(Acc) == 8 || sizeof(Acc) == 16);
+  static constexpr bool vector_capable =
+      pointer_in && pointer_out && std::is_same_v<in_value, Acc> && std::is_same_v<out_value, Acc> && vector_element<Acc>;
   bool takes_vectors() const {
     if constexpr (vector_capable) {
       constexpr index_t V = 16 / static_cast<index_t>(sizeof(Acc));
-      const auto a = reinterpret_cast<std::uintptr_t>(in), b = reinterpret_cast<std::uintptr_t>(out);
-      const bool out_alike = out == nullptr || (out_layout.step_stride == 1 && b % 16 == a % 16 &&
+      const bool out_alike = out == nullptr || (out_layout.step_stride == 1 &&
                                                 (in_layout.sequence_stride - out_layout.sequence_stride) % V == 0 &&
                                                 (in_layout.group_stride - out_layout.group_stride) % V == 0);
-      return !lane_major && in_layout.step_stride == 1 && a % sizeof(Acc) == 0 && out_alike &&
+      return !lane_major && in_layout.step_stride == 1 && vectors_align(in, out) && out_alike &&
              (!exclusive || has_init || carry_in != nullptr);
     } else {
       return false;

@@ -26,6 +26,17 @@ __device__ PARSCAN_INLINE bool aligned16(const void* p) { return reinterpret_cas
 template <class T, int V>
 constexpr bool vectorizable = (sizeof(T) * V == 4 || sizeof(T) * V == 8 || sizeof(T) * V == 16);
 
+/// Elements a whole number of which fill one 16-byte access (agent/segment_warps.cuh's vector
+/// path), and whether in and out (null: none) cross 16-byte boundaries at the same elements,
+/// in at element boundaries, as that path's accesses need.
+template <class T>
+constexpr bool vector_element = sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16;
+template <class T>
+inline bool vectors_align(const T* in, const T* out) {
+  const auto a = reinterpret_cast<std::uintptr_t>(in), b = reinterpret_cast<std::uintptr_t>(out);
+  return a % sizeof(T) == 0 && (out == nullptr || b % 16 == a % 16);
+}
+
 /// out[v] = seq[(t0 + v·dir)·stride] for v < count (count ≤ V; the rest are left alone).
 /// dir is +1 or -1: the run's steps in processing order.
 template <int V, class T>
