@@ -796,8 +796,9 @@ TEST_CASE(PARSCAN_TEST_NAME("generic scans: batches in every layout in both dire
 // CUDA backend scans each on a warp, in whole 16-byte accesses where the element is the
 // accumulator (the int64 and float64 sums, affine<float>) and the output sits like the input
 // modulo 16 bytes; else through the warp loop. Rows one element longer than their steps put
-// each sequence's head off the boundary by a different amount; an output whose rows are one
-// element longer than the input's sits unlike it (8-byte elements) and takes the warp loop.
+// each sequence's head off the boundary by a different amount; an output whose rows are two
+// elements longer than the input's sits elsewhere but alike (the vector path, each tensor at its
+// own offsets), one element longer unlike it (8-byte elements: the warp loop).
 TEST_CASE(PARSCAN_TEST_NAME("generic scans: many contiguous sequences of a warp each"),
           PARSCAN_TEST_TAGS("[scan][batch]")) {
   using namespace parscan_scan_cases;
@@ -805,15 +806,18 @@ TEST_CASE(PARSCAN_TEST_NAME("generic scans: many contiguous sequences of a warp 
   const int k = GENERATE(0, 1, 2);
   const int d = GENERATE(0, 1);
   const index_t S = parscan_test::on_device ? 8192 : 300, L = GENERATE(index_t(150), index_t(777));
-  const int rows = GENERATE(0, 1, 2);
+  const int rows = GENERATE(0, 1, 2, 3);
   run_config cfg;
   cfg.kind = kind_of(k);
   cfg.dir = dir_of(d);
   cfg.carry = (k + d) % 2 == 0 ? carry_mode::both : carry_mode::none;
   cfg.form = call_form::layouts;
   cfg.in_layout = rows == 0 ? sequence_layout::time_contiguous(S, L) : sequence_layout{S, L, L + 1, 1, 1, 0};
-  cfg.out_layout = rows == 2 ? sequence_layout{S, L, L + 2, 1, 1, 0} : cfg.in_layout;
-  cfg.layout_name = rows == 0 ? "dense rows" : rows == 1 ? "rows of L + 1" : "rows of L + 1 -> rows of L + 2";
+  cfg.out_layout = rows < 2 ? cfg.in_layout : sequence_layout{S, L, rows == 2 ? L + 3 : L + 2, 1, 1, 0};
+  cfg.layout_name = rows == 0   ? "dense rows"
+                    : rows == 1 ? "rows of L + 1"
+                    : rows == 2 ? "rows of L + 1 -> rows of L + 3"
+                                : "rows of L + 1 -> rows of L + 2";
   with_case(c, [&](auto tag) { check_scan<decltype(tag)>(cfg); });
 }
 
