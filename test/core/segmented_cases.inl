@@ -227,7 +227,9 @@ TEST_CASE(PARSCAN_TEST_NAME("segmented scans: affine pairs (not commutative), ev
 }
 
 // The CUDA backend's vector path takes one element type of 4, 8 or 16 bytes with the output
-// aligned like the input; the general kernel takes the rest. Both against the reference.
+// aligned like the input; the general kernel takes the rest. Outputs 1, 2 and 4 elements into
+// their buffer: unlike the input (the general kernel: int32 by 1 or 2, int64 by 1) or alike at
+// another address (the vector path: int32 by 4, int64 by 2 or 4). All against the reference.
 TEST_CASE(PARSCAN_TEST_NAME("segmented scans: 16-byte matrices, and outputs aligned unlike the input"),
           PARSCAN_TEST_TAGS("[scan][segmented]")) {
   using namespace parscan_segmented_cases;
