@@ -242,18 +242,47 @@ template <class Problem>
 constexpr bool varlen_head_pads<Problem, std::void_t<typename Problem::C>> =
     Problem::run > 1 && std::is_floating_point_v<typename Problem::C>;
 
+/// The warp loop's job numbers and sequence lengths: 32-bit for the gated forward where a
+/// launch's jobs and every length fit (varlen_narrow_jobs), else 64-bit. A fixed-length batch
+/// reads its length from the launch's constant bank, and ptxas folds what derives from it (the
+/// padded length, the tile count, the reversed step) into operands; a packed sequence's length
+/// comes from memory, and with 64-bit numbers each of those values held a register pair: the
+/// float forward at 114 registers, four 4-warp blocks an SM, against the batch loop's 96 and
+/// five. In 32 bits it takes 96 and five (bench_varlen on an H200: the random-length forward
+/// 0.6–1.7% faster, docs/performance.md). The backward stays 64-bit: its float loop took 142
+/// registers in 32 bits against 128, and ran 1.6–2.3% slower.
+template <class Problem>
+constexpr bool varlen_narrow_takes = false;
+template <class T>
+constexpr bool varlen_narrow_takes<recurrence_forward_problem<T>> = true;
+
+/// Whether 32-bit job numbers and lengths hold every job and sequence of a launch: a warp's
+/// next job number stays below 2^31 (varlen_grid's 2^20 blocks hold at most 2^25 warps), and
+/// no sequence is longer than the packed tensor.
+inline bool varlen_narrow_jobs(index_t jobs, index_t total_length) {
+  return jobs <= (index_t(1) << 31) - (index_t(1) << 25) && total_length <= 0xffffffffLL;
+}
+
+/// A sequence's length from its offsets, as the Job type holds it (see varlen_narrow_takes).
+template <class Job>
+__device__ PARSCAN_INLINE index_t varlen_length(std::int64_t span) {
+  if constexpr (sizeof(Job) == 4) return static_cast<std::uint32_t>(span);  // < 2^32: varlen_narrow_jobs
+  else return span;
+}
+
 /// Time-contiguous: warp w of the grid takes (sequence, channel) pairs w, w + all warps, ...,
 /// each with its next Stages-1 tiles in flight (staging_ring), as the batched warp loop.
-template <int Warps, int Chunks, int Stages, class Problem, class Op>
+template <int Warps, int Chunks, int Stages, class Job, class Problem, class Op>
 __global__ void __launch_bounds__(Warps* warp_threads)
     varlen_warp_loop_kernel(Problem P, Op op, const std::int64_t* cu_seqlens, index_t sequences, index_t channels) {
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   const index_t jobs = sequences * channels;
   const index_t all_warps = static_cast<index_t>(gridDim.x) * Warps;
   for (index_t i = static_cast<index_t>(blockIdx.x) * Warps + threadIdx.x / warp_threads; i < jobs; i += all_warps) {
-    const index_t n = i / channels, d = i - n * channels;
-    const index_t start = cu_seqlens[n];
-    const Problem Q = sequence_of(P, n, start, cu_seqlens[n + 1] - start, channels);
+    // (The loop's own number stays 64-bit: a 32-bit one took the float forward back to a spill.)
+    const Job job = static_cast<Job>(i), width = static_cast<Job>(channels), n = job / width, d = job - n * width;
+    const std::int64_t start = cu_seqlens[n];
+    const Problem Q = sequence_of(P, n, start, varlen_length<Job>(cu_seqlens[n + 1] - start), channels);
     if (Q.length == 0) {
       if (lane_id() == 0) Q.finish(d, Q.initial(d).value);
     } else if constexpr (varlen_head_pads<Problem>) {
@@ -266,6 +295,22 @@ __global__ void __launch_bounds__(Warps* warp_threads)
                                                    Q.initial(d));
     }
   }
+}
+
+/// Launches the warp loop with Job numbers over the packed Problem's sequences × channels jobs.
+template <class Job, class Problem, class Op>
+status launch_varlen_warp_loop(const Problem& P, const Op& op, const std::int64_t* cu_seqlens, index_t sequences,
+                               index_t channels, const cuda_backend& be) {
+  using shape = tile_shape<Problem>;
+  constexpr int warps = shape::loop_warps, stages = shape::loop_stages > 0 ? shape::loop_stages : 2;  // they stage
+  constexpr auto kernel = varlen_warp_loop_kernel<warps, shape::chunks, stages, Job, Problem, Op>;
+  constexpr int smem = staging_ring<warps, shape::chunks, stages, Problem>::bytes;
+  const device_facts dev = current_device();
+  if (dev.st != status::success) return dev.st;
+  if (blocks_per_multiprocessor<kernel>(warps * warp_threads, dev.device, smem) <= 0)
+    return status::exceeds_device_limits;
+  return launch(kernel, varlen_grid((sequences * channels + warps - 1) / warps), warps * warp_threads, smem, be, P, op,
+                cu_seqlens, sequences, channels);
 }
 
 /// Blocks per multiprocessor that the packed lane loop asks registers for: three for a
@@ -378,18 +423,12 @@ status dispatch_varlen(const Problem& P, Op op, const std::int64_t* cu_seqlens, 
                        const cuda_backend& be) {
   const index_t jobs = sequences * channels;
   if (jobs == 0) return status::success;
-  using shape = tile_shape<Problem>;
   switch (varlen_cover_of(P)) {
     case varlen_cover::warp_loop: {
-      constexpr int stages = shape::loop_stages > 0 ? shape::loop_stages : 2;  // the recurrences stage
-      constexpr auto kernel = varlen_warp_loop_kernel<shape::loop_warps, shape::chunks, stages, Problem, Op>;
-      constexpr int smem = staging_ring<shape::loop_warps, shape::chunks, stages, Problem>::bytes;
-      const device_facts dev = current_device();
-      if (dev.st != status::success) return dev.st;
-      if (blocks_per_multiprocessor<kernel>(shape::loop_warps * warp_threads, dev.device, smem) <= 0)
-        return status::exceeds_device_limits;
-      return launch(kernel, varlen_grid((jobs + shape::loop_warps - 1) / shape::loop_warps),
-                    shape::loop_warps * warp_threads, smem, be, P, op, cu_seqlens, sequences, channels);
+      if constexpr (varlen_narrow_takes<Problem>)
+        if (varlen_narrow_jobs(jobs, P.length))
+          return launch_varlen_warp_loop<std::int32_t>(P, op, cu_seqlens, sequences, channels, be);
+      return launch_varlen_warp_loop<index_t>(P, op, cu_seqlens, sequences, channels, be);
     }
     case varlen_cover::lane_loop:
       return launch_varlen_lane_loop(P, op, cu_seqlens, sequences, channels, channels, be);
