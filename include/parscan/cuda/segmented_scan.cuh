@@ -54,16 +54,6 @@ status launch_segments(const Problem& P, const Op& op, const std::int64_t* offse
                                                                                                  segments, be);
 }
 
-/// Whether the segments of p take the vector path: one element type of 4, 8 or 16 bytes
-/// throughout, the input aligned to its element and the output to the input modulo 16 bytes
-/// (so both cross 16-byte boundaries at the same elements). Everything else takes the general
-/// segment kernel.
-template <class In, class Out, class Acc>
-bool takes_segment_vectors(const segmented_problem<In, Out, Acc>& p) {
-  if constexpr (std::is_same_v<In, Acc> && std::is_same_v<Out, Acc> && vector_element<Acc>) return vectors_align(p.in, p.out);
-  else return false;
-}
-
 }  // namespace cuda_detail
 
 /// CUDA backend's full form of the segmented algorithms (see parscan/segmented_scan.hpp).
@@ -71,8 +61,11 @@ template <class In, class Out, class Acc, class Op>
 status run_segmented_scan(const cuda_backend& be, const segmented_problem<In, Out, Acc>& p, const Op& op) {
   if (status s = detail::validate(p); s != status::success) return s;
   if (p.seg.count == 0) return status::success;
-  if constexpr (std::is_same_v<In, Acc> && std::is_same_v<Out, Acc>) {
-    if (cuda_detail::takes_segment_vectors(p)) {
+  // The vector path: one element type of 4, 8 or 16 bytes throughout, the input aligned to its
+  // element and the output to the input modulo 16 bytes (so both cross 16-byte boundaries at the
+  // same elements). Everything else takes the general segment kernel.
+  if constexpr (std::is_same_v<In, Acc> && std::is_same_v<Out, Acc> && cuda_detail::vector_element<Acc>) {
+    if (cuda_detail::vectors_align(p.in, p.out)) {
       const cuda_detail::segment_vectors<Acc> P{p.in,         p.out,
                                                 p.opts.carry_in, p.opts.carry_out,
                                                 p.init,         p.has_init,

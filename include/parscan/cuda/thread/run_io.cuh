@@ -30,7 +30,7 @@ constexpr bool vectorizable = (sizeof(T) * V == 4 || sizeof(T) * V == 8 || sizeo
 /// path), and whether in and out (null: none) cross 16-byte boundaries at the same elements,
 /// in at element boundaries, as that path's accesses need.
 template <class T>
-constexpr bool vector_element = sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16;
+constexpr bool vector_element = vectorizable<T, 1>;
 template <class T>
 inline bool vectors_align(const T* in, const T* out) {
   const auto a = reinterpret_cast<std::uintptr_t>(in), b = reinterpret_cast<std::uintptr_t>(out);
