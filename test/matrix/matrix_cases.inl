@@ -281,10 +281,10 @@ void backward_options() {
 }
 
 /// The same call twice gives the same bits, and both are right. Long sequences of small N: on
-/// CUDA the thread engine's single pass, whose tiles (256 steps for N = 2, 128 for N = 4) learn
-/// their prefix from a look-back over the tiles before them, in whatever order they finish; on
-/// the GPU's long shapes more than 32 windows of 32 tiles, so a look-back also chains window
-/// prefixes.
+/// CUDA, N = 2 takes the thread engine's single pass, whose tiles (2048 steps) learn their
+/// prefix from a look-back over the tiles before them, in whatever order they finish; on the
+/// GPU's long shapes (T = 300017: 147 tiles) several windows of 32 tiles, so a look-back also
+/// chains window prefixes. N = 4 takes phases a, b and c.
 template <class T>
 void repeatable() {
   const bool long_shapes = parscan_test::long_shapes_wanted();
