@@ -874,9 +874,10 @@ struct sum_f32_case {
 // (2, L, 1448)), in 64-byte rows ((2, L, 1448) of 4-byte elements, (1, L, 1448) of 8-byte
 // ones), or in neither ((1, L, 1448) of 4 bytes: lane packs). The last group of a row is partial
 // (8 channels of 32 or 16). (4, L, 1536) takes 256-byte rows (whole groups of 64 or 32
-// channels; 96 or 192 jobs, at least two thirds of the device). Lengths of one step, of a
-// partial tile, and of several tiles and a partial one (tiles of 256 and 512 steps). Reverse
-// scans run in place.
+// channels; 96 or 192 jobs, at least two thirds of the device): for 4-byte elements, 96 jobs,
+// no more than the SMs, in three stages of 128 steps; for 8-byte ones in two of 256. Lengths of
+// one step, of a partial tile, and of several tiles and a partial one (tiles of 128, 256 and
+// 512 steps; 1100 steps wrap the three-stage ring). Reverse scans run in place.
 TEST_CASE(PARSCAN_TEST_NAME("generic scans: channel-last batches in 16-byte chunks"),
           PARSCAN_TEST_TAGS("[scan][batch]")) {
   using namespace parscan_scan_cases;

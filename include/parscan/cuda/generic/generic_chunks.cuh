@@ -169,9 +169,15 @@ struct generic_chunks {
 /// Tiles of the generic chunk loop (one tensor, the output written over the input): 256-byte
 /// rows 256 steps (128 KB of shared memory, a block an SM: 83–86% of copy against 81–86% for
 /// tiles of 128 steps, bench_tuning --wide-rows on an H100), 128-byte rows 256 steps, 64-byte
-/// rows 512 (64 and 72 KB, three blocks an SM).
-template <class E, int Chunks>
-using generic_chunk_shape = chunk_loop_shape<E, 1, Chunks == 4 ? 16 : 8, Chunks>;
+/// rows 512 (64 and 72 KB, three blocks an SM). Where the 256-byte rows' jobs are no more than
+/// the SMs (OneJobAnSM), three stages of 128 steps (96 KB): each SM then scans one job, and
+/// the third tile in flight covers more of its load latency. (8, 4096, 1024) float sums, 128
+/// jobs: 86.6–86.7% of copy against 78.7–79.8% on an H200; (8, 4096, 2048), 256 jobs, keeps
+/// the 256-step tiles: 85.1–85.3% against 80.3–80.7% (bench_tuning --wide-rows,
+/// docs/performance.md, "The generic channel-last batch on an H200").
+template <class E, int Chunks, bool OneJobAnSM = false>
+using generic_chunk_shape = std::conditional_t<Chunks == 16 && OneJobAnSM, chunk_loop_shape<E, 1, 4, 16, 3>,
+                                               chunk_loop_shape<E, 1, Chunks == 4 ? 16 : 8, Chunks>>;
 
 /// Runs P in the chunk loop where it fits (generic_chunk_types, channel-last input and output
 /// in whole aligned chunks, a length, jobs enough to fill the device); *taken says whether it did.
@@ -193,7 +199,10 @@ status run_generic_chunks(const Problem& P, const Op& op, const cuda_backend& be
       using C = generic_chunks<Problem, Op, decltype(kind)::value>;
       const C chunks{P, op};
       switch (g.width) {
-        case 16: return launch_batch_chunk_loop<generic_chunk_shape<E, 16>>(chunks, g.jobs, dev, be);
+        case 16:
+          if (g.jobs <= dev.multiprocessors)
+            return launch_batch_chunk_loop<generic_chunk_shape<E, 16, true>>(chunks, g.jobs, dev, be);
+          return launch_batch_chunk_loop<generic_chunk_shape<E, 16>>(chunks, g.jobs, dev, be);
         case 8: return launch_batch_chunk_loop<generic_chunk_shape<E, 8>>(chunks, g.jobs, dev, be);
         default: return launch_batch_chunk_loop<generic_chunk_shape<E, 4>>(chunks, g.jobs, dev, be);
       }
