@@ -501,53 +501,55 @@ __global__ void __launch_bounds__(32 * thread_engine_warps)
     // sequence, from engine step warp_m0(t). Where those lie whole in memory (dense, aligned, not
     // past the sequence's end, no step without W'), the warp copies them as one run of W' and
     // one of b', 16 bytes a lane (W' in 8-byte units where it is 8-byte aligned only, as issue()
-    // does with L::W_halves), each unit to its task's stage: about a fifth of the instructions
-    // of issue()'s copies stage by stage, which took a third of the kernel's (ncu,
-    // docs/performance.md, "The single pass's copies").
+    // does with L::W_halves), each unit to its task's stage: a third of the instructions of
+    // issue()'s copies stage by stage, which took a third of the kernel's (ncu,
+    // docs/performance.md, "The single pass's copies, and 16-bit stages").
     constexpr int warp_steps = 64 * U;
     auto warp_m0 = [&](index_t t) { return (t * thread_engine_warps + warp) * static_cast<index_t>(warp_steps); };
-    // The lowest time of the warp's run (its steps are times lo … lo + warp_steps - 1 in memory order).
-    auto warp_low_time = [&](index_t t) {
-      const index_t m = warp_m0(t);
-      return p.descending ? p.length - 1 - m - (warp_steps - 1) : m;
+    // Where the warp's run of W' and of b' starts in memory (the lowest of its times).
+    struct run_start {
+      const T* W;
+      const T* b;
+    };
+    auto warp_run = [&](index_t s, index_t t) {
+      const index_t m = warp_m0(t), lo = p.descending ? p.length - 1 - m - (warp_steps - 1) : m;
+      return run_start{p.W + p.lW.at(s, lo + p.w_shift), p.b + p.lb.at(s, lo)};
     };
     // The bytes of W' a copy of the warp's run takes at once: 16, 8, or 0 where the run is not whole.
-    auto warp_run_unit = [&](index_t s, index_t t) {
+    auto warp_run_unit = [&](index_t t, const run_start& run) {
       if constexpr (!L::W_whole || !L::b_whole) {
         return 0;
       } else {
-        const index_t m = warp_m0(t), lo = warp_low_time(t);
+        const index_t m = warp_m0(t);
         if (m + warp_steps > p.length || (transposed && m == 0) || p.lW.step != NN || p.lb.step != N ||
-            !aligned16(p.b + p.lb.at(s, lo)))
+            !aligned16(run.b))
           return 0;
-        const auto W_at = reinterpret_cast<std::uintptr_t>(p.W + p.lW.at(s, lo + p.w_shift));
+        const auto W_at = reinterpret_cast<std::uintptr_t>(run.W);
         return W_at % 16 == 0 ? 16 : (L::W_halves && W_at % 8 == 0 ? 8 : 0);
       }
     };
     // Starts copying the warp's run: memory step ms of it is slot ms mod U (memory order) of
     // stage group g = ms / U, counted from the other end for a descending run; stage group g is
     // chunk g / 2 (the warp's lane) and stage g mod 2 (the buffer).
-    auto copy_warp_run = [&](index_t s, index_t t, int W_unit) {
-      const index_t lo = warp_low_time(t);
+    auto copy_warp_run = [&](const run_start& run, int W_unit) {
       auto copy = [&](const T* from, int offset, auto step_bytes_tag, auto unit_tag) {
         constexpr int step_bytes = decltype(step_bytes_tag)::value, unit = decltype(unit_tag)::value;
         constexpr int units = warp_steps * step_bytes / unit;
-        const char* const run = reinterpret_cast<const char*>(from);
+        const char* const bytes = reinterpret_cast<const char*>(from);
 #pragma unroll 4
         for (int i = lane; i < units; i += 32) {
           const int byte = unit * i, ms = byte / step_bytes, group = ms / U;
           const int g = p.descending ? 2 * 32 - 1 - group : group;
           char* const to = reinterpret_cast<char*>(stage_of(g & 1) + (g >> 1) * L::task_stride + offset);
-          stage_bytes<unit>(to + (ms % U) * step_bytes + byte % step_bytes, run + byte);
+          stage_bytes<unit>(to + (ms % U) * step_bytes + byte % step_bytes, bytes + byte);
         }
       };
       using W_step = std::integral_constant<int, NN * static_cast<int>(sizeof(T))>;
       using b_step = std::integral_constant<int, N * static_cast<int>(sizeof(T))>;
-      const T* const W_run = p.W + p.lW.at(s, lo + p.w_shift);
-      if (W_unit == 16) copy(W_run, 0, W_step{}, std::integral_constant<int, 16>{});
+      if (W_unit == 16) copy(run.W, 0, W_step{}, std::integral_constant<int, 16>{});
       if constexpr (L::W_halves)
-        if (W_unit == 8) copy(W_run, 0, W_step{}, std::integral_constant<int, 8>{});
-      copy(p.b + p.lb.at(s, lo), L::b_at, b_step{}, std::integral_constant<int, 16>{});
+        if (W_unit == 8) copy(run.W, 0, W_step{}, std::integral_constant<int, 8>{});
+      copy(run.b, L::b_at, b_step{}, std::integral_constant<int, 16>{});
     };
     // Tile k: sequence k / tiles_per_sequence and its chunks 128·t … 128·t + 127 (t = k mod
     // tiles_per_sequence) of two stages each, lane l of warp w chunk 128·t + 32·w + l. Tiles are
@@ -569,8 +571,9 @@ __global__ void __launch_bounds__(32 * thread_engine_warps)
       job.m0 = (t * per_tile + warp * 32 + lane) * (2 * U);
       job.m1 = job.m0 + 2 * U < p.length ? job.m0 + 2 * U : p.length;
       if (job.m0 >= job.m1) job.m0 = job.m1 = 0;
-      if (const int W_unit = warp_run_unit(s, t); W_unit != 0) {
-        copy_warp_run(s, t, W_unit);
+      const run_start run = warp_run(s, t);
+      if (const int W_unit = warp_run_unit(t, run); W_unit != 0) {
+        copy_warp_run(run, W_unit);
       } else {
         issue(job, 0, 0);
         issue(job, 1, 1);
