@@ -5,7 +5,8 @@
 #                                   (on the GPU when one is visible; else on the CPU, built without
 #                                   the CUDA backend in build/quickstart-host)
 #   bash cmake/quickstart.sh test   make sure Catch2 is installed, build everything and run the
-#                                   host tests; with a GPU (nvidia-smi -L works) also build and
+#                                   host tests (without a GPU the kernels compile to PTX alone);
+#                                   with a GPU (nvidia-smi -L works) also build and
 #                                   run the GPU tests; then build the Python package (host backend)
 #                                   into a virtual environment and run test/python (NumPy and
 #                                   JAX-on-CPU; the PyTorch tests where torch is importable)
@@ -134,6 +135,12 @@ else
   [[ $have_gpu -eq 1 ]] && gpu_tests=ON
   cmake_args+=(-DPARSCAN_BUILD_EXAMPLES=ON -DPARSCAN_BUILD_TESTS=ON "-DPARSCAN_GPU_TESTS=$gpu_tests"
                "-DPARSCAN_BUILD_GPU_BENCHMARKS=$gpu_tests")
+  # Without a GPU nothing runs the kernels' machine code, so they are compiled to PTX alone
+  # (compute_90, no sm_90): the same compile check without the assembler, about 40% less time
+  # an object on two cores. An architecture the user names (CUDAARCHS or PARSCAN_CMAKE_ARGS) wins.
+  if [[ $have_gpu -eq 0 && -z ${CUDAARCHS:-} && ${PARSCAN_CMAKE_ARGS:-} != *CMAKE_CUDA_ARCHITECTURES* ]]; then
+    cmake_args+=(-DCMAKE_CUDA_ARCHITECTURES=90-virtual)
+  fi
 fi
 if [[ -n ${PARSCAN_CMAKE_ARGS:-} ]]; then
   read -r -a extra <<<"$PARSCAN_CMAKE_ARGS"
