@@ -8,6 +8,8 @@
 //                       [--channel-last: the generic channel-last sum, one sequence a lane against lane packs]
 //                       [--chunk-stages: the chunk loop's tiles against deeper ones (generic sum, recurrence)]
 //                       [--wide-rows: the chunk loop's tiles against rows of 256 bytes (generic sum, recurrence)]
+//                       [--lengths: the recurrence's channel-last rows at T = 1024, 4096, 16384, the
+//                        library against the chunk loop's tiles]
 //                       [--packs: the recurrence's channel-last forward in lane packs of 1 … 8 channels]
 //                       [--lane-loop: the channel-last forward and backward, staged lane tiles against the lane loop]
 //                       [--reduce-shapes [--ncu]: the tile-blocks reduce's shapes (sums) and the bulk
@@ -620,6 +622,53 @@ void recurrence_chunk_variants(result_sink& out) {
   }
 }
 
+// The recurrence's channel-last forward and backward (8, T, 1536) at T = 1024, 4096 and 16384
+// (--lengths): the library's call (the public API, as bench_recurrence makes it) against the chunk
+// loop's tiles that another GPU preferred, to choose between them by what the GPUs differ in.
+template <class T>
+void recurrence_lengths(result_sink& out) {
+  const double tol = sizeof(T) == 2 ? 3e-2 : 1e-4;
+  const std::string type = sizeof(T) == 2 ? "bf16" : "f32";
+  const auto chunk_run = [&](const auto& c, const auto& chunks, auto shape) {
+    using Shape = decltype(shape);
+    const cd::device_facts dev = cd::current_device();
+    const index_t jobs = 8 * ((1536 + Shape::group_channels - 1) / Shape::group_channels);
+    time_call<T>(c, chunk_shape_name<Shape>(), tol, out,
+                 [&] { return cd::launch_batch_chunk_loop<Shape>(chunks, jobs, dev, workspace_backend()); });
+  };
+  for (index_t t : {index_t(1024), index_t(4096), index_t(16384)}) {
+    const auto l = parscan::sequence_layout::channel_last(8, t, 1536);
+    const parscan::recurrence_shape sh{8, 1536, t, parscan::recurrence_layout::channel_last};
+    const std::string at = " (8," + std::to_string(t) + ",1536)";
+    {
+      forward_case<T> c{"fwd " + type + at, l};
+      c.alloc();
+      time_call<T>(c, "library", tol, out, [&] {
+        parscan::gated_forward_args<T> f{};
+        f.shape = sh, f.a = c.a, f.b = c.b, f.x = c.x;
+        return parscan::gated_recurrence_forward(workspace_backend(), f);
+      });
+      const cd::forward_chunks<T, false> chunks{{c.problem()}};
+      chunk_run(c, chunks, cd::forward_chunk_shape<T, 8>{});
+      chunk_run(c, chunks, cd::chunk_loop_shape<T, 2, 4, 16, 2>{});
+      chunk_run(c, chunks, cd::chunk_loop_shape<T, 2, 2, 16, 3>{});
+      c.release();
+    }
+    backward_case<T> c{"bwd " + type + at, l};
+    c.alloc();
+    time_call<T>(c, "library", tol, out, [&] {
+      parscan::gated_backward_args<T> g{};
+      g.shape = sh, g.a = c.fwd.a, g.x = c.fwd.x, g.dx = c.dx, g.da = c.da, g.db = c.db;
+      return parscan::gated_recurrence_backward(workspace_backend(), g);
+    });
+    const cd::backward_chunks<T, false> chunks{{c.problem()}};
+    chunk_run(c, chunks, cd::backward_chunk_shape<T, 8>{});
+    chunk_run(c, chunks, cd::chunk_loop_shape<T, 3, 2, 16, 2>{});
+    chunk_run(c, chunks, cd::chunk_loop_shape<T, 3, 3, 16, 2>{});
+    c.release();
+  }
+}
+
 // The bulk tiles' shapes around the library's (docs/performance.md, "First-ready tiles").
 template <class T>
 void bulk_shapes(const generic_case<T>& c, double tol, result_sink& out) {
@@ -1041,6 +1090,11 @@ int main(int argc, char** argv) {
     if (chunk_variants == chunk_sweep::wide) lane_loop_generic(2048, out);
     recurrence_chunk_variants<parscan::bfloat16>(out);
     recurrence_chunk_variants<float>(out);
+    return report();
+  }
+  if (bench::has_flag(argc, argv, "--lengths")) {
+    recurrence_lengths<parscan::bfloat16>(out);
+    recurrence_lengths<float>(out);
     return report();
   }
   if (bench::has_flag(argc, argv, "--channel-last")) {

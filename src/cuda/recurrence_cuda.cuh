@@ -50,26 +50,29 @@ bool uses_lane_packs(const recurrence_backward_problem<T>& b) {
 /// Runs a forward or backward Problem. On channel-last layouts with groups enough to fill the
 /// device, a block owns a group of channels for the whole length instead of chaining tiles:
 /// the chunk loop (recurrence/channel_last_chunks.cuh: a 16-byte word of channels a lane, a
-/// block per 16, 8 or 4 words) for the 16-bit types, complex<float> and the float backward where
+/// block per 16, 8 or 4 words) for the 16-bit types, complex<float>, the float backward and, where
+/// each SM's share of the memory bandwidth is an H200's, the float forward (chunk_loop_takes), where
 /// every tensor keeps whole chunks (H100, (8, T, 1536), against the staged lane tiles in one
 /// process: bf16 forward 47 / 57 / 60% of copy at T = 1024 / 4096 / 16384, backward 51 / 55 /
 /// 54%, float backward 57–59 / 60 / 58%, complex forward – / 61 / 59%, backward – / 55 / 52%;
 /// the chunk loop 74 / 88 / 94–95% (256-byte rows), 78–79 / 91–92 / 96%, 78 / 85 / 89%,
 /// – / 86 / 90% and – / 87 / 90%, docs/performance.md), the lane loop
-/// (agent/lane_loop.cuh: 88% of copy against the staged lane tiles' 51% at (8, 4096, 1536)) for
-/// the float forward in lane packs. Otherwise in lane packs when they fit (the staged lane
+/// (agent/lane_loop.cuh: 88% of copy against the staged lane tiles' 51% at (8, 4096, 1536), H100)
+/// for the rest of the float forward in lane packs. Otherwise in lane packs when they fit (the staged lane
 /// tiles), else one channel per lane (with head pads where sequences start off 16-byte
 /// boundaries).
 template <template <class, int> class Lanes, class T, class Problem>
 status run_recurrence(const Problem& P, index_t sequences, const cuda_backend& be) {
   constexpr int K = channels_per_lane<T>;
-  if constexpr (chunk_loop_takes<T, Problem>) {
+  if constexpr (chunk_type<T>) {
     if (chunk_loop_fits(P)) {
       const device_facts dev = current_device();
       if (dev.st != status::success) return dev.st;
-      const chunk_group g =
-          chunk_group_for<T>(P.la.count, P.la.groups, dev.multiprocessors, chunk_loop_wide_rows<T>);
-      if (g.width > 0) return launch_chunk_loop<T>(P, g, dev, be);
+      if (chunk_loop_takes<T, Problem>(dev)) {
+        const chunk_group g =
+            chunk_group_for<T>(P.la.count, P.la.groups, dev.multiprocessors, chunk_loop_wide_rows<T>);
+        if (g.width > 0) return launch_chunk_loop<T>(P, g, dev, be);
+      }
     }
   }
   if (uses_lane_packs(P)) {
@@ -233,12 +236,15 @@ template <template <class, int> class Lanes, class T, class Problem>
 status run_varlen_recurrence(const Problem& P, const std::int64_t* cu_seqlens, index_t sequences, index_t channels,
                              const cuda_backend& be) {
   constexpr int K = channels_per_lane<T>;
-  if constexpr (chunk_loop_takes<T, Problem>) {
+  if constexpr (chunk_type<T>) {
     if (chunk_loop_fits(P)) {
       const device_facts dev = current_device();
       if (dev.st != status::success) return dev.st;
-      const chunk_group g = chunk_group_for<T>(P.la.count, sequences, dev.multiprocessors, chunk_loop_wide_rows<T>);
-      if (g.width > 0) return launch_packed_chunk_loop<T>(P, cu_seqlens, sequences, g, be);
+      if (chunk_loop_takes<T, Problem>(dev)) {
+        const chunk_group g =
+            chunk_group_for<T>(P.la.count, sequences, dev.multiprocessors, chunk_loop_wide_rows<T>);
+        if (g.width > 0) return launch_packed_chunk_loop<T>(P, cu_seqlens, sequences, g, dev, be);
+      }
     }
   }
   if (uses_lane_packs(P)) {
@@ -262,7 +268,7 @@ std::size_t varlen_scan_bytes(const varlen_shape& s, bool packs_fit) {
   const std::size_t order = varlen_order_bytes(s);
   if (packed_lane_tiles_take<T, Problem> && packs_fit) {
     const std::size_t tiles = packed_lane_workspace_bytes<Lanes<T, K>>(s.channels / K, s.total_length, s.sequences);
-    return chunk_loop_takes<T, Problem> && order > tiles ? order : tiles;
+    return chunk_type<T> && order > tiles ? order : tiles;
   }
   return order;
 }

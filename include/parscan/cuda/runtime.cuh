@@ -117,6 +117,34 @@ inline device_facts current_device() {
   return f;
 }
 
+/// Each multiprocessor's share of a device's peak DRAM bandwidth in GB/s: the memory clock's two
+/// transfers a cycle over the bus width, divided among the SMs. What an SM must keep in flight
+/// to draw its share grows with it (Little's law), so a tile that saturates one GPU can starve
+/// another.
+constexpr int memory_gbs_per_sm(long long memory_khz, int bus_bits, int multiprocessors) {
+  return static_cast<int>(2 * memory_khz * 1000 * (bus_bits / 8) / 1000000000 / multiprocessors);
+}
+static_assert(memory_gbs_per_sm(2619000, 5120, 132) == 25, "an H100 SXM: 3.35 TB/s over 132 SMs");
+static_assert(memory_gbs_per_sm(3201000, 6144, 132) == 37, "an H200: 4.9 TB/s over 132 SMs");
+
+/// memory_gbs_per_sm of device dev, computed once per device; 0 where the device does not report
+/// its memory clock or bus width.
+inline int memory_gbs_per_multiprocessor(const device_facts& dev) {
+  constexpr int max_devices = 64;
+  static int cached[max_devices] = {};
+  const int d = dev.device >= 0 && dev.device < max_devices ? dev.device : 0;
+  if (cached[d] == 0 && dev.multiprocessors > 0) {
+    int khz = 0, bits = 0;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev.device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev.device) != cudaSuccess) {
+      (void)cudaGetLastError();  // not reported: no preference, and no error left for the next check
+      return 0;
+    }
+    cached[d] = memory_gbs_per_sm(khz, bits, dev.multiprocessors);
+  }
+  return cached[d];
+}
+
 /// Resident blocks per multiprocessor for a kernel with `dynamic_smem` bytes of dynamic shared
 /// memory, which it is allowed to use beyond the default 48 KB. Computed once per kernel and
 /// device (the cache is keyed on the kernel itself, not on its signature, which several kernels

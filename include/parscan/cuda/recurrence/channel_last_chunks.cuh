@@ -37,12 +37,26 @@ template <class T>
 constexpr bool chunk_type = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16> || std::is_same_v<T, float> ||
                             std::is_same_v<T, complex<float>>;
 
-/// The calls the chunk loop takes: the 16-bit types and complex<float> both ways; float only
-/// backward, since the float forward's lane loop (agent/lane_loop.cuh) moves 81–91% of copy in
-/// 128-byte rows already.
+/// Each SM's share of the DRAM bandwidth (GB/s, memory_gbs_per_multiprocessor) from which the
+/// chunk loop's choices follow those measured on an H200 (37 GB/s an SM) rather than an H100
+/// (25): there a tile must hold more bytes in flight to draw an SM's share.
+constexpr int chunk_loop_rich_gbs_per_sm = 30;
+inline bool chunk_loop_memory_rich(const device_facts& dev) {
+  return memory_gbs_per_multiprocessor(dev) >= chunk_loop_rich_gbs_per_sm;
+}
+
+/// Whether the chunk loop takes a call of Problem where it fits (chunk_loop_fits): every call of
+/// the 16-bit types, float and complex<float>, but the float forward only where memory-rich.
+/// Elsewhere the float forward's lane loop (agent/lane_loop.cuh), which holds only registers in
+/// flight, led: 81–91% of copy on an H100 against the chunk loop's 84.5%; on an H200 (8, T, 1536)
+/// it took 66 / 74 / 76% at T = 1024 / 4096 / 16384 against the chunk loop's 81 / 79 / 85%
+/// (128-byte rows; bench_tuning --lengths, docs/performance.md).
 template <class T, class Problem>
-constexpr bool chunk_loop_takes = chunk_type<T> && (!std::is_same_v<T, float> ||
-                                                    std::is_same_v<Problem, recurrence_backward_problem<T>>);
+bool chunk_loop_takes(const device_facts& dev) {
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<Problem, recurrence_forward_problem<T>>)
+    return chunk_loop_memory_rich(dev);
+  return true;
+}
 
 namespace chunk_detail {
 
@@ -383,11 +397,14 @@ struct packed_chunk_jobs {
 /// would leave room for two). 128-byte rows: forward 128 steps (64 KB), backward 96 (72 KB).
 /// 256-byte rows (the 16-bit types): forward 128 steps (128 KB, a block an SM), backward 64
 /// (96 KB): bf16 (8, 4096, 1536) 86 / 90% of copy, against 71–72% / 74–89% for the other tiles
-/// of 32 to 128 steps and 2 to 4 stages (bench_tuning --wide-rows, H100).
+/// of 32 to 128 steps and 2 to 4 stages (bench_tuning --wide-rows, H100). Deep: the backward's
+/// 256-byte rows in 96 steps (144 KB) where memory-rich (chunk_loop_memory_rich): on an H200
+/// 65 / 76 / 81% of copy at T = 1024 / 4096 / 16384 against 60 / 68 / 71% in 64 steps
+/// (bench_tuning --lengths); on an H100 79% against 90% at T = 4096.
 template <class T, int Chunks>
 using forward_chunk_shape = chunk_loop_shape<T, 2, Chunks == 4 ? 8 : 4, Chunks>;
-template <class T, int Chunks>
-using backward_chunk_shape = chunk_loop_shape<T, 3, Chunks == 4 ? 5 : Chunks == 8 ? 3 : 2, Chunks>;
+template <class T, int Chunks, bool Deep = false>
+using backward_chunk_shape = chunk_loop_shape<T, 3, Chunks == 4 ? 5 : Chunks == 8 ? 3 : Deep ? 3 : 2, Chunks>;
 
 /// Whether the chunk loop takes 256-byte rows for T where they fill the device: for the 16-bit
 /// types (bf16 (8, 4096, 1536): forward 86% of copy against 73% in 128-byte rows, backward 90%
@@ -400,38 +417,37 @@ constexpr bool chunk_loop_wide_rows = sizeof(T) == 2;
 /// Whether a forward or backward Problem's tensors all keep whole, aligned chunks.
 template <class T>
 bool chunk_loop_fits(const recurrence_forward_problem<T>& P) {
-  return chunk_loop_takes<T, recurrence_forward_problem<T>> && P.length > 0 && chunk_layout_fits(P.a, P.la) &&
-         chunk_layout_fits(P.b, P.lb) && chunk_layout_fits(P.x, P.lx);
+  return chunk_type<T> && P.length > 0 && chunk_layout_fits(P.a, P.la) && chunk_layout_fits(P.b, P.lb) &&
+         chunk_layout_fits(P.x, P.lx);
 }
 template <class T>
 bool chunk_loop_fits(const recurrence_backward_problem<T>& P) {
-  return chunk_loop_takes<T, recurrence_backward_problem<T>> && P.length > 0 && chunk_layout_fits(P.a, P.la) &&
-         chunk_layout_fits(P.x, P.lx) && chunk_layout_fits(P.dx, P.ldx) && chunk_layout_fits(P.da, P.lda) &&
-         chunk_layout_fits(P.db, P.ldb);
+  return chunk_type<T> && P.length > 0 && chunk_layout_fits(P.a, P.la) && chunk_layout_fits(P.x, P.lx) &&
+         chunk_layout_fits(P.dx, P.ldx) && chunk_layout_fits(P.da, P.lda) && chunk_layout_fits(P.db, P.ldb);
 }
 
 /// The chunk loop's Chunks and tile shape for a forward or backward Problem of T, groups of
-/// `Width` chunks.
-template <class T, class Problem, int Width>
+/// `Width` chunks (Deep: backward_chunk_shape's).
+template <class T, class Problem, int Width, bool Deep>
 struct chunk_loop_of;
-template <class T, int Width>
-struct chunk_loop_of<T, recurrence_forward_problem<T>, Width> {
+template <class T, int Width, bool Deep>
+struct chunk_loop_of<T, recurrence_forward_problem<T>, Width, Deep> {
   template <bool LogGates>
   using chunks = forward_chunks<T, LogGates>;
   using shape = forward_chunk_shape<T, Width>;
 };
-template <class T, int Width>
-struct chunk_loop_of<T, recurrence_backward_problem<T>, Width> {
+template <class T, int Width, bool Deep>
+struct chunk_loop_of<T, recurrence_backward_problem<T>, Width, Deep> {
   template <bool LogGates>
   using chunks = backward_chunks<T, LogGates>;
-  using shape = backward_chunk_shape<T, Width>;
+  using shape = backward_chunk_shape<T, Width, Deep>;
 };
 
 /// Calls f(kernel, shape, chunks) with the chunk loop's kernel for P's gate form, groups of
 /// Width chunks and Jobs (kernel as a std::integral_constant, shape a value of its type).
-template <class T, int Width, class Problem, class Jobs, class F>
+template <class T, int Width, bool Deep, class Problem, class Jobs, class F>
 status with_chunk_kernel(const Problem& P, F&& f) {
-  using loop = chunk_loop_of<T, Problem, Width>;
+  using loop = chunk_loop_of<T, Problem, Width, Deep>;
   using shape = typename loop::shape;
   if (P.log_gate) {
     using C = typename loop::template chunks<true>;
@@ -445,12 +461,19 @@ status with_chunk_kernel(const Problem& P, F&& f) {
            shape{}, C{{P}});
 }
 
-/// Calls with_chunk_kernel for g's width: 16 (chunk_loop_wide_rows<T> only), 8 or 4.
+/// Calls with_chunk_kernel for g's width: 16 (chunk_loop_wide_rows<T> only; the backward's deep
+/// tiles where dev is memory-rich), 8 or 4.
 template <class T, class Problem, class Jobs, class F>
-status with_chunk_width(const Problem& P, chunk_group g, F&& f) {
-  if constexpr (chunk_loop_wide_rows<T>)
-    if (g.width == 16) return with_chunk_kernel<T, 16, Problem, Jobs>(P, f);
-  return g.width == 8 ? with_chunk_kernel<T, 8, Problem, Jobs>(P, f) : with_chunk_kernel<T, 4, Problem, Jobs>(P, f);
+status with_chunk_width(const Problem& P, chunk_group g, const device_facts& dev, F&& f) {
+  if constexpr (chunk_loop_wide_rows<T>) {
+    if (g.width == 16) {
+      if constexpr (std::is_same_v<Problem, recurrence_backward_problem<T>>)
+        if (chunk_loop_memory_rich(dev)) return with_chunk_kernel<T, 16, true, Problem, Jobs>(P, f);
+      return with_chunk_kernel<T, 16, false, Problem, Jobs>(P, f);
+    }
+  }
+  return g.width == 8 ? with_chunk_kernel<T, 8, false, Problem, Jobs>(P, f)
+                      : with_chunk_kernel<T, 4, false, Problem, Jobs>(P, f);
 }
 
 /// The chunk loop over a batch of channel-last sequences (P: chunk_loop_fits; g: its group).
@@ -459,7 +482,7 @@ status launch_chunk_loop(const Problem& P, chunk_group g, const device_facts& de
   const auto go = [&](auto, auto shape, const auto& C) {
     return launch_batch_chunk_loop<decltype(shape)>(C, g.jobs, dev, be);
   };
-  return with_chunk_width<T, Problem, batch_chunk_jobs>(P, g, go);
+  return with_chunk_width<T, Problem, batch_chunk_jobs>(P, g, dev, go);
 }
 
 /// The chunk loop over packed sequences (cu_seqlens; P: the whole packed Problem, chunk_loop_fits;
@@ -467,7 +490,7 @@ status launch_chunk_loop(const Problem& P, chunk_group g, const device_facts& de
 /// (lane_loop_order, as the packed lane loop).
 template <class T, class Problem>
 status launch_packed_chunk_loop(const Problem& P, const std::int64_t* cu_seqlens, index_t sequences, chunk_group g,
-                                const cuda_backend& be) {
+                                const device_facts& dev, const cuda_backend& be) {
   const auto go = [&](auto kernel, auto shape, const auto& C) {
     using S = decltype(shape);
     lane_loop_order order(be);
@@ -478,7 +501,7 @@ status launch_packed_chunk_loop(const Problem& P, const std::int64_t* cu_seqlens
     return launch(decltype(kernel)::value, varlen_grid(g.jobs), S::threads, S::smem_bytes, be, C,
                   packed_chunk_jobs{cu_seqlens, order.get(), sequences});
   };
-  return with_chunk_width<T, Problem, packed_chunk_jobs>(P, g, go);
+  return with_chunk_width<T, Problem, packed_chunk_jobs>(P, g, dev, go);
 }
 
 }  // namespace parscan::cuda_detail
