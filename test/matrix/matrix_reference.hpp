@@ -43,8 +43,12 @@ template <> inline const char* dtype_name<parscan::float16>() { return "float16"
 ///   double   1e-12;
 ///   bfloat16 1e-2 (issue 4). Arithmetic is float and the reference starts from the same
 ///            rounded inputs, so the error is the final rounding of each output, at most 2^-8
-///            of max|ref|, plus float's accumulation error: 1e-2 leaves a margin of 2.5.
-///   float16  2e-3, by the same argument with its unit roundoff 2^-11 = 4.9e-4 (a margin of 4).
+///            of max|ref|, plus float's accumulation error: 1e-2 leaves a margin of 2.5. The
+///            backward's dW = db·x[prev]ᵀ is two roundings (db's to T, then the product's):
+///            2 · 2^-8 = 0.8%, a margin of 1.3 (its reference takes the exact x where the
+///            library recomputes x, so that x's own rounding is not a third).
+///   float16  2e-3, by the same argument with its unit roundoff 2^-11 = 4.9e-4 (a margin of 4;
+///            of 2 for dW).
 /// For float over `steps` > 1024 sequential steps the bound grows with sqrt(steps / 1024): its
 /// accumulated rounding is a random walk over the steps (the host backend's float loop measured
 /// 1.15e-5 over T = 4497 steps of near-orthogonal 3×3 matrices).
