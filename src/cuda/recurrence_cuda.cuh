@@ -50,17 +50,17 @@ bool uses_lane_packs(const recurrence_backward_problem<T>& b) {
 /// Runs a forward or backward Problem. On channel-last layouts with groups enough to fill the
 /// device, a block owns a group of channels for the whole length instead of chaining tiles:
 /// the chunk loop (recurrence/channel_last_chunks.cuh: a 16-byte word of channels a lane, a
-/// block per 16, 8 or 4 words) for the 16-bit types, complex<float>, the float backward and, where
-/// each SM's share of the memory bandwidth is an H200's, the float forward (chunk_loop_takes), where
-/// every tensor keeps whole chunks (H100, (8, T, 1536), against the staged lane tiles in one
+/// block per 16, 8 or 4 words) for the 16-bit types, complex<float>, the float backward and (on
+/// GPUs that give each SM an H200's share of the memory bandwidth: chunk_loop_takes) the float
+/// forward, where every tensor keeps whole chunks (H100, (8, T, 1536), against the staged lane tiles in one
 /// process: bf16 forward 47 / 57 / 60% of copy at T = 1024 / 4096 / 16384, backward 51 / 55 /
 /// 54%, float backward 57–59 / 60 / 58%, complex forward – / 61 / 59%, backward – / 55 / 52%;
 /// the chunk loop 74 / 88 / 94–95% (256-byte rows), 78–79 / 91–92 / 96%, 78 / 85 / 89%,
 /// – / 86 / 90% and – / 87 / 90%, docs/performance.md), the lane loop
 /// (agent/lane_loop.cuh: 88% of copy against the staged lane tiles' 51% at (8, 4096, 1536), H100)
-/// for the rest of the float forward in lane packs. Otherwise in lane packs when they fit (the staged lane
-/// tiles), else one channel per lane (with head pads where sequences start off 16-byte
-/// boundaries).
+/// for the rest of the float forward in lane packs. Otherwise in lane packs when they fit (the
+/// staged lane tiles), else one channel per lane (with head pads where sequences start off
+/// 16-byte boundaries).
 template <template <class, int> class Lanes, class T, class Problem>
 status run_recurrence(const Problem& P, index_t sequences, const cuda_backend& be) {
   constexpr int K = channels_per_lane<T>;
