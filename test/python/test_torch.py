@@ -286,6 +286,32 @@ def test_eager_calls_skip_the_dispatch_and_match_the_op(gen, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_functorch_transform_over_captured_tensors_that_need_gradients(gen, device):
+    """Under torch.func.vmap, a call whose tensors are all plain (captured from outside, one of
+    them needing a gradient) dispatches to the custom op, which functorch supports; the eager
+    autograd.Function would not run there (it has no setup_context). Values and gradients match
+    the calls one at a time."""
+    from parscan.torch import _eager_path
+
+    a = gates(gen, (2, 16, 4), torch.float32, device).requires_grad_()
+    b = values(gen, (2, 16, 4), torch.float32, device)
+    scales = values(gen, (3,), torch.float32, device)
+
+    def scaled(s):
+        assert _eager_path((a, b)) is None  # a functorch transform is active
+        return pt.gated_recurrence(a, b, dim=1) * s
+
+    batched = torch.func.vmap(scaled)(scales)
+    one_by_one = torch.stack([pt.gated_recurrence(a, b, dim=1) * s for s in scales])
+    torch.testing.assert_close(batched, one_by_one, rtol=0, atol=0)
+    w = values(gen, batched.shape, torch.float32, device)
+    (got,) = torch.autograd.grad((batched * w).sum(), a)
+    (want,) = torch.autograd.grad((one_by_one * w).sum(), a)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert _eager_path((a, b)) == "autograd"  # and outside the transform, the eager Function
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("op", ["gated", "matrix"])
 @pytest.mark.parametrize("with_x0", [False, True])
 @pytest.mark.parametrize("return_final", [False, True])

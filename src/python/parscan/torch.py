@@ -81,8 +81,10 @@ _function_mode_on = getattr(_C, "_is_torch_function_mode_enabled", None)
 _dispatch_modes = getattr(_C, "_len_torch_dispatch_stack", None)
 _tracing_state = getattr(_C, "_get_tracing_state", None)
 _functorch_wrapped = getattr(getattr(_C, "_functorch", None), "is_functorch_wrapped_tensor", None)
+_functorch_active = getattr(_C, "_are_functorch_transforms_active", None)
 # Without any of these PyTorch internals nothing can be ruled out, and every call dispatches.
-_CAN_RUN_DIRECTLY = None not in (_function_mode_on, _dispatch_modes, _tracing_state, _functorch_wrapped)
+_CAN_RUN_DIRECTLY = None not in (_function_mode_on, _dispatch_modes, _tracing_state, _functorch_wrapped,
+                                 _functorch_active)
 _is_compiling = torch.compiler.is_compiling
 # Tensor types an eager call may run directly: nn.Parameter only marks a tensor as a module's
 # weight (its __torch_function__ is disabled), so it behaves as the tensor it wraps.
@@ -93,11 +95,11 @@ def _eager_path(args):
     """How an eager call on args may skip the custom op's dispatch, which would add nothing but
     time: "direct" (run the op's function) or "autograd" (run it inside an autograd.Function with
     the op's own formula, where a tensor needs a gradient); None (dispatch) when compiling or
-    jit-tracing, when a torch function or dispatch mode is active, or when a tensor among args is
-    not a plain CPU or CUDA torch.Tensor or nn.Parameter (another subclass, a fake or
-    functorch-wrapped tensor)."""
+    jit-tracing, when a torch function or dispatch mode or a functorch transform is active, or
+    when a tensor among args is not a plain CPU or CUDA torch.Tensor or nn.Parameter (another
+    subclass, a fake or functorch-wrapped tensor)."""
     if (not _CAN_RUN_DIRECTLY or _is_compiling() or _function_mode_on() or _dispatch_modes()
-            or _tracing_state() is not None):
+            or _tracing_state() is not None or _functorch_active()):
         return None
     grad, wants_grad = _C.is_grad_enabled(), False
     for t in args:
@@ -195,10 +197,17 @@ def _register_autograd(kernel, name, backward, setup_context, run=None):
                                                 lambda ctx, dx: backward(ctx, dx, None))
 
 
+# torch._C._FunctionBase's own apply: autograd.Function.apply without its Python layer, which
+# binds default arguments for Functions with a setup_context (these have none) and routes calls
+# under a functorch transform (_eager_path sends those to the custom op instead). That layer took
+# about 3.5 µs of a tiny call (a CPU host, docs/performance.md, "Python call cost").
+_function_base_apply = getattr(_C, "_FunctionBase", object).__dict__.get("apply")
+
+
 def _function(name, forward, backward):
     """The apply of an autograd.Function named `name` (its graph node: <name>Backward, as profiles show it)."""
-    return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward),
-                                                   "backward": staticmethod(backward)}).apply
+    cls = type(name, (torch.autograd.Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward)})
+    return cls.apply if _function_base_apply is None else _function_base_apply.__get__(None, cls)
 
 
 def _custom_op(name):
