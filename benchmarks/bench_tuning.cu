@@ -9,7 +9,7 @@
 //                       [--chunk-stages: the chunk loop's tiles against deeper ones (generic sum, recurrence)]
 //                       [--wide-rows: the chunk loop's tiles against rows of 256 bytes (generic sum, recurrence)]
 //                       [--lengths: the recurrence's channel-last rows at T = 1024, 4096, 16384, the
-//                        library against the chunk loop's tiles]
+//                        library against the chunk loop's tiles; --lengths-narrow: the same at D = 256, float]
 //                       [--packs: the recurrence's channel-last forward in lane packs of 1 … 8 channels]
 //                       [--lane-loop: the channel-last forward and backward, staged lane tiles against the lane loop]
 //                       [--reduce-shapes [--ncu]: the tile-blocks reduce's shapes (sums) and the bulk
@@ -622,24 +622,29 @@ void recurrence_chunk_variants(result_sink& out) {
   }
 }
 
-// The recurrence's channel-last forward and backward (8, T, 1536) at T = 1024, 4096 and 16384
-// (--lengths): the library's call (the public API, as bench_recurrence makes it) against the chunk
-// loop's tiles that another GPU preferred, to choose between them by what the GPUs differ in.
-template <class T>
-void recurrence_lengths(result_sink& out) {
+// The recurrence's channel-last forward and backward (8, T, D) at T = 1024, 4096 and 16384
+// (--lengths: D = 1536; --lengths-narrow: D = 256, float): the library's call (the public API,
+// as bench_recurrence makes it) against the chunk loop's tiles (Forward... and Backward...
+// shapes), to choose between them by what the GPUs differ in.
+template <class T, class... Forward>
+struct forward_shapes {};
+template <class T, class... Backward>
+struct backward_shapes {};
+template <class T, class... Forward, class... Backward>
+void recurrence_lengths(result_sink& out, index_t D, forward_shapes<T, Forward...>, backward_shapes<T, Backward...>) {
   const double tol = sizeof(T) == 2 ? 3e-2 : 1e-4;
   const std::string type = sizeof(T) == 2 ? "bf16" : "f32";
   const auto chunk_run = [&](const auto& c, const auto& chunks, auto shape) {
     using Shape = decltype(shape);
     const cd::device_facts dev = cd::current_device();
-    const index_t jobs = 8 * ((1536 + Shape::group_channels - 1) / Shape::group_channels);
-    time_call<T>(c, chunk_shape_name<Shape>(), tol, out,
+    const index_t jobs = 8 * ((D + Shape::group_channels - 1) / Shape::group_channels);
+    time_call<T>(c, chunk_shape_name<Shape>() + ", " + std::to_string(jobs) + " jobs", tol, out,
                  [&] { return cd::launch_batch_chunk_loop<Shape>(chunks, jobs, dev, workspace_backend()); });
   };
   for (index_t t : {index_t(1024), index_t(4096), index_t(16384)}) {
-    const auto l = parscan::sequence_layout::channel_last(8, t, 1536);
-    const parscan::recurrence_shape sh{8, 1536, t, parscan::recurrence_layout::channel_last};
-    const std::string at = " (8," + std::to_string(t) + ",1536)";
+    const auto l = parscan::sequence_layout::channel_last(8, t, D);
+    const parscan::recurrence_shape sh{8, D, t, parscan::recurrence_layout::channel_last};
+    const std::string at = " (8," + std::to_string(t) + "," + std::to_string(D) + ")";
     {
       forward_case<T> c{"fwd " + type + at, l};
       c.alloc();
@@ -649,9 +654,7 @@ void recurrence_lengths(result_sink& out) {
         return parscan::gated_recurrence_forward(workspace_backend(), f);
       });
       const cd::forward_chunks<T, false> chunks{{c.problem()}};
-      chunk_run(c, chunks, cd::forward_chunk_shape<T, 8>{});
-      chunk_run(c, chunks, cd::chunk_loop_shape<T, 2, 4, 16, 2>{});
-      chunk_run(c, chunks, cd::chunk_loop_shape<T, 2, 2, 16, 3>{});
+      (chunk_run(c, chunks, Forward{}), ...);
       c.release();
     }
     backward_case<T> c{"bwd " + type + at, l};
@@ -662,11 +665,17 @@ void recurrence_lengths(result_sink& out) {
       return parscan::gated_recurrence_backward(workspace_backend(), g);
     });
     const cd::backward_chunks<T, false> chunks{{c.problem()}};
-    chunk_run(c, chunks, cd::backward_chunk_shape<T, 8>{});
-    chunk_run(c, chunks, cd::chunk_loop_shape<T, 3, 2, 16, 2>{});
-    chunk_run(c, chunks, cd::chunk_loop_shape<T, 3, 3, 16, 2>{});
+    (chunk_run(c, chunks, Backward{}), ...);
     c.release();
   }
+}
+template <class T>
+void recurrence_lengths(result_sink& out) {
+  recurrence_lengths(out, 1536,
+                     forward_shapes<T, cd::forward_chunk_shape<T, 8>, cd::chunk_loop_shape<T, 2, 4, 16, 2>,
+                                    cd::chunk_loop_shape<T, 2, 2, 16, 3>>{},
+                     backward_shapes<T, cd::backward_chunk_shape<T, 8>, cd::chunk_loop_shape<T, 3, 2, 16, 2>,
+                                     cd::chunk_loop_shape<T, 3, 3, 16, 2>>{});
 }
 
 // The bulk tiles' shapes around the library's (docs/performance.md, "First-ready tiles").
@@ -1095,6 +1104,14 @@ int main(int argc, char** argv) {
   if (bench::has_flag(argc, argv, "--lengths")) {
     recurrence_lengths<parscan::bfloat16>(out);
     recurrence_lengths<float>(out);
+    return report();
+  }
+  if (bench::has_flag(argc, argv, "--lengths-narrow")) {  // D = 256: 64 jobs of 128-byte rows, 128 of 64-byte
+    recurrence_lengths(out, 256,
+                       forward_shapes<float, cd::forward_chunk_shape<float, 4>, cd::forward_chunk_shape<float, 8>,
+                                      cd::chunk_loop_shape<float, 2, 4, 4, 3>>{},
+                       backward_shapes<float, cd::backward_chunk_shape<float, 4>, cd::backward_chunk_shape<float, 8>,
+                                       cd::chunk_loop_shape<float, 3, 3, 4, 3>>{});
     return report();
   }
   if (bench::has_flag(argc, argv, "--channel-last")) {

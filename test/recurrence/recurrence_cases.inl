@@ -277,6 +277,10 @@ inline std::vector<shape3> lane_pack_shapes() {
     // in 128-byte rows at every shape above from (4, 1024, 2049) on; here 1 · 75 wide jobs would
     // not fill the device, 1 · 150 in 64-byte rows do (the other types take lane packs here).
     v.push_back({1, 1200, 300});
+    // float in 64-byte rows where 7 · 17 = 119 jobs (the last group one chunk wide) reach two
+    // thirds of 132 SMs but not all of them: the chunk loop on GPUs whose SMs each draw an
+    // H200's share of the memory bandwidth, lane packs elsewhere.
+    v.push_back({7, 260, 300});
   }
   return v;
 }

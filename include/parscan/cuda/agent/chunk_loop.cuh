@@ -91,12 +91,17 @@ bool chunk_layout_fits(const E* p, const sequence_layout& l) {
 /// rows, 86% in 128-byte and 90–94% in 256-byte rows; and the chunk loop in 256-byte rows
 /// measured faster than in 128-byte rows with twice the jobs at (8, 4096, 1536) bf16 (96 jobs
 /// on 132 SMs) and (8, 4096, 1024) float (128 jobs; docs/performance.md, "Rows of 256 bytes").
+/// Where the caller asks (`narrow_two_thirds`), 64-byte rows also where their jobs reach two
+/// thirds of the multiprocessors: the recurrence on GPUs whose SMs each draw an H200's share of
+/// the bandwidth, where float (8, T, 256) in 128 such jobs moved 62 / 67 / 74% of copy at
+/// T = 1024 / 4096 / 16384 against the lane loop's 35 / 43 / 52% (docs/performance.md).
 struct chunk_group {
   int width;
   index_t jobs;
 };
 template <class E>
-chunk_group chunk_group_for(index_t channels, index_t rows, int multiprocessors, bool wide) {
+chunk_group chunk_group_for(index_t channels, index_t rows, int multiprocessors, bool wide,
+                            bool narrow_two_thirds = false) {
   const index_t wide_group = 16 * chunk_channels<E>;
   if (wide && channels % wide_group == 0 && 3 * rows * (channels / wide_group) >= 2 * index_t(multiprocessors))
     return {16, rows * (channels / wide_group)};
@@ -104,6 +109,7 @@ chunk_group chunk_group_for(index_t channels, index_t rows, int multiprocessors,
     const index_t group = static_cast<index_t>(width * chunk_channels<E>);
     const index_t jobs = rows * ((channels + group - 1) / group);
     if (jobs >= static_cast<index_t>(multiprocessors)) return {width, jobs};
+    if (width == 4 && narrow_two_thirds && 3 * jobs >= 2 * index_t(multiprocessors)) return {width, jobs};
   }
   return {0, 0};
 }
