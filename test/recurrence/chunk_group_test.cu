@@ -1,7 +1,8 @@
 // test/recurrence/chunk_group_test.cu — the chunk loop's choice of row width and job count
 // (chunk_group_for, cuda/agent/chunk_loop.cuh) and the bandwidth rule that widens it for the
 // recurrence (chunk_loop_rich_gbs_per_sm, cuda/recurrence/channel_last_chunks.cuh). Host
-// arithmetic only (CUDA only: the headers are nvcc's); the GPU tests check the calls it routes.
+// arithmetic only, built with the GPU tests because those headers need nvcc; it runs without a
+// GPU. The lane-pack and packed GPU tests check the calls that it routes.
 #include <parscan/cuda/recurrence/channel_last_chunks.cuh>
 
 #include "support/env.hpp"
