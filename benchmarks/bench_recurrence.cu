@@ -331,11 +331,17 @@ int main(int argc, char** argv) {
     bf16({"bwd bf16 channel-last" + t, 8, 1536, T, cl, true});
     f16({"bwd f16 channel-last" + t, 8, 1536, T, cl, true});
   }
-  for (auto lay : {tc, cl}) {
-    const std::string l = lay == cl ? " channel-last" : "";
-    f32({"bwd f32 recomputed x" + l + " T=4096", 8, 1536, 4096, lay, true, false, true});
-    bf16({"bwd bf16 recomputed x" + l + " T=4096", 8, 1536, 4096, lay, true, false, true});
+  // (B, D, T) up to 8192 steps recompute x in a block a sequence (whole_sequence_backward.cuh);
+  // T = 16384 and channel-last recompute x into the workspace first.
+  for (index_t T : {index_t(1024), index_t(4096), index_t(8192), index_t(16384)}) {
+    const std::string t = " T=" + std::to_string(T);
+    f32({"bwd f32 recomputed x" + t, 8, 1536, T, tc, true, false, true});
+    bf16({"bwd bf16 recomputed x" + t, 8, 1536, T, tc, true, false, true});
   }
+  f16({"bwd f16 recomputed x T=4096", 8, 1536, 4096, tc, true, false, true});
+  c64({"bwd c64 recomputed x T=4096", 8, 1536, 4096, tc, true, false, true});
+  f32({"bwd f32 recomputed x channel-last T=4096", 8, 1536, 4096, cl, true, false, true});
+  bf16({"bwd bf16 recomputed x channel-last T=4096", 8, 1536, 4096, cl, true, false, true});
   f32({"fwd f32 x0+x_final T=16384", 8, 1536, 16384, tc, false, true});
   for (index_t T : {index_t(4096), index_t(16384)}) {
     const std::string t = " T=" + std::to_string(T);

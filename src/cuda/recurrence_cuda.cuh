@@ -12,6 +12,7 @@
 #include <parscan/cuda/recurrence/recurrence_lane_packs.cuh>
 #include <parscan/cuda/recurrence/recurrence_problems.cuh>
 #include <parscan/cuda/recurrence/varlen_recurrence.cuh>
+#include <parscan/cuda/recurrence/whole_sequence_backward.cuh>
 #include <parscan/ops/affine.hpp>
 #include <parscan/recurrence.hpp>
 
@@ -116,6 +117,18 @@ bool recompute_packs_fit(const detail::backward_plan& p) {
   return lane_packs_fit<K>(p.a) && lane_packs_fit<K>(p.b);
 }
 
+// A batch's backward without x over sequences one block holds (whole_sequence_backward.cuh)
+// recomputes x in registers: no workspace, one kernel. (Packed sequences do not take it.)
+template <class T>
+whole_sequence_backward_args<T> whole_sequence_args(const gated_backward_args<T>& g, const detail::backward_plan& p) {
+  return {g.a,  g.b,  g.x0, g.dx, g.dx_final, g.da, g.db, g.x0 ? g.dx0 : nullptr, p.a, p.b, p.dx, p.da, p.db,
+          g.shape.length, g.reverse, g.gate == gate_form::log};
+}
+template <class T>
+bool takes_whole_sequences(const gated_backward_args<T>& g, const detail::backward_plan& p) {
+  return !g.x && whole_sequence_backward_fits(whole_sequence_args(g, p));
+}
+
 // Bytes of the recomputed x (laid out like b) when backward is not given x.
 template <class T>
 std::size_t recompute_bytes(const gated_backward_args<T>& g, const detail::backward_plan& p) {
@@ -141,9 +154,10 @@ template <class T>
 std::size_t gated_recurrence_workspace_size(const gated_backward_args<T>& g) {
   detail::backward_plan p;
   if (detail::plan_backward(g, p) != status::success) return 0;
+  using namespace cuda_detail;
+  if (takes_whole_sequences(g, p)) return 0;
   // The recompute (forward) and the backward scan run one after the other and share the rest.
   // The recomputed x is laid out like b.
-  using namespace cuda_detail;
   constexpr int K = channels_per_lane<T>;
   const bool forward_fit = recompute_packs_fit<K>(p), backward_fit = packs_fit<K>(p);
   const index_t S = p.sequences, L = g.shape.length;
@@ -169,6 +183,8 @@ status gated_recurrence_backward(const cuda_backend& be, const gated_backward_ar
   detail::backward_plan p;
   if (status st = detail::plan_backward(g, p); st != status::success) return st;
   if (p.sequences == 0) return status::success;
+  if (cuda_detail::takes_whole_sequences(g, p))
+    return cuda_detail::launch_whole_sequence_backward(cuda_detail::whole_sequence_args(g, p), p.sequences, be);
 
   const std::size_t x_bytes = cuda_detail::recompute_bytes(g, p);
   cuda_detail::workspace_lease ws(be);

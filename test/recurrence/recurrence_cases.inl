@@ -242,6 +242,32 @@ void backward_odd_lengths() {
         }
 }
 
+/// The backward without x over sequences one block holds on the GPU (whole_sequence_backward.cuh:
+/// time stride 1, 16-byte aligned sequences of 32·R to 512·R steps, R = 16 steps a thread, 8 for
+/// 8-byte types): lengths at both ends of that range and one step outside each; a single
+/// sequence of odd length (its last 16-byte word part of the sequence); a part run; both
+/// directions and gate forms, with and without x0 and dx_final; db == dx and da == dx.
+template <class T>
+void backward_whole_sequences() {
+  const index_t R = sizeof(T) >= 8 ? 8 : 16;
+  const std::vector<family> fams = families<T>();
+  int i = 0;
+  for (const shape3& s : {shape3{3, 5, 32 * R}, shape3{2, 3, 32 * R - 8}, shape3{1, 1, 512 * R - 1},
+                          shape3{1, 2, 512 * R}, shape3{1, 2, 512 * R + 8}, shape3{1, 1, 77 * R + 3},
+                          shape3{2, 7, 100 * R + 8}})
+    for (int variant = 0; variant < 3; ++variant)  // db, da own tensors; db == dx; da == dx
+      for (bool rev : {false, true}) {
+        ++i;
+        bwd_opts o;
+        o.B = s.B, o.D = s.D, o.T = s.T, o.layout = lay::tc, o.reverse = rev, o.in_place = variant;
+        o.x_given = false;
+        o.x0 = (i % 2) == 0, o.dxfinal = (i % 3) != 1, o.dx0_without_x0 = !o.x0 && (i % 4) == 1;
+        o.fam = fams[static_cast<std::size_t>(i) % fams.size()];
+        o.log = (i % 3) == 0 && o.fam != family::signed_;
+        run_backward<T>(o);
+      }
+}
+
 // ---------------------------------------------------------------------------------------
 // Channel-last lane packs (CUDA: a lane owns two adjacent channels of a 2-byte type when D is
 // even and the pointers are 4-byte aligned, one channel otherwise). The shapes have even and
@@ -829,6 +855,8 @@ REC_FOR_EACH_DTYPE("backward: every option x every layout", "[backward]", backwa
 REC_FOR_EACH_DTYPE("backward: misaligned pointers, db == dx, da == dx", "[backward]", backward_misaligned_in_place)
 REC_FOR_EACH_DTYPE("backward: lengths off 16-byte multiples and sequences off alignment", "[backward][odd_t]",
                    backward_odd_lengths)
+REC_FOR_EACH_DTYPE("backward: x recomputed over whole sequences, lengths at the ends of a block's", "[backward]",
+                   backward_whole_sequences)
 REC_FOR_EACH_DTYPE("forward: channel-last lane packs with even and odd D and misaligned pointers", "[forward][lane_packs]",
                    forward_lane_packs)
 REC_FOR_EACH_DTYPE("backward: channel-last lane packs with even and odd D and misaligned pointers", "[backward][lane_packs]",
