@@ -2,8 +2,9 @@
 // not given, for time-contiguous sequences short enough that one block stages a whole sequence in
 // shared memory: a, b and dx are read once, x is recomputed in compute precision and never
 // written, and da and db are written once. Five tensors move, where recomputing x into the
-// workspace and then running the backward on it moves eight (3 + 5), a floor of 5/8.9 of copy
-// (docs/performance.md, "The backward with x recomputed").
+// workspace and then running the backward on it moves eight (3 + 5), which at those two
+// kernels' rates held that plan near 56% of copy (docs/performance.md, "The backward with x
+// recomputed", and "... in one pass" for this kernel's figures).
 //
 // A block a sequence; thread i owns the R steps from i·R in memory. The block copies the
 // sequence's a, b and dx into shared memory (cp.async, 16-byte words, swizzled so that each
@@ -12,7 +13,9 @@
 // processing order, a block scan of the compositions gives the state before each thread's run
 // (x0 applied), and the thread re-runs its steps. The backward does the same in the opposite
 // order on db[t] = conj(a[next])·db[next] + dx[t], carried in from dx_final. Both scans combine
-// in a fixed order, so results are bitwise deterministic run to run.
+// in a fixed order, so results are bitwise deterministic run to run. For all types but float
+// the grid is persistent and each block copies its next sequence into a second buffer while it
+// computes this one (whole_sequence_buffers).
 #pragma once
 
 #include <cstdint>
@@ -46,16 +49,17 @@ struct whole_sequence_backward_args {
 };
 
 /// Steps a thread owns: four 16-byte words of each tensor for 4- and 8-byte types, two for
-/// 16-bit ones; so a block of up to 512 threads holds 8192 steps (4096 of an 8-byte type) in
-/// 96 KB of shared memory or less.
+/// 16-bit ones; so a block of up to 512 threads holds 8192 steps (4096 of an 8-byte type) in a
+/// buffer of at most 96 KB.
 template <class T>
 constexpr int whole_sequence_steps = sizeof(T) >= 8 ? 8 : 16;
 constexpr int whole_sequence_max_threads = 512;
 constexpr int whole_sequence_tensors = 3;  // a, b, dx staged
 template <class T>
-constexpr int whole_sequence_words = whole_sequence_steps<T> / run_length<T>;  // 16-byte words a thread and tensor
+constexpr int whole_sequence_words = whole_sequence_steps<T> / run_length<T>;  // 16-byte words a thread, a tensor
 template <class T>
-constexpr int whole_sequence_max_smem = whole_sequence_tensors * whole_sequence_max_threads * whole_sequence_words<T> * 16;
+constexpr int whole_sequence_max_buffer_bytes =
+    whole_sequence_tensors * whole_sequence_max_threads * whole_sequence_words<T> * 16;
 
 /// Whether a layout's sequences all start on 16-byte boundaries of a pointer that does.
 template <class T>
@@ -67,8 +71,8 @@ bool sequences_aligned16(const T* p, const sequence_layout& l) {
 
 /// Whether the call takes the whole-sequence backward: every tensor steps by one element, the
 /// staged ones (a, b, dx) start each sequence on a 16-byte boundary, and the length fills at
-/// least one warp's runs (shorter sequences keep the warp loop's and the segment tiles' many
-/// sequences a block) and fits one block. Other calls recompute x into the workspace.
+/// least one warp's runs and fits one block. Other calls (shorter sequences too, which were not
+/// measured on this kernel) recompute x into the workspace.
 template <class T>
 bool whole_sequence_backward_fits(const whole_sequence_backward_args<T>& w) {
   constexpr index_t R = whole_sequence_steps<T>;
@@ -110,10 +114,33 @@ __device__ PARSCAN_INLINE Acc block_exclusive_prefix(const Acc& total, const Op&
 /// XOR-ed with bits of the thread so that the eight lanes of each quarter warp, reading their
 /// c-th words together, touch eight different 16-byte bank groups.
 template <int W>
-__device__ PARSCAN_INLINE int swizzled_word(int thread, int c) {
+PARSCAN_HD constexpr int swizzled_word(int thread, int c) {
   static_assert(W == 1 || W == 2 || W == 4 || W == 8, "a power of two words a thread");
   return thread * W + (c ^ ((thread / (8 / W)) % W));
 }
+
+/// Checked at compile time: each thread's W words are its own W slots, and the eight lanes of
+/// every quarter warp, reading their c-th words, cover all eight 16-byte bank groups (128 bytes).
+template <int W>
+constexpr bool swizzle_conflict_free() {
+  for (int thread = 0; thread < whole_sequence_max_threads; ++thread) {
+    unsigned own = 0;
+    for (int c = 0; c < W; ++c) {
+      const int slot = swizzled_word<W>(thread, c);
+      if (slot / W != thread) return false;
+      own |= 1u << (slot % W);
+    }
+    if (own != (1u << W) - 1) return false;
+  }
+  for (int quarter = 0; quarter < whole_sequence_max_threads / 8; ++quarter)
+    for (int c = 0; c < W; ++c) {
+      unsigned groups = 0;
+      for (int lane = 0; lane < 8; ++lane) groups |= 1u << (swizzled_word<W>(quarter * 8 + lane, c) % 8);
+      if (groups != 0xffu) return false;
+    }
+  return true;
+}
+static_assert(swizzle_conflict_free<2>() && swizzle_conflict_free<4>(), "staged words meet bank conflicts");
 
 /// Copies one tensor of a sequence (n elements from `seq`, 16-byte aligned) into `words`,
 /// swizzled: whole words by cp.async, a last part word element by element.
@@ -342,7 +369,7 @@ status launch_whole_sequence_backward(const whole_sequence_backward_args<T>& w, 
   static bool opted_in[max_devices] = {};
   if (dev.device < max_devices && !opted_in[dev.device]) {
     if (status st = report(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                buffers * whole_sequence_max_smem<T>));
+                                                buffers * whole_sequence_max_buffer_bytes<T>));
         st != status::success)
       return st;
     opted_in[dev.device] = true;
