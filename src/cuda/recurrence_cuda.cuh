@@ -121,7 +121,7 @@ bool recompute_packs_fit(const detail::backward_plan& p) {
 // recomputes x in registers: no workspace, one kernel. (Packed sequences do not take it.)
 template <class T>
 whole_sequence_backward_args<T> whole_sequence_args(const gated_backward_args<T>& g, const detail::backward_plan& p) {
-  return {g.a,  g.b,  g.x0, g.dx, g.dx_final, g.da, g.db, g.x0 ? g.dx0 : nullptr, p.a, p.b, p.dx, p.da, p.db,
+  return {g.a, g.b, g.x0, g.dx, g.dx_final, g.da, g.db, g.x0 ? g.dx0 : nullptr, p.a, p.b, p.dx, p.da, p.db,
           g.shape.length, g.reverse, g.gate == gate_form::log};
 }
 template <class T>

@@ -244,7 +244,7 @@ void backward_odd_lengths() {
 
 /// The backward without x over sequences one block holds on the GPU (whole_sequence_backward.cuh:
 /// time stride 1, 16-byte aligned sequences of 32·R to 512·R steps, R = 16 steps a thread, 8 for
-/// 8-byte types): lengths at both ends of that range and one step outside each; a single
+/// 8-byte types): lengths at both ends of that range and 8 steps outside each; a single
 /// sequence of odd length (its last 16-byte word part of the sequence); a part run; both
 /// directions and gate forms, with and without x0 and dx_final; db == dx and da == dx.
 template <class T>
