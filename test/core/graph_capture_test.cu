@@ -594,6 +594,27 @@ void gated_graphs(index_t B, index_t D, index_t Tn, bool channel_last, bool reve
   }
 }
 
+/// The backward without x over sequences a block holds (recurrence/whole_sequence_backward.cuh):
+/// x is recomputed in registers, so the workspace query is 0 and the graph holds no allocation.
+/// float takes a block a sequence; bfloat16 the persistent grid of two buffers, whose occupancy
+/// query and shared-memory opt-in may run inside the capture.
+template <class T>
+void gated_whole_sequence_graph(index_t B, index_t D, index_t Tn, bool reverse) {
+  PARSCAN_TEST_RNG(r, std::string("graph capture gated whole sequences ") + rec_test::scalar<T>::name() + " " +
+                          std::to_string(B) + "x" + std::to_string(D) + "x" + std::to_string(Tn));
+  gated_fixture<T> f(B, D, Tn, false, reverse, r);
+  for (workspace_from w : workspace_sources) {
+    replay_spec spec;
+    spec.what = f.describe("gated_recurrence_backward") + " with x0 and dx_final and x recomputed in registers";
+    spec.ws = w;
+    spec.ws_bytes = parscan::gated_recurrence_workspace_size(f.backward_args());
+    CHECK(spec.ws_bytes == 0);
+    capture_and_replay(
+        spec, [&](const parscan::cuda_backend& be) { return parscan::gated_recurrence_backward(be, f.backward_args()); },
+        [&](int) { f.refill_backward(); }, [&](int) { f.check_backward(); });
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Log-space recurrence (float): long-double references of the formulas in log_recurrence.hpp.
 
@@ -988,6 +1009,9 @@ TEST_CASE(PARSCAN_TEST_NAME("graph capture: gated recurrence forward and backwar
   gated_graphs<float>(2, 3, sized((index_t(1) << 18) + 3, (index_t(1) << 15) + 3), false, false, true);
   gated_graphs<float>(3, 96, 2000, true, true, false);
   gated_graphs<parscan::bfloat16>(2, 128, 1500, true, false, false);
+  // Time-contiguous sequences of 1000 and 3000 steps: the backward without x in one kernel.
+  gated_whole_sequence_graph<float>(2, 8, 1000, false);
+  gated_whole_sequence_graph<parscan::bfloat16>(2, 16, 3000, true);
 }
 
 TEST_CASE(PARSCAN_TEST_NAME("graph capture: log recurrence forward and backward"), PARSCAN_TEST_TAGS("[graph][log]")) {
