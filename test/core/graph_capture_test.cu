@@ -565,6 +565,23 @@ struct gated_fixture {
   }
 };
 
+/// Captures and replays the fixture's backward (x recomputed from b and x0) with each source of
+/// workspace.
+template <class T>
+void replay_gated_backward(gated_fixture<T>& f, const std::string& how, bool must_allocate, bool expect_cooperative) {
+  for (workspace_from w : workspace_sources) {
+    replay_spec spec;
+    spec.what = f.describe("gated_recurrence_backward") + how;
+    spec.ws = w;
+    spec.ws_bytes = parscan::gated_recurrence_workspace_size(f.backward_args());
+    spec.must_allocate = must_allocate;
+    spec.expect_cooperative = expect_cooperative;
+    capture_and_replay(
+        spec, [&](const parscan::cuda_backend& be) { return parscan::gated_recurrence_backward(be, f.backward_args()); },
+        [&](int) { f.refill_backward(); }, [&](int) { f.check_backward(); });
+  }
+}
+
 template <class T>
 void gated_graphs(index_t B, index_t D, index_t Tn, bool channel_last, bool reverse, bool expect_cooperative) {
   PARSCAN_TEST_RNG(r, std::string("graph capture gated ") + rec_test::scalar<T>::name() + " " + std::to_string(B) + "x" +
@@ -581,17 +598,7 @@ void gated_graphs(index_t B, index_t D, index_t Tn, bool channel_last, bool reve
         spec, [&](const parscan::cuda_backend& be) { return parscan::gated_recurrence_forward(be, f.forward_args()); },
         [&](int) { f.refill_forward(); }, [&](int) { f.check_forward(); });
   }
-  for (workspace_from w : workspace_sources) {
-    replay_spec spec;
-    spec.what = f.describe("gated_recurrence_backward") + " with x0 and dx_final and x recomputed";
-    spec.ws = w;
-    spec.ws_bytes = parscan::gated_recurrence_workspace_size(f.backward_args());
-    spec.must_allocate = true;  // the recomputed x
-    spec.expect_cooperative = expect_cooperative;
-    capture_and_replay(
-        spec, [&](const parscan::cuda_backend& be) { return parscan::gated_recurrence_backward(be, f.backward_args()); },
-        [&](int) { f.refill_backward(); }, [&](int) { f.check_backward(); });
-  }
+  replay_gated_backward(f, " with x0 and dx_final and x recomputed", true /* the recomputed x */, expect_cooperative);
 }
 
 /// The backward without x over sequences a block holds (recurrence/whole_sequence_backward.cuh):
@@ -603,16 +610,8 @@ void gated_whole_sequence_graph(index_t B, index_t D, index_t Tn, bool reverse) 
   PARSCAN_TEST_RNG(r, std::string("graph capture gated whole sequences ") + rec_test::scalar<T>::name() + " " +
                           std::to_string(B) + "x" + std::to_string(D) + "x" + std::to_string(Tn));
   gated_fixture<T> f(B, D, Tn, false, reverse, r);
-  for (workspace_from w : workspace_sources) {
-    replay_spec spec;
-    spec.what = f.describe("gated_recurrence_backward") + " with x0 and dx_final and x recomputed in registers";
-    spec.ws = w;
-    spec.ws_bytes = parscan::gated_recurrence_workspace_size(f.backward_args());
-    CHECK(spec.ws_bytes == 0);
-    capture_and_replay(
-        spec, [&](const parscan::cuda_backend& be) { return parscan::gated_recurrence_backward(be, f.backward_args()); },
-        [&](int) { f.refill_backward(); }, [&](int) { f.check_backward(); });
-  }
+  CHECK(parscan::gated_recurrence_workspace_size(f.backward_args()) == 0);
+  replay_gated_backward(f, " with x0 and dx_final and x recomputed in registers", false, false);
 }
 
 // ---------------------------------------------------------------------------------------------
