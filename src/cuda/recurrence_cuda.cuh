@@ -69,11 +69,8 @@ status run_recurrence(const Problem& P, index_t sequences, const cuda_backend& b
     if (chunk_loop_fits(P)) {
       const device_facts dev = current_device();
       if (dev.st != status::success) return dev.st;
-      if (chunk_loop_takes<T, Problem>(dev)) {
-        const chunk_group g = chunk_group_for<T>(P.la.count, P.la.groups, dev.multiprocessors,
-                                                 chunk_loop_wide_rows<T>, chunk_loop_memory_rich(dev));
-        if (g.width > 0) return launch_chunk_loop<T>(P, g, dev, be);
-      }
+      const chunk_group g = chunk_loop_group<T>(P, P.la.groups, dev);
+      if (g.width > 0) return launch_chunk_loop<T>(P, g, dev, be);
     }
   }
   if (uses_lane_packs(P)) {
@@ -256,11 +253,8 @@ status run_varlen_recurrence(const Problem& P, const std::int64_t* cu_seqlens, i
     if (chunk_loop_fits(P)) {
       const device_facts dev = current_device();
       if (dev.st != status::success) return dev.st;
-      if (chunk_loop_takes<T, Problem>(dev)) {
-        const chunk_group g = chunk_group_for<T>(P.la.count, sequences, dev.multiprocessors,
-                                                 chunk_loop_wide_rows<T>, chunk_loop_memory_rich(dev));
-        if (g.width > 0) return launch_packed_chunk_loop<T>(P, cu_seqlens, sequences, g, dev, be);
-      }
+      const chunk_group g = chunk_loop_group<T>(P, sequences, dev);
+      if (g.width > 0) return launch_packed_chunk_loop<T>(P, cu_seqlens, sequences, g, dev, be);
     }
   }
   if (uses_lane_packs(P)) {

@@ -426,6 +426,16 @@ bool chunk_loop_fits(const recurrence_backward_problem<T>& P) {
          chunk_layout_fits(P.dx, P.ldx) && chunk_layout_fits(P.da, P.lda) && chunk_layout_fits(P.db, P.ldb);
 }
 
+/// The chunk loop's group for a Problem whose tensors keep whole chunks (chunk_loop_fits), over
+/// `rows` batch rows or packed sequences: {0, 0} where the chunk loop does not take the call on
+/// this device or its jobs would not fill it.
+template <class T, class Problem>
+chunk_group chunk_loop_group(const Problem& P, index_t rows, const device_facts& dev) {
+  if (!chunk_loop_takes<T, Problem>(dev)) return {0, 0};
+  return chunk_group_for<T>(P.la.count, rows, dev.multiprocessors, chunk_loop_wide_rows<T>,
+                            chunk_loop_memory_rich(dev));
+}
+
 /// The chunk loop's Chunks and tile shape for a forward or backward Problem of T, groups of
 /// `Width` chunks (Deep: backward_chunk_shape's).
 template <class T, class Problem, int Width, bool Deep>
