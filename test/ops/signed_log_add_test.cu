@@ -1,0 +1,106 @@
+// test/ops/signed_log_add_test.cu — log_affine_op's log-add-exp as the device computes it
+// (the special-function unit's exp2 and log2: ops/log_affine.hpp, detail::signed_log_add_approx)
+// against the host's float64 one: every pairing of zeros, infinities, NaN, equal and unequal
+// magnitudes and both signs keeps the host's meaning (an exact zero, ±inf, NaN, the sign), and
+// random pairs, near cancellation included, stay within the documented error (numerics.md).
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include <parscan/ops/log_affine.hpp>
+
+#include "support/env.hpp"
+#include "support/random.hpp"
+
+namespace {
+
+using sl = parscan::signed_log<float>;
+
+__global__ void signed_log_add_kernel(const sl* u, const sl* v, sl* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = parscan::signed_log_add(u[i], v[i]);
+}
+
+std::vector<sl> device_adds(const std::vector<sl>& u, const std::vector<sl>& v) {
+  const int n = static_cast<int>(u.size());
+  const std::size_t bytes = u.size() * sizeof(sl);
+  sl *du = nullptr, *dv = nullptr, *dout = nullptr;
+  REQUIRE(cudaMalloc(&du, bytes) == cudaSuccess);
+  REQUIRE(cudaMalloc(&dv, bytes) == cudaSuccess);
+  REQUIRE(cudaMalloc(&dout, bytes) == cudaSuccess);
+  REQUIRE(cudaMemcpy(du, u.data(), bytes, cudaMemcpyHostToDevice) == cudaSuccess);
+  REQUIRE(cudaMemcpy(dv, v.data(), bytes, cudaMemcpyHostToDevice) == cudaSuccess);
+  REQUIRE(cudaMemset(dout, 0x7f, bytes) == cudaSuccess);  // poison: log_mag 3.4e38, neg true
+  signed_log_add_kernel<<<(n + 255) / 256, 256>>>(du, dv, dout, n);
+  REQUIRE(cudaGetLastError() == cudaSuccess);
+  std::vector<sl> out(u.size());
+  REQUIRE(cudaMemcpy(out.data(), dout, bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+  cudaFree(du), cudaFree(dv), cudaFree(dout);
+  return out;
+}
+
+// The host's log-add-exp in float64 of the same float operands.
+parscan::signed_log<double> reference(sl u, sl v) {
+  return parscan::signed_log_add(parscan::signed_log<double>{u.log_mag, u.neg},
+                                 parscan::signed_log<double>{v.log_mag, v.neg});
+}
+
+// Where the device may differ from the float64 result: ~2^-22 of log|x| from the two
+// approximations, float's rounding of hi, and the cancellation's conditioning (|u| + |v|) / |u + v|.
+double allowed_error(sl u, sl v, double ref) {
+  const double hi = std::fmax(u.log_mag, v.log_mag), lo = std::fmin(u.log_mag, v.log_mag);
+  const double e = std::exp(lo - hi);
+  const double conditioning = u.neg == v.neg ? 1.0 : (1.0 + e) / (1.0 - e);
+  return 4e-7 * conditioning + 1.2e-7 * std::fabs(ref);
+}
+
+}  // namespace
+
+TEST_CASE(PARSCAN_TEST_NAME("signed_log_add on the device: zeros, infinities, NaN and signs as on the host"),
+          PARSCAN_TEST_TAGS("[ops][log_affine]")) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float mags[] = {-inf, -3.5f, 0.0f, 1.0f, 80.0f, inf, nan};
+  std::vector<sl> u, v;
+  for (float a : mags)
+    for (float b : mags)
+      for (int signs = 0; signs < 4; ++signs) u.push_back({a, (signs & 1) != 0}), v.push_back({b, (signs & 2) != 0});
+  const std::vector<sl> got = device_adds(u, v);
+  for (std::size_t i = 0; i < u.size(); ++i) {
+    const parscan::signed_log<double> want = reference(u[i], v[i]);
+    INFO("u = " << (u[i].neg ? "-" : "+") << "exp(" << u[i].log_mag << "), v = " << (v[i].neg ? "-" : "+") << "exp("
+                << v[i].log_mag << "): got log " << got[i].log_mag << " neg " << got[i].neg << ", want log "
+                << want.log_mag << " neg " << want.neg);
+    CHECK(std::isnan(got[i].log_mag) == std::isnan(want.log_mag));
+    CHECK(got[i].neg == want.neg);
+    if (std::isinf(want.log_mag)) CHECK(got[i].log_mag == static_cast<float>(want.log_mag));  // exact zero, ±inf
+    else if (!std::isnan(want.log_mag))
+      CHECK(std::fabs(got[i].log_mag - want.log_mag) <= allowed_error(u[i], v[i], want.log_mag));
+  }
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("signed_log_add on the device: random pairs within the documented error"),
+          PARSCAN_TEST_TAGS("[ops][log_affine]")) {
+  PARSCAN_TEST_RNG(r, "signed_log_add device");
+  std::vector<sl> u, v;
+  for (int i = 0; i < (1 << 16); ++i) {
+    const float a = static_cast<float>(r.uniform(-30.0, 30.0));
+    // A quarter of the pairs within 1e-3 of each other: the cancelling case, when signs differ.
+    const float b = i % 4 == 0 ? a + static_cast<float>(r.uniform(-1e-3, 1e-3)) : static_cast<float>(r.uniform(-30.0, 30.0));
+    u.push_back({a, r.unit() < 0.5}), v.push_back({b, r.unit() < 0.5});
+  }
+  const std::vector<sl> got = device_adds(u, v);
+  double worst = 0;  // the error over its allowance
+  for (std::size_t i = 0; i < u.size(); ++i) {
+    const parscan::signed_log<double> want = reference(u[i], v[i]);
+    if (std::isinf(want.log_mag)) {  // equal magnitudes of opposite sign: an exact zero
+      CHECK(got[i].log_mag == -std::numeric_limits<float>::infinity());
+      continue;
+    }
+    CHECK(got[i].neg == want.neg);
+    worst = std::fmax(worst, std::fabs(got[i].log_mag - want.log_mag) / allowed_error(u[i], v[i], want.log_mag));
+  }
+  INFO("worst error, as a fraction of its allowance: " << worst);
+  CHECK(worst <= 1.0);
+}
