@@ -5,12 +5,15 @@
 #include <parscan/cuda/recurrence/log_recurrence_problem.cuh>
 #include <parscan/cuda/recurrence/log_varlen_recurrence.cuh>
 #include <parscan/log_recurrence.hpp>
-#include <parscan/ops/log_affine.hpp>
+#include <parscan/detail/log_affine_bits.hpp>
 
 #include "../common/varlen_args.hpp"
 
 namespace parscan {
 namespace {
+
+// log_affine_op<float> with the signs in bits: the Problems' accumulator (detail/log_affine_bits.hpp).
+using log_op = detail::log_affine_bits_op;
 
 // Value forms run their own instantiation of the Problems (Values = true, the forms chosen per
 // tensor at run time); calls in log form only run the log-form kernels, which carry none of
@@ -53,8 +56,8 @@ status run_forward(const log_forward_args<T>& g, const detail::forward_plan& p, 
   const auto P = make_problem<Values>(g, p, g.shape.length);
   if (cuda_detail::log_lane_packs_fit<K>(P))
     return cuda_detail::dispatch_lane_tiles(cuda_detail::log_forward_lanes<T, K, Values>(P),
-                                            cuda_detail::lanewise_op<log_affine_op<float>, K>{}, p.sequences / K, be);
-  return cuda_detail::dispatch_scan(P, log_affine_op<float>{}, p.sequences, be);
+                                            cuda_detail::lanewise_op<log_op, K>{}, p.sequences / K, be);
+  return cuda_detail::dispatch_scan(P, log_op{}, p.sequences, be);
 }
 
 // Workspace bytes of a forward call's scan, and of its lane packs if the layouts let them be
@@ -142,7 +145,7 @@ template <bool Values, class T>
 status run_backward(const log_backward_args<T>& g, const detail::log_backward_plan& p, const T* log_x,
                     const std::uint8_t* x_negative, const cuda_backend& be) {
   return cuda_detail::dispatch_scan(make_backward_problem<Values>(g, p, g.shape.length, log_x, x_negative),
-                                    log_affine_op<float>{}, p.sequences, be);
+                                    log_op{}, p.sequences, be);
 }
 
 // The forward that recomputes x for a backward without it: the backward's inputs, x written
@@ -237,9 +240,9 @@ status run_varlen_forward(const log_forward_tensors<T>& g, const detail::forward
   const auto P = make_problem<Values>(g, p, s.total_length);
   if (cuda_detail::log_lane_packs_fit<K>(P))
     return cuda_detail::dispatch_packed_lane_tiles(cuda_detail::log_forward_lanes<T, K, Values>(P),
-                                                   cuda_detail::lanewise_op<log_affine_op<float>, K>{}, s.cu_seqlens,
+                                                   cuda_detail::lanewise_op<log_op, K>{}, s.cu_seqlens,
                                                    s.sequences, s.channels, s.channels / K, be);
-  return cuda_detail::dispatch_varlen(P, log_affine_op<float>{}, s.cu_seqlens, s.sequences, s.channels, be);
+  return cuda_detail::dispatch_varlen(P, log_op{}, s.cu_seqlens, s.sequences, s.channels, be);
 }
 
 // Workspace of a packed forward: the order of dispatch_varlen's lane loop, or the staged lane
@@ -305,7 +308,7 @@ status log_recurrence_backward(const cuda_backend& be, const log_varlen_backward
     auto run = [&](auto values) {
       return cuda_detail::dispatch_varlen(
           make_backward_problem<decltype(values)::value>(g, p, s.total_length, log_x, x_negative),
-          log_affine_op<float>{}, s.cu_seqlens, s.sequences, s.channels, rest);
+          log_op{}, s.cu_seqlens, s.sequences, s.channels, rest);
     };
     return has_value_forms(g) ? run(std::true_type{}) : run(std::false_type{});
   };

@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <parscan/detail/log_affine_bits.hpp>
 #include <parscan/numeric.hpp>
 #include <parscan/ops.hpp>
 
@@ -721,6 +722,38 @@ TEST_CASE("signed_log_add edge cases", "[ops][log_affine]") {
   const sl d = parscan::signed_log_add(sl{1.0, false}, sl{2.0, true});
   CHECK(d.neg);
   CHECK(std::fabs(d.log_mag - (1.0 + std::log(std::exp(1.0) - 1.0))) <= 1e-14);
+}
+
+TEST_CASE("log_affine_bits_op equals log_affine_op<float>, chains included", "[ops][log_affine]") {
+  // The log-space recurrences' accumulator (signs as bit masks) on the host: the same values as
+  // log_affine_op<float>, with b's sign read as log_affine_op gives it (zero and NaN positive),
+  // over random maps with zeros, infinities and NaN among them. The GPU test
+  // test/ops/signed_log_add_test.cu runs the same comparison on the device's arithmetic.
+  using la = parscan::log_affine<float>;
+  using bits = parscan::detail::log_affine_bits;
+  PARSCAN_TEST_RNG(r, "log_affine_bits host");
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float special[] = {-inf, inf, nan, 0.0f, 1.0f};
+  const auto magnitude = [&] {
+    return r.unit() < 0.1 ? special[r.small_int(0, 4)] : static_cast<float>(r.uniform(-3.0, 1.0));
+  };
+  const auto same_value = [](float x, float y) { return (x != x && y != y) || same_bits(x, y); };
+  int differ = 0;
+  for (int rep = 0; rep < 2000; ++rep) {
+    la p(magnitude(), r.coin(), magnitude(), r.coin());
+    bits q(p.log_a, p.neg_a, p.log_b, p.neg_b);
+    for (int k = 0; k < 40; ++k) {
+      const la m(magnitude(), r.coin(), magnitude(), r.coin());
+      p = parscan::log_affine_op<float>{}(p, m);
+      q = parscan::detail::log_affine_bits_op{}(q, bits(m.log_a, m.neg_a, m.log_b, m.neg_b));
+      differ += !same_value(p.log_a, q.log_a) || !same_value(p.log_b, q.log_b) || p.neg_a != (q.sign_a != 0) ||
+                p.neg_b != q.neg_b();
+    }
+  }
+  CHECK(differ == 0);
+  const bits id = parscan::detail::log_affine_bits_op::identity();
+  const la lid = parscan::log_affine_op<float>::identity();
+  CHECK((same_bits(id.log_a, lid.log_a) && same_bits(id.log_b, lid.log_b) && id.sign_a == 0 && id.sign_b == 0));
 }
 
 // =============================================================================================

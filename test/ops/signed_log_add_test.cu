@@ -1,14 +1,18 @@
 // test/ops/signed_log_add_test.cu — log_affine_op's log-add-exp as the device computes it
-// (the special-function unit's exp2 and log2: ops/log_affine.hpp, detail::signed_log_add_approx)
+// (the special-function unit's exp2 and log2: ops/log_affine.hpp, detail::log_add_exp_approx)
 // against the host's float64 one: every pairing of zeros, infinities, NaN, equal and unequal
 // magnitudes and both signs keeps the host's meaning (an exact zero, ±inf, NaN, the sign), and
 // random pairs, near cancellation included, stay within the documented error (numerics.md).
+// Then the log-space recurrences' accumulator, detail::log_affine_bits_op, against
+// log_affine_op<float> on the device: the same bits, chains of combines included.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 #include <cuda_runtime.h>
 
+#include <parscan/detail/log_affine_bits.hpp>
 #include <parscan/ops/log_affine.hpp>
 
 #include "support/env.hpp"
@@ -55,6 +59,26 @@ double allowed_error(sl u, sl v, double ref) {
   const double conditioning = u.neg == v.neg ? 1.0 : (1.0 + e) / (1.0 - e);
   return 4e-7 * conditioning + 1.2e-7 * std::fabs(ref);
 }
+
+using la = parscan::log_affine<float>;
+using bits = parscan::detail::log_affine_bits;
+
+// Each thread folds its `chain` maps from maps[i·chain] with both operators.
+__global__ void fold_both_kernel(const la* maps, int chain, int n, la* plain, bits* packed) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  la p = maps[i * chain];
+  bits q(p.log_a, p.neg_a, p.log_b, p.neg_b);
+  for (int k = 1; k < chain; ++k) {
+    const la m = maps[i * chain + k];
+    p = parscan::log_affine_op<float>{}(p, m);
+    q = parscan::detail::log_affine_bits_op{}(q, bits(m.log_a, m.neg_a, m.log_b, m.neg_b));
+  }
+  plain[i] = p, packed[i] = q;
+}
+
+// The same float: the same bits, or both NaN (whose payloads the operators need not keep).
+bool same_value(float x, float y) { return (x != x && y != y) || std::memcmp(&x, &y, sizeof x) == 0; }
 
 }  // namespace
 
@@ -103,4 +127,42 @@ TEST_CASE(PARSCAN_TEST_NAME("signed_log_add on the device: random pairs within t
   }
   INFO("worst error, as a fraction of its allowance: " << worst);
   CHECK(worst <= 1.0);
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("log_affine_bits_op on the device: log_affine_op<float>'s bits, chains included"),
+          PARSCAN_TEST_TAGS("[ops][log_affine]")) {
+  PARSCAN_TEST_RNG(r, "log_affine_bits device");
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float special[] = {-inf, inf, nan, 0.0f, 1.0f};
+  // Pairs (chain 2) and chains of 40, of random signed maps with a special magnitude now and then
+  // (zeros make the internal signs of zero differ; the outputs must not).
+  for (int chain : {2, 40}) {
+    const int n = 4096;
+    std::vector<la> maps(static_cast<std::size_t>(n) * chain);
+    for (la& m : maps) {
+      const auto magnitude = [&] {
+        return r.unit() < 0.1 ? special[r.small_int(0, 4)] : static_cast<float>(r.uniform(-3.0, 1.0));
+      };
+      m = la(magnitude(), r.unit() < 0.5, magnitude(), r.unit() < 0.5);
+    }
+    la *dmaps = nullptr, *dplain = nullptr;
+    bits* dpacked = nullptr;
+    REQUIRE(cudaMalloc(&dmaps, maps.size() * sizeof(la)) == cudaSuccess);
+    REQUIRE(cudaMalloc(&dplain, n * sizeof(la)) == cudaSuccess);
+    REQUIRE(cudaMalloc(&dpacked, n * sizeof(bits)) == cudaSuccess);
+    REQUIRE(cudaMemcpy(dmaps, maps.data(), maps.size() * sizeof(la), cudaMemcpyHostToDevice) == cudaSuccess);
+    fold_both_kernel<<<n / 256, 256>>>(dmaps, chain, n, dplain, dpacked);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<la> plain(n);
+    std::vector<bits> packed(n);
+    REQUIRE(cudaMemcpy(plain.data(), dplain, n * sizeof(la), cudaMemcpyDeviceToHost) == cudaSuccess);
+    REQUIRE(cudaMemcpy(packed.data(), dpacked, n * sizeof(bits), cudaMemcpyDeviceToHost) == cudaSuccess);
+    cudaFree(dmaps), cudaFree(dplain), cudaFree(dpacked);
+    int differ = 0;
+    for (int i = 0; i < n; ++i)
+      differ += !same_value(plain[i].log_a, packed[i].log_a) || !same_value(plain[i].log_b, packed[i].log_b) ||
+                plain[i].neg_a != (packed[i].sign_a != 0) || plain[i].neg_b != packed[i].neg_b();
+    INFO("chains of " << chain << ": " << differ << " of " << n << " differ");
+    CHECK(differ == 0);
+  }
 }

@@ -7,6 +7,8 @@
 // zero gate resets the state.
 #pragma once
 
+#include <cstdint>
+
 #include <cuda/std/cmath>
 #include <cuda/std/limits>
 #include <cuda/std/type_traits>
@@ -44,24 +46,34 @@ struct signed_log {
 };
 
 namespace detail {
+/// float's sign bit: the mask of a negative value.
+constexpr std::uint32_t float_sign_bit = 0x80000000u;
+
 #if defined(__CUDACC__)
-/// signed_log_add's last steps for float on the device, given its hi, lo, u_hi and same: the
-/// exp and the log as the special-function unit's one-instruction approximations,
-/// log1p(±e) = ln 2 · log2(1 ± e). That takes the operator from ~80 PTX instructions to ~30,
-/// and the log-space kernels are bound by their instructions (docs/performance.md, "Log space
-/// in the special-function unit"). The error it adds (docs/numerics.md): ex2.approx has a
-/// relative error below 2^-22 (e, as exp2f's), lg2.approx an absolute one below 2^-22 for
-/// arguments in [0.5, 2] and a relative one outside, so each add's result moves by at most
-/// ~2^-22 absolutely in log|x| — a relative ~2.4e-7 in x — against log1pf's ~2^-24. ftz is
-/// exact here: e ≤ 1 and 1 ± e is 0 or at least 2^-24, never subnormal. Equal magnitudes take
-/// e = 1 exactly, so opposite signs cancel to log 0 = -inf (an exact zero), same signs give
-/// hi + ln 2, ±inf included (inf + -inf is NaN, as inf - inf should be); NaN in, NaN out.
+/// The magnitude of a float log-add-exp on the device: hi + log(1 ± e), e = exp(lo − hi), the
+/// minus where `flip` (a sign-bit mask: the two terms' signs differ) is set. The exp and the log
+/// are the special-function unit's one-instruction approximations, log1p(±e) = ln 2 · log2(1 ± e):
+/// that takes log_affine_op from ~80 PTX instructions to ~30, and the log-space kernels are bound
+/// by their instructions (docs/performance.md, "Log space in the special-function unit"). The
+/// error it adds (docs/numerics.md): ex2.approx has a relative error below 2^-22 (e, as exp2f's),
+/// lg2.approx an absolute one below 2^-22 for arguments in [0.5, 2] and a relative one outside, so
+/// the result moves by at most ~2^-22 in log|x| — a relative ~2.4e-7 in x — against log1pf's
+/// ~2^-24. ftz is exact here: e ≤ 1 and 1 ± e is 0 or at least 2^-24, never subnormal. Equal
+/// magnitudes take e = 2^0 = 1 exactly, so opposite signs cancel to log 0 = -inf (an exact zero), same
+/// signs give hi + ln 2, ±inf included (inf + -inf is NaN, as inf - inf should be); NaN in, NaN
+/// out. The sign of e is flipped in its bits, so the ± is one LOP3, not a select.
+__device__ PARSCAN_INLINE float log_add_exp_approx(float hi, float lo, std::uint32_t flip) {
+  const float d = lo == hi ? 0.0f : lo - hi;  // inf - inf would be NaN
+  float e, l;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(d * 1.44269504088896340736f));
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(l) : "f"(1.0f + __uint_as_float(__float_as_uint(e) ^ flip)));
+  return fmaf(l, 0.69314718055994530942f, hi);
+}
+
+/// signed_log_add's last steps for float on the device, given its hi, lo, u_hi and same.
 __device__ PARSCAN_INLINE signed_log<float> signed_log_add_approx(signed_log<float> u, signed_log<float> v, float hi,
                                                                   float lo, bool u_hi, bool same) {
-  float e = 1.0f, l;
-  if (lo != hi) asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"((lo - hi) * 1.44269504088896340736f));
-  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(l) : "f"(same ? 1.0f + e : 1.0f - e));
-  const float r = fmaf(l, 0.69314718055994530942f, hi);
+  const float r = log_add_exp_approx(hi, lo, same ? 0u : float_sign_bit);
   return {r, (u_hi ? u.neg : v.neg) && r == r && r != -cuda::std::numeric_limits<float>::infinity()};
 }
 #endif

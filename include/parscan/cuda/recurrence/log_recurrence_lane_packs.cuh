@@ -73,7 +73,7 @@ struct log_forward_lanes : lane_pack_problem<log_recurrence_forward_problem<T, V
 #pragma unroll
     for (int j = 0; j < K; ++j) {
       if constexpr (Values) r.v[j] = base.element(ra[j], 0, rb[j], 0);
-      else r.v[j] = log_affine<float>(static_cast<float>(ra[j]), false, static_cast<float>(rb[j]), false);
+      else r.v[j] = detail::log_affine_bits(static_cast<float>(ra[j]), false, static_cast<float>(rb[j]), false);
     }
     return r;
   }
@@ -88,13 +88,13 @@ struct log_forward_lanes : lane_pack_problem<log_recurrence_forward_problem<T, V
     }
     if (c.x_negative) {
 #pragma unroll
-      for (int j = 0; j < K; ++j) c.x_negative[o + j] = v.v[j].neg_b ? 1 : 0;
+      for (int j = 0; j < K; ++j) c.x_negative[o + j] = v.v[j].neg_b() ? 1 : 0;
     }
     if constexpr (Values) {
       if (c.x) {
         T vx[K];
 #pragma unroll
-        for (int j = 0; j < K; ++j) vx[j] = static_cast<T>(detail::value_of(v.v[j].log_b, v.v[j].neg_b));
+        for (int j = 0; j < K; ++j) vx[j] = static_cast<T>(detail::value_of(v.v[j].log_b, v.v[j].neg_b()));
         write_channels(c.x + o, vx);
       }
     }

@@ -1,6 +1,7 @@
 // parscan/cuda/recurrence/log_recurrence_problem.cuh — the log-space recurrence, forward and
 // backward, as Problems for the shared scan kernels. Forward: element (log|a|, sign a, log|b|,
-// sign b) under log_affine_op<float>; the carry (a = 0, b = x0) brings in the state exactly.
+// sign b) under log_affine_op<float>, held as detail::log_affine_bits (the signs as bit masks);
+// the carry (a = 0, b = x0) brings in the state exactly.
 // Backward: the linear gradient db, carried in log form under the same operator (below).
 #pragma once
 
@@ -9,6 +10,7 @@
 
 #include <cuda/std/limits>
 
+#include "../../detail/log_affine_bits.hpp"
 #include "../../detail/log_recurrence_math.hpp"
 #include "../../layout.hpp"
 #include "../../ops/log_affine.hpp"
@@ -49,7 +51,7 @@ __device__ PARSCAN_INLINE void read_staged_signs(const unsigned char* slot, cons
 /// forms get their own instantiation, so the log-form kernels carry none of their code.
 template <class T, bool Values = false>
 struct log_recurrence_forward_problem {
-  using acc_type = log_affine<float>;
+  using acc_type = detail::log_affine_bits;
   using sign = std::uint8_t;
   const T* log_a;           // log|a|, or a with a_value
   const sign* a_negative;  // null: all positive (or a in value form)
@@ -131,7 +133,7 @@ struct log_recurrence_forward_problem {
     T rx[run];
     sign nx[run];
 #pragma unroll
-    for (int v = 0; v < run; ++v) rx[v] = static_cast<T>(items[v].log_b), nx[v] = items[v].neg_b ? 1 : 0;
+    for (int v = 0; v < run; ++v) rx[v] = static_cast<T>(items[v].log_b), nx[v] = items[v].neg_b() ? 1 : 0;
     const int n = count(pos), dir = reverse ? -1 : 1;
     if (!Values || c.log_x) {
       write_steps(c.log_x, lx.step_stride, step(pos), dir, n, rx);
@@ -140,7 +142,7 @@ struct log_recurrence_forward_problem {
     if (Values && c.x) {
       T vx[run];
 #pragma unroll
-      for (int v = 0; v < run; ++v) vx[v] = static_cast<T>(detail::value_of(items[v].log_b, items[v].neg_b));
+      for (int v = 0; v < run; ++v) vx[v] = static_cast<T>(detail::value_of(items[v].log_b, items[v].neg_b()));
       write_steps(c.x, lx.step_stride, step(pos), dir, n, vx);
     }
   }
@@ -155,8 +157,8 @@ struct log_recurrence_forward_problem {
   __device__ PARSCAN_INLINE void store_at(const cursor& c, index_t pos, const acc_type& v) const {
     const index_t ix = step(pos) * lx.step_stride;
     if (!Values || c.log_x) c.log_x[ix] = static_cast<T>(v.log_b);
-    if (c.x_negative) c.x_negative[ix] = v.neg_b ? 1 : 0;
-    if (Values && c.x) c.x[ix] = static_cast<T>(detail::value_of(v.log_b, v.neg_b));
+    if (c.x_negative) c.x_negative[ix] = v.neg_b() ? 1 : 0;
+    if (Values && c.x) c.x[ix] = static_cast<T>(detail::value_of(v.log_b, v.neg_b()));
   }
   // Staging through shared memory (the staged kernels): log|a| and log|b| of a run, 16 bytes
   // each, and both runs of signs (V bytes each) in a third 16-byte slot. All or nothing: a
@@ -211,7 +213,7 @@ struct log_recurrence_forward_problem {
   }
   __device__ PARSCAN_INLINE void finish(index_t s, const acc_type& total) const {
     if (log_x_final) log_x_final[s] = static_cast<T>(total.log_b);
-    if (x_final_negative) x_final_negative[s] = total.neg_b ? 1 : 0;
+    if (x_final_negative) x_final_negative[s] = total.neg_b() ? 1 : 0;
   }
 };
 
@@ -227,7 +229,7 @@ struct log_recurrence_forward_problem {
 /// Values = false is the log form only, as for the forward.
 template <class T, bool Values = false>
 struct log_recurrence_backward_problem {
-  using acc_type = log_affine<float>;
+  using acc_type = detail::log_affine_bits;
   using sign = std::uint8_t;
   const T* log_a;
   const sign* a_negative;  // null: all positive
@@ -431,10 +433,10 @@ struct log_recurrence_backward_problem {
     const signed_log<float> a = detail::input_log_form(static_cast<float>(la_t), sa_t != 0, a_val());
     const float b_l = b_val() ? 0.0f : static_cast<float>(lb_t);
     const bool b_n = !b_val() && sb_t != 0;
-    db = static_cast<T>(detail::log_product(v.log_b, b_l, 0.0f, v.neg_b != b_n));
+    db = static_cast<T>(detail::log_product(v.log_b, b_l, 0.0f, v.neg_b() != b_n));
     const float a_l = a_val() ? 0.0f : a.log_mag;
     const bool a_n = !a_val() && a.neg;
-    const float grad_a = detail::log_product(v.log_b, a_l, l_before, v.neg_b != (a_n != n_before));
+    const float grad_a = detail::log_product(v.log_b, a_l, l_before, v.neg_b() != (a_n != n_before));
     da = static_cast<T>(grad_a);
     if (first_step && dlog_x0) {
       if (!a_val() && !x0_val()) {
@@ -442,7 +444,7 @@ struct log_recurrence_backward_problem {
       } else {  // db·a·x0, or db·a for a value-form x0
         const float x0_l = x0_val() ? 0.0f : l_before;
         const bool x0_n = !x0_val() && n_before;
-        dlog_x0[s] = static_cast<T>(detail::log_product(v.log_b, a.log_mag, x0_l, v.neg_b != (a.neg != x0_n)));
+        dlog_x0[s] = static_cast<T>(detail::log_product(v.log_b, a.log_mag, x0_l, v.neg_b() != (a.neg != x0_n)));
       }
     }
   }
