@@ -27,6 +27,12 @@ struct log_affine_bits {
   log_affine_bits() = default;
   PARSCAN_HD PARSCAN_INLINE log_affine_bits(float la, bool na, float lb, bool nb)
       : log_a(la), log_b(lb), sign_a(na ? float_sign_bit : 0u), sign_b(nb ? float_sign_bit : 0u) {}
+  /// From the magnitudes and the masks themselves.
+  static PARSCAN_HD PARSCAN_INLINE log_affine_bits from_masks(float la, std::uint32_t sa, float lb, std::uint32_t sb) {
+    log_affine_bits r;
+    r.log_a = la, r.log_b = lb, r.sign_a = sa, r.sign_b = sb;
+    return r;
+  }
   /// b < 0, as log_affine_op's sign: a zero (log -inf) and NaN are positive.
   PARSCAN_HD PARSCAN_INLINE bool neg_b() const {
     return sign_b != 0 && log_b == log_b && log_b != -cuda::std::numeric_limits<float>::infinity();

@@ -44,6 +44,30 @@ __device__ PARSCAN_INLINE void read_staged_signs(const unsigned char* slot, cons
   }
 }
 
+/// The signs of a staged run of V sign bytes as log_affine_bits' masks (float_sign_bit where a
+/// byte is nonzero), in processing order; all 0 where the tensor is absent (null). Four bytes a
+/// word at once, where bytes tested one by one cost a byte extract, a compare and a select each.
+template <int V>
+__device__ PARSCAN_INLINE void read_staged_sign_masks(const unsigned char* slot, const std::uint8_t* signs, int dir,
+                                                      std::uint32_t (&out)[V]) {
+  std::uint32_t m[V];
+#pragma unroll
+  for (int w = 0; w < V / 4; ++w) {
+    const std::uint32_t bytes = signs ? reinterpret_cast<const std::uint32_t*>(slot)[w] : 0u;
+    // Each byte's high bit, set where the byte is nonzero (its low seven bits carry into it).
+    const std::uint32_t nonzero = (((bytes & 0x7f7f7f7fu) + 0x7f7f7f7fu) | bytes) & 0x80808080u;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) m[4 * w + k] = (nonzero << (24 - 8 * k)) & detail::float_sign_bit;
+  }
+  if (dir > 0) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) out[v] = m[v];
+  } else {
+#pragma unroll
+    for (int v = 0; v < V; ++v) out[v] = m[V - 1 - v];
+  }
+}
+
 /// The forward. Each input pointer holds its log magnitudes, or, with its *_value flag, the
 /// values themselves (converted on load; their sign arrays are then null). The output is log_x
 /// (+ x_negative) and/or x, the value (-1)^neg·exp(log|x|), each null when not wanted.
@@ -88,6 +112,7 @@ struct log_recurrence_forward_problem {
     const sign* b_negative;
     T* log_x;
     sign* x_negative;
+    bool runs_stage;  // whether this sequence's whole runs stage (stage_run)
   };
   __device__ PARSCAN_INLINE cursor at(index_t s) const {
     const sequence_layout::place q = la.place_of(s);  // one shape for all tensors
@@ -97,6 +122,13 @@ struct log_recurrence_forward_problem {
     c.log_b = log_b + ob, c.b_negative = b_negative ? b_negative + ob : nullptr;
     c.log_x = !Values || log_x ? log_x + ox : nullptr, c.x_negative = x_negative ? x_negative + ox : nullptr;
     if constexpr (Values) c.x = x ? x + ox : nullptr;
+    // Whole runs start a multiple of 16 bytes (of magnitudes) and of V bytes (of signs) apart,
+    // so the run at position 0 decides for all of them, once a sequence instead of once a run.
+    const index_t lo = reverse ? length - run : 0;  // its lowest step (any sign: only addresses)
+    const auto at_lo = [&](const void* p, index_t bytes) { return reinterpret_cast<std::uintptr_t>(p) + lo * bytes; };
+    c.runs_stage = la.step_stride == 1 && lb.step_stride == 1 && at_lo(c.log_a, sizeof(T)) % 16 == 0 &&
+                   at_lo(c.log_b, sizeof(T)) % 16 == 0 && (!c.a_negative || at_lo(c.a_negative, 1) % run == 0) &&
+                   (!c.b_negative || at_lo(c.b_negative, 1) % run == 0);
     return c;
   }
   static constexpr int run = run_length<T>;
@@ -169,11 +201,8 @@ struct log_recurrence_forward_problem {
   __device__ PARSCAN_INLINE bool stage_run(const cursor& c, index_t pos, unsigned char* slot, int tensor_stride) const {
     const int n = count(pos), dir = reverse ? -1 : 1;
     const index_t t = step(pos);
-    if (n != run || la.step_stride != 1 || lb.step_stride != 1) return false;
+    if (n != run || !c.runs_stage || pos % run != 0) return false;  // (the staged kernels' runs start at multiples)
     const index_t lo = reverse ? t - (run - 1) : t;
-    if (!aligned16(c.log_a + lo) || !aligned16(c.log_b + lo) || !sign_run_stageable<run>(c.a_negative, lo) ||
-        !sign_run_stageable<run>(c.b_negative, lo))
-      return false;
     stage_steps<run>(slot, c.log_a, 1, t, dir, n);
     stage_steps<run>(slot + tensor_stride, c.log_b, 1, t, dir, n);
     stage_signs<run>(slot + 2 * tensor_stride, c.a_negative, lo);
@@ -184,19 +213,22 @@ struct log_recurrence_forward_problem {
                                              bool staged, acc_type (&items)[run]) const {
     if (!staged) return load_run(c, pos, items);
     T ra[run], rb[run];
-    sign na[run], nb[run];
     const int dir = reverse ? -1 : 1;
     read_staged(slot, dir, ra);
     read_staged(slot + tensor_stride, dir, rb);
-    read_staged_signs(slot + 2 * tensor_stride, c.a_negative, dir, na);
-    read_staged_signs(slot + 2 * tensor_stride + 8, c.b_negative, dir, nb);
     if constexpr (Values) {
+      sign na[run], nb[run];
+      read_staged_signs(slot + 2 * tensor_stride, c.a_negative, dir, na);
+      read_staged_signs(slot + 2 * tensor_stride + 8, c.b_negative, dir, nb);
 #pragma unroll
       for (int v = 0; v < run; ++v) items[v] = element(ra[v], na[v], rb[v], nb[v]);
     } else {
+      std::uint32_t ma[run], mb[run];
+      read_staged_sign_masks(slot + 2 * tensor_stride, c.a_negative, dir, ma);
+      read_staged_sign_masks(slot + 2 * tensor_stride + 8, c.b_negative, dir, mb);
 #pragma unroll
       for (int v = 0; v < run; ++v)
-        items[v] = acc_type(static_cast<float>(ra[v]), na[v] != 0, static_cast<float>(rb[v]), nb[v] != 0);
+        items[v] = acc_type::from_masks(static_cast<float>(ra[v]), ma[v], static_cast<float>(rb[v]), mb[v]);
     }
   }
 
