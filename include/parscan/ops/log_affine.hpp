@@ -56,12 +56,12 @@ constexpr std::uint32_t float_sign_bit = 0x80000000u;
 /// that takes log_affine_op from ~80 PTX instructions to ~30, and the log-space kernels are bound
 /// by their instructions (docs/performance.md, "Log space in the special-function unit"). The
 /// error it adds (docs/numerics.md): ex2.approx has a relative error below 2^-22 (e, as exp2f's),
-/// lg2.approx an absolute one below 2^-22 for arguments in [0.5, 2] and a relative one outside, so
-/// the result moves by at most ~2^-22 in log|x| — a relative ~2.4e-7 in x — against log1pf's
+/// lg2.approx an absolute one below 2^-22 for arguments in [0.5, 2] and a relative one outside,
+/// so the result moves by at most ~2^-22 in log|x| — a relative ~2.4e-7 in x — against log1pf's
 /// ~2^-24. ftz is exact here: e ≤ 1 and 1 ± e is 0 or at least 2^-24, never subnormal. Equal
-/// magnitudes take e = 2^0 = 1 exactly, so opposite signs cancel to log 0 = -inf (an exact zero), same
-/// signs give hi + ln 2, ±inf included (inf + -inf is NaN, as inf - inf should be); NaN in, NaN
-/// out. The sign of e is flipped in its bits, so the ± is one LOP3, not a select.
+/// magnitudes take e = 2^0 = 1 exactly, so opposite signs cancel to log 0 = -inf (an exact zero)
+/// and same signs give hi + ln 2, ±inf included (inf + -inf is NaN, as inf - inf should be); NaN
+/// in, NaN out. The sign of e is flipped in its bits, so the ± is one LOP3, not a select.
 __device__ PARSCAN_INLINE float log_add_exp_approx(float hi, float lo, std::uint32_t flip) {
   const float d = lo == hi ? 0.0f : lo - hi;  // inf - inf would be NaN
   float e, l;
@@ -87,7 +87,7 @@ __device__ PARSCAN_INLINE signed_log<float> signed_log_add_approx(signed_log<flo
 /// moves e by at most |lo - hi|·2^-24 relatively (plus exp2's own rounding), which changes
 /// log1p(+e) by at most e·|lo-hi|·2^-24 < 2^-25 and log1p(-e) by e·|lo-hi|·2^-24 / (1 - e):
 /// about 2^-24 as lo → hi, the cancelling case being the worst (one exp2 is one MUFU.EX2 on a
-/// GPU; expf is ~12 instructions).
+/// GPU; expf is ~12 instructions). On the device, float takes detail::signed_log_add_approx.
 template <class T>
 PARSCAN_HD PARSCAN_INLINE signed_log<T> signed_log_add(signed_log<T> u, signed_log<T> v) {
   const T inf = cuda::std::numeric_limits<T>::infinity();

@@ -201,7 +201,8 @@ struct log_recurrence_forward_problem {
   __device__ PARSCAN_INLINE bool stage_run(const cursor& c, index_t pos, unsigned char* slot, int tensor_stride) const {
     const int n = count(pos), dir = reverse ? -1 : 1;
     const index_t t = step(pos);
-    if (n != run || !c.runs_stage || pos % run != 0) return false;  // (the staged kernels' runs start at multiples)
+    // c.runs_stage holds for runs at multiples of `run`, where the staged kernels start them.
+    if (n != run || !c.runs_stage || pos % run != 0) return false;
     const index_t lo = reverse ? t - (run - 1) : t;
     stage_steps<run>(slot, c.log_a, 1, t, dir, n);
     stage_steps<run>(slot + tensor_stride, c.log_b, 1, t, dir, n);
