@@ -57,13 +57,14 @@ constexpr std::uint32_t float_sign_bit = 0x80000000u;
 /// by their instructions (docs/performance.md, "Log space in the special-function unit"). The
 /// error it adds (docs/numerics.md): ex2.approx has a relative error below 2^-22 (e, as exp2f's);
 /// lg2.approx, measured over every float on an H200, an absolute one of at most 2.2e-7 on
-/// [0.5, 2] (1 + e, and 1 − e for lo − hi ≥ −ln 2) and 2.1e-6 on [2^-24, 0.5) (1 − e where the
-/// two terms cancel to under half their size, the sum's own conditioning there being far worse),
-/// so the result moves by ~2^-22 in log|x| — a relative ~2.4e-7 in x — against log1pf's
-/// ~2^-24, more only where the terms cancel. ftz is exact here: e ≤ 1 and 1 ± e is 0 or at least 2^-24, never subnormal. Equal
-/// magnitudes take e = 2^0 = 1 exactly, so opposite signs cancel to log 0 = -inf (an exact zero)
-/// and same signs give hi + ln 2, ±inf included (inf + -inf is NaN, as inf - inf should be); NaN
-/// in, NaN out. The sign of e is flipped in its bits, so the ± is one LOP3, not a select.
+/// [0.5, 2] (1 + e, and 1 − e for lo − hi ≤ −ln 2) and 2.1e-6 on [2^-24, 0.5) (1 − e where the
+/// terms cancel to under half the larger, the sum's own conditioning there being far worse), so
+/// the result moves by ~2^-22 in log|x| — a relative ~2.4e-7 in x — against log1pf's ~2^-24,
+/// more only where the terms cancel. ftz is exact here: e ≤ 1 and 1 ± e is 0 or at least 2^-24,
+/// never subnormal. Equal magnitudes take e = 2^0 = 1 exactly, so opposite signs cancel to
+/// log 0 = -inf (an exact zero) and same signs give hi + ln 2, ±inf included (inf + -inf is NaN,
+/// as inf - inf should be); NaN in, NaN out. The sign of e is flipped in its bits, so the ± is
+/// one LOP3, not a select.
 __device__ PARSCAN_INLINE float log_add_exp_approx(float hi, float lo, std::uint32_t flip) {
   const float d = lo == hi ? 0.0f : lo - hi;  // inf - inf would be NaN
   float e, l;
