@@ -132,10 +132,14 @@ struct log_recurrence_forward_problem {
     return c;
   }
   // The float forward's staged warp loop, latency-bound at 103 registers (four 4-warp blocks an
-  // SM), held to 96 (five, no spills): 51.6 -> 56.4% of copy at (8, 1536, 4096) on an H200. The
+  // SM), held to 96 (five, no spills): 51.6 -> 56.4% of copy at (8, 1536, 4096) on an H200 with
+  // runs of 4 (87 registers with runs of 8; six blocks, 80, spilled in the value form). The
   // bfloat16 one, held the same way, lost a point (42.9 -> 41.9%), so it keeps ptxas' choice.
   static constexpr int loop_min_blocks = sizeof(T) == 4 ? 5 : 0;
-  static constexpr int run = run_length<T>;
+  // Eight steps a run for every T: a lane's fold, and the warp scan's five adds, are shared by
+  // 8 steps rather than by float's 4 (run_length), 22 adds a lane for 8 steps instead of 29.
+  static constexpr int run = 8;
+  static constexpr int words = words_of_run<run, T>;  // 16-byte words of magnitudes a run
   __device__ PARSCAN_INLINE index_t step(index_t pos) const { return reverse ? length - 1 - pos : pos; }
   // The element of one step from its stored a and b, for value forms (the log-form paths below
   // keep their own expressions, so the log-form kernels compile as they did before value forms).
@@ -151,8 +155,8 @@ struct log_recurrence_forward_problem {
     sign na[run] = {}, nb[run] = {};
     const int n = count(pos), dir = reverse ? -1 : 1;
     const index_t t = step(pos);
-    read_steps(c.log_a, la.step_stride, t, dir, n, ra);
-    read_steps(c.log_b, lb.step_stride, t, dir, n, rb);
+    read_steps_by_word(c.log_a, la.step_stride, t, dir, n, ra);
+    read_steps_by_word(c.log_b, lb.step_stride, t, dir, n, rb);
     if (c.a_negative) read_steps(c.a_negative, la.step_stride, t, dir, n, na);
     if (c.b_negative) read_steps(c.b_negative, lb.step_stride, t, dir, n, nb);
     if constexpr (Values) {
@@ -172,14 +176,14 @@ struct log_recurrence_forward_problem {
     for (int v = 0; v < run; ++v) rx[v] = static_cast<T>(items[v].log_b), nx[v] = items[v].neg_b() ? 1 : 0;
     const int n = count(pos), dir = reverse ? -1 : 1;
     if (!Values || c.log_x) {
-      write_steps(c.log_x, lx.step_stride, step(pos), dir, n, rx);
+      write_steps_by_word(c.log_x, lx.step_stride, step(pos), dir, n, rx);
       if (c.x_negative) write_steps(c.x_negative, lx.step_stride, step(pos), dir, n, nx);
     }
     if (Values && c.x) {
       T vx[run];
 #pragma unroll
       for (int v = 0; v < run; ++v) vx[v] = static_cast<T>(detail::value_of(items[v].log_b, items[v].neg_b()));
-      write_steps(c.x, lx.step_stride, step(pos), dir, n, vx);
+      write_steps_by_word(c.x, lx.step_stride, step(pos), dir, n, vx);
     }
   }
   __device__ PARSCAN_INLINE acc_type load_at(const cursor& c, index_t pos) const {
@@ -196,41 +200,58 @@ struct log_recurrence_forward_problem {
     if (c.x_negative) c.x_negative[ix] = v.neg_b() ? 1 : 0;
     if (Values && c.x) c.x[ix] = static_cast<T>(detail::value_of(v.log_b, v.neg_b()));
   }
-  // Staging through shared memory (the staged kernels): log|a| and log|b| of a run, 16 bytes
-  // each, and both runs of signs (V bytes each) in a third 16-byte slot. All or nothing: a
-  // run with any tensor misaligned or strided is read directly.
-  static_assert(run == 4 || run == 8, "sign runs are one 4- or 8-byte cp.async");
-  static_assert(sizeof(T) * run == 16, "stage_steps copies 16-byte runs only");
-  static constexpr int staged_tensors = 3;
+  // Staging through shared memory (the staged kernels): log|a| and log|b| of a run, `words`
+  // 16-byte words each (a word a ring tensor, in processing order), and both runs of signs (8
+  // bytes each) in a last 16-byte slot. All or nothing: a run with any tensor misaligned or
+  // strided is read directly.
+  static_assert(run == 8, "sign runs are one 8-byte cp.async");
+  static constexpr int staged_tensors = 2 * words + 1;
+  static constexpr int word_steps = run / words;
   __device__ PARSCAN_INLINE bool stage_run(const cursor& c, index_t pos, unsigned char* slot, int tensor_stride) const {
     const int n = count(pos), dir = reverse ? -1 : 1;
     const index_t t = step(pos);
     // c.runs_stage holds for runs at multiples of `run`, where the staged kernels start them.
     if (n != run || !c.runs_stage || pos % run != 0) return false;
     const index_t lo = reverse ? t - (run - 1) : t;
-    stage_steps<run>(slot, c.log_a, 1, t, dir, n);
-    stage_steps<run>(slot + tensor_stride, c.log_b, 1, t, dir, n);
-    stage_signs<run>(slot + 2 * tensor_stride, c.a_negative, lo);
-    stage_signs<run>(slot + 2 * tensor_stride + 8, c.b_negative, lo);
+#pragma unroll
+    for (int w = 0; w < words; ++w) {
+      const index_t tw = t + w * word_steps * dir;
+      stage_steps<word_steps>(slot + w * tensor_stride, c.log_a, 1, tw, dir, word_steps);
+      stage_steps<word_steps>(slot + (words + w) * tensor_stride, c.log_b, 1, tw, dir, word_steps);
+    }
+    stage_signs<run>(slot + 2 * words * tensor_stride, c.a_negative, lo);
+    stage_signs<run>(slot + 2 * words * tensor_stride + 8, c.b_negative, lo);
     return true;
+  }
+  /// A staged tensor's run (its words from `slot` on), in processing order.
+  __device__ PARSCAN_INLINE void read_staged_run(const unsigned char* slot, int tensor_stride, int dir,
+                                                 T (&out)[run]) const {
+#pragma unroll
+    for (int w = 0; w < words; ++w) {
+      T word[word_steps];
+      read_staged(slot + w * tensor_stride, dir, word);
+#pragma unroll
+      for (int v = 0; v < word_steps; ++v) out[w * word_steps + v] = word[v];
+    }
   }
   __device__ PARSCAN_INLINE void load_staged(const cursor& c, index_t pos, const unsigned char* slot, int tensor_stride,
                                              bool staged, acc_type (&items)[run]) const {
     if (!staged) return load_run(c, pos, items);
     T ra[run], rb[run];
     const int dir = reverse ? -1 : 1;
-    read_staged(slot, dir, ra);
-    read_staged(slot + tensor_stride, dir, rb);
+    read_staged_run(slot, tensor_stride, dir, ra);
+    read_staged_run(slot + words * tensor_stride, tensor_stride, dir, rb);
+    const unsigned char* signs = slot + 2 * words * tensor_stride;
     if constexpr (Values) {
       sign na[run], nb[run];
-      read_staged_signs(slot + 2 * tensor_stride, c.a_negative, dir, na);
-      read_staged_signs(slot + 2 * tensor_stride + 8, c.b_negative, dir, nb);
+      read_staged_signs(signs, c.a_negative, dir, na);
+      read_staged_signs(signs + 8, c.b_negative, dir, nb);
 #pragma unroll
       for (int v = 0; v < run; ++v) items[v] = element(ra[v], na[v], rb[v], nb[v]);
     } else {
       std::uint32_t ma[run], mb[run];
-      read_staged_sign_masks(slot + 2 * tensor_stride, c.a_negative, dir, ma);
-      read_staged_sign_masks(slot + 2 * tensor_stride + 8, c.b_negative, dir, mb);
+      read_staged_sign_masks(signs, c.a_negative, dir, ma);
+      read_staged_sign_masks(signs + 8, c.b_negative, dir, mb);
 #pragma unroll
       for (int v = 0; v < run; ++v)
         items[v] = acc_type::from_masks(static_cast<float>(ra[v]), ma[v], static_cast<float>(rb[v]), mb[v]);

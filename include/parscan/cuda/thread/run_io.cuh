@@ -93,6 +93,54 @@ __device__ PARSCAN_INLINE void write_steps(T* seq, index_t stride, index_t t0, i
     if (v < count) seq[(t0 + v * dir) * stride] = in[v];
 }
 
+/// read_steps and write_steps of a run of W 16-byte words (V·sizeof(T) = 16·W), a word at a
+/// time in processing order, so that each word is one vector access where it is aligned (a
+/// single access of 32 bytes or more has no vector form: read_steps would take it step by step).
+template <int V, class T>
+constexpr int words_of_run = static_cast<int>(sizeof(T)) * V / 16;
+/// Steps of word w of a run of `count` steps (0 … V/W).
+template <int PerWord>
+__device__ PARSCAN_INLINE int steps_in_word(int count, int w) {
+  const int n = count - w * PerWord;
+  return n < 0 ? 0 : (n > PerWord ? PerWord : n);
+}
+template <int V, class T>
+__device__ PARSCAN_INLINE void read_steps_by_word(const T* seq, index_t stride, index_t t0, int dir, int count,
+                                                  T (&out)[V]) {
+  constexpr int W = words_of_run<V, T>, per = V / W;
+  static_assert(W >= 1 && per * W == V && sizeof(T) * per == 16, "whole 16-byte words");
+  if constexpr (W == 1) {
+    read_steps(seq, stride, t0, dir, count, out);
+  } else {
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+      T word[per];
+      const int n = steps_in_word<per>(count, w);
+      read_steps(seq, stride, t0 + w * per * dir, dir, n, word);
+#pragma unroll
+      for (int v = 0; v < per; ++v)
+        if (v < n) out[w * per + v] = word[v];
+    }
+  }
+}
+template <int V, class T>
+__device__ PARSCAN_INLINE void write_steps_by_word(T* seq, index_t stride, index_t t0, int dir, int count,
+                                                   const T (&in)[V]) {
+  constexpr int W = words_of_run<V, T>, per = V / W;
+  static_assert(W >= 1 && per * W == V && sizeof(T) * per == 16, "whole 16-byte words");
+  if constexpr (W == 1) {
+    write_steps(seq, stride, t0, dir, count, in);
+  } else {
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+      T word[per];
+#pragma unroll
+      for (int v = 0; v < per; ++v) word[v] = in[w * per + v];
+      write_steps(seq, stride, t0 + w * per * dir, dir, steps_in_word<per>(count, w), word);
+    }
+  }
+}
+
 /// Starts an asynchronous 16-byte copy of a run of V steps into shared memory (cp.async, to be
 /// completed with cp.async.wait_group) when the run is whole, adjacent in memory and aligned;
 /// dir < 0 copies steps t0-V+1 … t0, which read_staged then reverses. Returns false, having
