@@ -1,6 +1,7 @@
 // src/cuda/log_recurrence.cu — the log-space recurrence on the CUDA backend: validate with the
 // host's planner, build the forward or backward Problem, run the shared scan kernels.
 #include <parscan/cuda/device/dispatch_scan.cuh>
+#include <parscan/cuda/recurrence/log_channel_last_chunks.cuh>
 #include <parscan/cuda/recurrence/log_recurrence_lane_packs.cuh>
 #include <parscan/cuda/recurrence/log_recurrence_problem.cuh>
 #include <parscan/cuda/recurrence/log_varlen_recurrence.cuh>
@@ -48,12 +49,17 @@ cuda_detail::log_recurrence_forward_problem<T, Values> make_problem(const log_fo
   return P;
 }
 
-// Channel-last calls without input sign arrays run in lane packs on the staged lane tiles
-// (log_recurrence_lane_packs.cuh); everything else on the shared scan kernels.
+// Channel-last calls without input sign arrays run in the chunk loop where their tensors keep
+// whole 16-byte chunks and their jobs fill the device (log_channel_last_chunks.cuh), otherwise
+// in lane packs on the staged lane tiles (log_recurrence_lane_packs.cuh); everything else on
+// the shared scan kernels.
 template <bool Values, class T>
 status run_forward(const log_forward_args<T>& g, const detail::forward_plan& p, const cuda_backend& be) {
   constexpr int K = cuda_detail::channels_per_lane<T>;
   const auto P = make_problem<Values>(g, p, g.shape.length);
+  bool chunked = false;
+  if (const status st = cuda_detail::run_log_forward_chunks(P, be, &chunked); chunked || st != status::success)
+    return st;
   if (cuda_detail::log_lane_packs_fit<K>(P))
     return cuda_detail::dispatch_lane_tiles(cuda_detail::log_forward_lanes<T, K, Values>(P),
                                             cuda_detail::lanewise_op<log_op, K>{}, p.sequences / K, be);
@@ -230,14 +236,19 @@ status log_recurrence_forward(const cuda_backend& be, const log_forward_args<T>&
 
 namespace {
 
-// Channel-last tensors without input sign arrays run in lane packs on the staged lane tiles
-// over every sequence's tiles (the packed tile plan of varlen_recurrence.cuh), as the batch's
-// forward does; the rest on dispatch_varlen's loops.
+// Channel-last tensors without input sign arrays run as the batch's forward does: in the chunk
+// loop, a block a sequence's group of chunks, or in lane packs on the staged lane tiles over
+// every sequence's tiles (the packed tile plan of varlen_recurrence.cuh); the rest on
+// dispatch_varlen's loops.
 template <bool Values, class T>
 status run_varlen_forward(const log_forward_tensors<T>& g, const detail::forward_plan& p, const varlen_shape& s,
                           const cuda_backend& be) {
   constexpr int K = cuda_detail::channels_per_lane<T>;
   const auto P = make_problem<Values>(g, p, s.total_length);
+  bool chunked = false;
+  if (const status st = cuda_detail::run_log_forward_chunks(P, be, &chunked, s.cu_seqlens, s.sequences);
+      chunked || st != status::success)
+    return st;
   if (cuda_detail::log_lane_packs_fit<K>(P))
     return cuda_detail::dispatch_packed_lane_tiles(cuda_detail::log_forward_lanes<T, K, Values>(P),
                                                    cuda_detail::lanewise_op<log_op, K>{}, s.cu_seqlens,

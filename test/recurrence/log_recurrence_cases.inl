@@ -1720,3 +1720,44 @@ TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms: bad combinations write 
   bg = bbase(), bg.b = nullptr;  // neither form of b
   brefused(bg, status::null_pointer);
 }
+
+// Channel-last calls without input sign arrays whose tensors keep whole 16-byte chunks run in
+// the chunk loop on the CUDA backend where their jobs (a batch row's group of chunks: 32
+// channels of either type) fill the device (log_channel_last_chunks.cuh): 12 rows of 512
+// channels are 192 jobs. Lengths around the 256-step tiles (whole,
+// partial, one step), both directions, b in log and in value form, log|x| with and without its
+// signs, and value forms writing log|x| or x alone. The host backend runs the same cases.
+#define LOG_REC_CHUNK_CASES(TYPE, tname)                                                                             \
+  TEST_CASE(PARSCAN_TEST_NAME("log recurrence forward <" tname ">: channel-last in 16-byte chunks"),               \
+            PARSCAN_TEST_TAGS("[log]")) {                                                                        \
+    PARSCAN_TEST_RNG(r, "log recurrence chunks " tname);                                                          \
+    const parscan::index_t D = 512;                                                                               \
+    int i = 0;                                                                                                    \
+    for (parscan::index_t Tn : {1, 2, 255, 256, 257, 1000})                                                       \
+      for (int k = 0; k < 2; ++k) {                                                                               \
+        using namespace log_rec_test;                                                                             \
+        ++i;                                                                                                      \
+        run_opts o;                                                                                               \
+        o.B = 12, o.D = D, o.T = Tn, o.layout = parscan::recurrence_layout::channel_last;                         \
+        o.reverse = k == 1, o.b_values = i % 2 == 0;                                                              \
+        o.f = o.b_values ? fam::signed_ : sizeof(TYPE) == 4 && i % 3 == 0 ? fam::growing : fam::positive;         \
+        o.signs = false, o.x_signs = i % 3 != 1, o.x0 = i % 4 != 3, o.xf = i % 5 != 2;                            \
+        INFO("T=" << Tn << " family=" << int(o.f) << " x0=" << o.x0 << " xf=" << o.xf << " reverse=" << o.reverse \
+                  << " x_signs=" << o.x_signs << " b_values=" << o.b_values);                                     \
+        CHECK(run_and_check<TYPE>(o, r) <= tolerance<TYPE>(o.f));                                                 \
+      }                                                                                                           \
+    for (int out = 0; out < 4; ++out) {                                                                           \
+      using namespace log_form_test;                                                                              \
+      form_opts o;                                                                                                \
+      o.B = 12, o.D = D, o.T = out < 2 ? 257 : 1000, o.layout = place::channel_last;                              \
+      o.a_val = o.b_val = true, o.x0_val = out % 2 == 1, o.reverse = out >= 2;                                    \
+      o.out_log = out % 2 == 0, o.out_val = !o.out_log;                                                           \
+      INFO("value forms: out_log=" << o.out_log << " out_val=" << o.out_val << " T=" << o.T << " reverse=" << o.reverse); \
+      const form_errors e = run_forms<TYPE>(o, r);                                                                \
+      CHECK(e.forward <= forward_tolerance<TYPE>(o.f));                                                           \
+      CHECK(e.backward <= log_bwd_test::tolerance<TYPE>(o.f));                                                    \
+    }                                                                                                             \
+  }
+
+LOG_REC_CHUNK_CASES(float, "float")
+LOG_REC_CHUNK_CASES(parscan::bfloat16, "bfloat16")

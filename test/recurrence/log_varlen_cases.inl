@@ -911,6 +911,22 @@ void many_sequences() {
   }
 }
 
+/// Channel-last packed sequences in whole 16-byte chunks without sign arrays run in the chunk
+/// loop on the CUDA backend (log_channel_last_chunks.cuh), a block a sequence's group of 32
+/// channels, where those jobs fill the device: 60 sequences of lengths around its tiles of 128
+/// (float) and 256 (bfloat16) steps, and empty ones, D = 128 (240 jobs), both directions.
+template <class T>
+void chunk_loop_cases() {
+  std::vector<index_t> lengths;
+  for (index_t i = 0; i < 60; ++i) lengths.push_back(i % 11 == 3 ? 0 : i % 7 == 1 ? 256 : (i * 53) % 600 + 1);
+  for (int k = 0; k < 4; ++k) {
+    case_opts o;
+    o.lengths = lengths, o.D = 128, o.layout = lay::cl;
+    o.x0 = k % 2 == 0, o.reverse = k >= 2, o.xfinal = k != 1, o.trailing = k == 3 ? 5 : 0;
+    run_forward<T>(o);
+  }
+}
+
 /// Bad shapes, offsets and tensors: the status, and nothing written. Offsets in host memory
 /// (host backend) are checked in full; on CUDA only what is readable without the device.
 template <class T>
@@ -1013,6 +1029,7 @@ LOG_VARLEN_FOR_EACH_DTYPE("backward: length mixes x layouts x options", "[backwa
 LOG_VARLEN_FOR_EACH_DTYPE("every form and option in both dense layouts", "[forward][backward]", every_option)
 LOG_VARLEN_FOR_EACH_DTYPE("many sequences: more blocks than a wave", "[forward][backward]", many_sequences)
 LOG_VARLEN_FOR_EACH_DTYPE("chunked forward across calls equals one call", "[forward]", chunked_forward)
+LOG_VARLEN_FOR_EACH_DTYPE("channel-last packed sequences in 16-byte chunks", "[forward]", chunk_loop_cases)
 LOG_VARLEN_FOR_EACH_DTYPE("chunked backward across calls equals one call", "[backward]", chunked_backward)
 LOG_VARLEN_FOR_EACH_DTYPE("bad offsets and arguments return their status and write nothing", "[errors]",
                           bad_arguments)
