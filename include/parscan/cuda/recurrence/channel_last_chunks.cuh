@@ -118,6 +118,19 @@ __device__ PARSCAN_INLINE uint4 identity_gate_word() {
 }
 __device__ PARSCAN_INLINE void store_word(unsigned char* word, const uint4& w) { *reinterpret_cast<uint4*>(word) = w; }
 
+/// Starts copying N steps of two tensors' chunks into word(i) and word(i) + tensor_bytes, from
+/// a and b (their words at the first step) on, da and db elements apart from step to step in
+/// processing order: no tests, and the addresses walk a step a copy.
+template <int N, class T, class Word>
+__device__ PARSCAN_INLINE void stage_two_tensors(Word&& word, int tensor_bytes, const T* a, index_t da, const T* b,
+                                                 index_t db) {
+#pragma unroll
+  for (int i = 0; i < N; ++i, a += da, b += db) {
+    stage_word(word(i), a);
+    stage_word(word(i) + tensor_bytes, b);
+  }
+}
+
 /// a·x + b: one fused multiply-add for floats; for complex values numeric.hpp's product (its
 /// FMAs written out), then the sum.
 template <class C>
@@ -235,13 +248,8 @@ struct forward_chunks : chunks_of<T, recurrence_forward_problem<T>, forward_chun
   template <int N, class Word>
   __device__ PARSCAN_INLINE void stage_whole(const group& g, int c, index_t p, Word&& word, int tensor_bytes) const {
     const index_t t = P.step(p), d = P.reverse ? -1 : 1;
-    const T* a = g.a + c * K + t * P.la.step_stride;
-    const T* b = g.b + c * K + t * P.lb.step_stride;
-#pragma unroll
-    for (int i = 0; i < N; ++i, a += d * P.la.step_stride, b += d * P.lb.step_stride) {
-      stage_word(word(i), a);
-      stage_word(word(i) + tensor_bytes, b);
-    }
+    chunk_detail::stage_two_tensors<N>(word, tensor_bytes, g.a + c * K + t * P.la.step_stride, d * P.la.step_stride,
+                                       g.b + c * K + t * P.lb.step_stride, d * P.lb.step_stride);
   }
   __device__ PARSCAN_INLINE void fold(const unsigned char* word, int tensor_bytes, bool first, C (&A)[K],
                                       C (&B)[K]) const {

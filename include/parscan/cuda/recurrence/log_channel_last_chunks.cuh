@@ -6,7 +6,7 @@
 // Why. The lane packs (log_recurrence_lane_packs.cuh) give a float lane one channel and a 4-byte
 // cp.async a tensor and step; ncu counted 210 thread instructions a step for the f32 forward at
 // (8, 4096, 1536), 26.5% of copy on an H200, against 143 and 57% for the same call laid out
-// (B, D, T) (docs/performance.md). Here every access moves 16 bytes, and a lane applies the
+// (B, D, T) at the time (docs/performance.md). Here every access moves 16 bytes, and a lane applies the
 // operator about three times a channel-step (its run's fold, the walk from its prefix, the warp
 // scan's five and two more shared by its run), as the (B, D, T) kernels do.
 //
@@ -78,13 +78,9 @@ struct log_forward_chunks {
   template <int N, class Word>
   __device__ PARSCAN_INLINE void stage_whole(const group& g, int c, index_t p, Word&& word, int tensor_bytes) const {
     const index_t t = P.step(p), d = P.reverse ? -1 : 1;
-    const T* a = g.log_a + c * K + t * P.la.step_stride;
-    const T* b = g.log_b + c * K + t * P.lb.step_stride;
-#pragma unroll
-    for (int i = 0; i < N; ++i, a += d * P.la.step_stride, b += d * P.lb.step_stride) {
-      stage_word(word(i), a);
-      stage_word(word(i) + tensor_bytes, b);
-    }
+    chunk_detail::stage_two_tensors<N>(word, tensor_bytes, g.log_a + c * K + t * P.la.step_stride,
+                                       d * P.la.step_stride, g.log_b + c * K + t * P.lb.step_stride,
+                                       d * P.lb.step_stride);
   }
 
   template <int S, class Word>
