@@ -1724,7 +1724,7 @@ TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms: bad combinations write 
 // Channel-last calls without input sign arrays whose tensors keep whole 16-byte chunks run in
 // the chunk loop on the CUDA backend where their jobs (a batch row's group of chunks: 32
 // channels of either type) fill the device (log_channel_last_chunks.cuh): 12 rows of 512
-// channels are 192 jobs. Lengths around the 256-step tiles (whole,
+// channels are 192 jobs. Lengths around the tiles (128 steps for float, 256 for bfloat16: whole,
 // partial, one step), both directions, b in log and in value form, log|x| with and without its
 // signs, and value forms writing log|x| or x alone. The host backend runs the same cases.
 #define LOG_REC_CHUNK_CASES(TYPE, tname)                                                                             \
@@ -1752,7 +1752,8 @@ TEST_CASE(PARSCAN_TEST_NAME("log recurrence value forms: bad combinations write 
       o.B = 12, o.D = D, o.T = out < 2 ? 257 : 1000, o.layout = place::channel_last;                              \
       o.a_val = o.b_val = true, o.x0_val = out % 2 == 1, o.reverse = out >= 2;                                    \
       o.out_log = out % 2 == 0, o.out_val = !o.out_log;                                                           \
-      INFO("value forms: out_log=" << o.out_log << " out_val=" << o.out_val << " T=" << o.T << " reverse=" << o.reverse); \
+      INFO("value forms: out_log=" << o.out_log << " out_val=" << o.out_val << " T=" << o.T                     \
+                                   << " reverse=" << o.reverse);                                                  \
       const form_errors e = run_forms<TYPE>(o, r);                                                                \
       CHECK(e.forward <= forward_tolerance<TYPE>(o.f));                                                           \
       CHECK(e.backward <= log_bwd_test::tolerance<TYPE>(o.f));                                                    \
