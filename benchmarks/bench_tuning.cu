@@ -5,6 +5,7 @@
 //   usage: bench_tuning [--json out.json] [--bulk: only the bulk tiles' shapes, int32 sum and affine<float>]
 //                       [--short: grid tiles against bulk tiles and CUB, 2^13 … 2^23 steps]
 //                       [--few-long: the forward's few long sequences on bulk tiles]
+//                       [--phases: the bulk tiles' phases timed, with and without the look-back's wait]
 //                       [--channel-last: the generic channel-last sum, one sequence a lane against lane packs]
 //                       [--chunk-stages: the chunk loop's tiles against deeper ones (generic sum, recurrence)]
 //                       [--wide-rows: the chunk loop's tiles against rows of 256 bytes (generic sum, recurrence)]
@@ -691,6 +692,124 @@ void bulk_shapes(const generic_case<T>& c, double tol, result_sink& out) {
   generic_bulk<4, 16 * 1024, 12>(c, tol, out);
 }
 
+// Mode 0: the library's phases; 1: no look-back (each tile's prefix is its own aggregate, so the
+// results are wrong: a tile waits for nothing); 2: a copy through the same staging (each lane
+// stores its runs of the landed tile; no reduce, no look-back, no scan).
+template <int Warps, int Chunks, int MinBlocks, int Mode, class Problem, class Op, class Chain>
+__global__ void __launch_bounds__(Warps * 32, MinBlocks)
+    bulk_phase_probe_kernel(Problem P, Op op, Chain st, unsigned* tile_counter, index_t tiles_per_sequence,
+                            index_t windows_per_sequence, index_t total_tiles, long long* probe) {
+  using Acc = typename Problem::acc_type;
+  constexpr index_t tile_steps = cd::bulk_tile_steps<typename Problem::bulk_element, Warps, Chunks>;
+  constexpr index_t tensor_bytes = cd::bulk_tensor_bytes<Problem, tile_steps>;
+  extern __shared__ __align__(128) unsigned char tile[];
+  __shared__ cd::bulk_tile_smem<Acc, Warps> storage;
+  auto& sm = storage.get();
+  const cd::bulk_barrier loaded{&sm.loaded};
+  if (threadIdx.x == 0) loaded.init();
+  for (unsigned parity = 0;; parity ^= 1u) {
+    const long long t0 = clock64();
+    if (threadIdx.x == 0) sm.claimed = atomicAdd(tile_counter, 1u);
+    __syncthreads();
+    const index_t t = sm.claimed;
+    if (t >= total_tiles) return;
+    const cd::bulk_tile_place w = cd::place_bulk_tile(P, t, tiles_per_sequence, tile_steps);
+    const auto src = cd::bulk_sources_of(P, w);
+    if (threadIdx.x == 0) cd::stage_bulk_tile(src, w, tile, tensor_bytes, loaded);
+    cd::land_bulk_tile(src, w, tile, tensor_bytes, loaded, parity);
+    const long long t1 = clock64();
+    const bool full = w.count == tile_steps;
+    if constexpr (Mode == 2) {
+      constexpr int V = cd::bulk_run<typename Problem::bulk_element>;
+      constexpr index_t chunk = 32 * V;
+      auto* const o = P.bulk_out(w.s) + w.begin;
+      const index_t segment = static_cast<index_t>(threadIdx.x / 32) * Chunks * chunk;
+      for (int j = 0; j < Chunks; ++j) {
+        const index_t p = segment + j * chunk + cd::lane_id() * V;
+        if (p + V <= w.count)
+          *reinterpret_cast<uint4*>(o + p) = *reinterpret_cast<const uint4*>(tile + p * sizeof(*o));
+      }
+      if (threadIdx.x == 0) {
+        long long* r = probe + 5 * t;
+        r[0] = t1 - t0, r[1] = 0, r[2] = 0, r[3] = clock64() - t1;
+        r[4] = static_cast<long long>(blockIdx.x);
+      }
+      continue;
+    }
+    const Acc aggregate = full ? cd::reduce_bulk_tile<true, Warps, Chunks>(P, op, tile, w.count, sm)
+                               : cd::reduce_bulk_tile<false, Warps, Chunks>(P, op, tile, w.count, sm);
+    const long long t2 = clock64();
+    if (threadIdx.x < 32) {
+      const cd::maybe<Acc> prefix =
+          Mode == 1 ? cd::maybe<Acc>{aggregate, true}
+                    : cd::bulk_tile_prefix(st, w, t, windows_per_sequence, aggregate, [&] { return P.initial(w.s); }, op);
+      cd::spread_bulk_prefix(prefix, op, sm);
+    }
+    const long long t3 = clock64();
+    __syncthreads();
+    auto* const out = P.bulk_out(w.s) + w.begin;
+    const bool last_tile = w.k == tiles_per_sequence - 1;
+    if (full) cd::scan_bulk_runs<true, Warps, Chunks>(P, op, w.s, last_tile, tile, out, w.count, sm);
+    else cd::scan_bulk_runs<false, Warps, Chunks>(P, op, w.s, last_tile, tile, out, w.count, sm);
+    if (threadIdx.x == 0) {
+      const long long t4 = clock64();
+      long long* r = probe + 5 * t;
+      r[0] = t1 - t0, r[1] = t2 - t1, r[2] = t3 - t2, r[3] = t4 - t3;
+      r[4] = static_cast<long long>(blockIdx.x);
+    }
+  }
+}
+
+// The phases of the library's bulk tiles (in Mode), averaged over the tiles of one launch, three
+// launches (µs at the SM clock), printed: claim and load, reduce, look-back, scan and store; and
+// the launch's time. docs/performance.md, "Where the bulk tiles' time goes".
+template <int Mode, class T>
+void bulk_phases(const generic_case<T>& c) {
+  using problem = cd::generic_problem<T, T, T>;
+  using shape = cd::bulk_shape<problem>;
+  using op_t = typename generic_case<T>::op_t;
+  constexpr auto kernel = bulk_phase_probe_kernel<shape::warps, shape::chunks, shape::min_blocks, Mode, problem, op_t,
+                                                  typename shape::chain_state>;
+  cd::prefer_shared_memory<kernel>();
+  const cd::device_facts dev = cd::current_device();
+  const int per_sm = cd::blocks_per_multiprocessor<kernel>(shape::warps * 32, dev.device, shape::smem);
+  int khz = 0;
+  BENCH_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev.device));
+  const parscan::scan_problem<T, T, T> sp{parscan::scan_kind::inclusive, c.in, parscan::sequence_layout::contiguous(c.n),
+                                          c.out, parscan::sequence_layout::contiguous(c.n), {}, T{}, false};
+  const problem P = problem::from(sp);
+  const parscan::cuda_backend be = workspace_backend();
+  for (int round = 0; round < 3; ++round) {
+    cd::workspace_lease ws(be);
+    cd::claimed_chain<typename shape::chain_state> ch;
+    if (ch.prepare(ws, 1, (c.n + shape::tile - 1) / shape::tile, be) != parscan::status::success) std::exit(1);
+    long long* probe = nullptr;
+    BENCH_CHECK(cudaMalloc(&probe, ch.total_tiles * 5 * sizeof(long long)));
+    const index_t blocks = std::min<index_t>(index_t(per_sm) * dev.multiprocessors, ch.total_tiles);
+    cudaEvent_t e0, e1;
+    BENCH_CHECK(cudaEventCreate(&e0));
+    BENCH_CHECK(cudaEventCreate(&e1));
+    BENCH_CHECK(cudaEventRecord(e0));
+    kernel<<<unsigned(blocks), shape::warps * 32, shape::smem>>>(P, op_t{}, ch.st, ch.counter, ch.tiles_per_sequence,
+                                                                ch.windows_per_sequence, ch.total_tiles, probe);
+    BENCH_CHECK(cudaEventRecord(e1));
+    BENCH_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    BENCH_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    std::vector<long long> h(size_t(ch.total_tiles) * 5);
+    BENCH_CHECK(cudaMemcpy(h.data(), probe, h.size() * sizeof(long long), cudaMemcpyDeviceToHost));
+    BENCH_CHECK(cudaFree(probe));
+    double sum[4] = {0, 0, 0, 0};
+    for (index_t t = 0; t < ch.total_tiles; ++t)
+      for (int i = 0; i < 4; ++i) sum[i] += double(h[size_t(t) * 5 + i]);
+    const double us = 1e3 / khz / double(ch.total_tiles);
+    std::printf("%s mode %d phases: %lld tiles, %lld blocks, %.1f us; per tile (us at %d MHz): claim+load %.2f, "
+                "reduce %.2f, look-back %.2f, scan+store %.2f\n",
+                c.label, Mode, (long long)ch.total_tiles, (long long)blocks, ms * 1e3, khz / 1000, sum[0] * us, sum[1] * us,
+                sum[2] * us, sum[3] * us);
+  }
+}
+
 template <class T>
 void generic_cub(const generic_case<T>& c, double tol, result_sink& sink) {
   std::size_t bytes = 0;
@@ -1062,6 +1181,24 @@ int main(int argc, char** argv) {
       reduce_shapes<int>(log2n, 0, out);
       reduce_shapes<long long>(log2n, 0, out);
       reduce_shapes<parscan::affine<float>>(log2n, 1e-3, out);
+    }
+    return report();
+  }
+  if (bench::has_flag(argc, argv, "--phases")) {  // 2^28: where the bulk tiles' time goes
+    {
+      generic_case<int> c{"int32 sum", index_t(1) << 28};
+      c.alloc();
+      bulk_phases<0>(c);
+      bulk_phases<1>(c);
+      bulk_phases<2>(c);
+      c.release();
+    }
+    {
+      generic_case<parscan::affine<float>> c{"affine scan", index_t(1) << 28};
+      c.alloc();
+      bulk_phases<0>(c);
+      bulk_phases<1>(c);
+      c.release();
     }
     return report();
   }
