@@ -6,6 +6,7 @@
 //                       [--short: grid tiles against bulk tiles and CUB, 2^13 … 2^23 steps]
 //                       [--few-long: the forward's few long sequences on bulk tiles]
 //                       [--phases: the bulk tiles' phases timed, with and without the look-back's wait]
+//                       [--bulk-mid: the bulk tiles' shapes against CUB at 2^22, 2^24, 2^26]
 //                       [--channel-last: the generic channel-last sum, one sequence a lane against lane packs]
 //                       [--chunk-stages: the chunk loop's tiles against deeper ones (generic sum, recurrence)]
 //                       [--wide-rows: the chunk loop's tiles against rows of 256 bytes (generic sum, recurrence)]
@@ -1181,6 +1182,32 @@ int main(int argc, char** argv) {
       reduce_shapes<int>(log2n, 0, out);
       reduce_shapes<long long>(log2n, 0, out);
       reduce_shapes<parscan::affine<float>>(log2n, 1e-3, out);
+    }
+    return report();
+  }
+  if (bench::has_flag(argc, argv, "--bulk-mid")) {  // the bulk tiles' shapes at 2^22 … 2^26, against CUB
+    for (int log2n : {22, 24, 26}) {
+      {
+        generic_case<int> c{"int32 sum", index_t(1) << log2n};
+        c.alloc();
+        generic_cub(c, 0, out);
+        bulk_shapes(c, 0, out);
+        c.release();
+      }
+      {
+        generic_case<long long> c{"int64 sum", index_t(1) << log2n};
+        c.alloc();
+        generic_cub(c, 0, out);
+        bulk_shapes(c, 0, out);
+        c.release();
+      }
+      {
+        generic_case<parscan::affine<float>> c{"affine scan", index_t(1) << log2n};
+        c.alloc();
+        generic_cub(c, 1e-4, out);
+        bulk_shapes(c, 1e-4, out);
+        c.release();
+      }
     }
     return report();
   }
