@@ -741,9 +741,10 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
                                : cd::reduce_bulk_tile<false, Warps, Chunks>(P, op, tile, w.count, sm);
     const long long t2 = clock64();
     if (threadIdx.x < 32) {
-      const cd::maybe<Acc> prefix =
-          Mode == 1 ? cd::maybe<Acc>{aggregate, true}
-                    : cd::bulk_tile_prefix(st, w, t, windows_per_sequence, aggregate, [&] { return P.initial(w.s); }, op);
+      const auto carry_in = [&] { return P.initial(w.s); };
+      const cd::maybe<Acc> prefix = Mode == 1 ? cd::maybe<Acc>{aggregate, true}
+                                              : cd::bulk_tile_prefix(st, w, t, windows_per_sequence, aggregate,
+                                                                     carry_in, op);
       cd::spread_bulk_prefix(prefix, op, sm);
     }
     const long long t3 = clock64();
@@ -765,7 +766,7 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
 // launches (µs at the SM clock), printed: claim and load, reduce, look-back, scan and store; and
 // the launch's time. docs/performance.md, "Where the bulk tiles' time goes".
 template <int Mode, class T>
-void bulk_phases(const generic_case<T>& c) {
+void bulk_phases(const generic_case<T>& c, double tol, result_sink& sink) {
   using problem = cd::generic_problem<T, T, T>;
   using shape = cd::bulk_shape<problem>;
   using op_t = typename generic_case<T>::op_t;
@@ -776,10 +777,13 @@ void bulk_phases(const generic_case<T>& c) {
   const int per_sm = cd::blocks_per_multiprocessor<kernel>(shape::warps * 32, dev.device, shape::smem);
   int khz = 0;
   BENCH_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev.device));
-  const parscan::scan_problem<T, T, T> sp{parscan::scan_kind::inclusive, c.in, parscan::sequence_layout::contiguous(c.n),
-                                          c.out, parscan::sequence_layout::contiguous(c.n), {}, T{}, false};
-  const problem P = problem::from(sp);
+  const auto l = parscan::sequence_layout::contiguous(c.n);
+  const problem P = problem::from(parscan::scan_problem<T, T, T>{parscan::scan_kind::inclusive, c.in, l, c.out, l, {},
+                                                                 T{}, false});
   const parscan::cuda_backend be = workspace_backend();
+  cudaEvent_t e0, e1;
+  BENCH_CHECK(cudaEventCreate(&e0));
+  BENCH_CHECK(cudaEventCreate(&e1));
   for (int round = 0; round < 3; ++round) {
     cd::workspace_lease ws(be);
     cd::claimed_chain<typename shape::chain_state> ch;
@@ -787,9 +791,6 @@ void bulk_phases(const generic_case<T>& c) {
     long long* probe = nullptr;
     BENCH_CHECK(cudaMalloc(&probe, ch.total_tiles * 5 * sizeof(long long)));
     const index_t blocks = std::min<index_t>(index_t(per_sm) * dev.multiprocessors, ch.total_tiles);
-    cudaEvent_t e0, e1;
-    BENCH_CHECK(cudaEventCreate(&e0));
-    BENCH_CHECK(cudaEventCreate(&e1));
     BENCH_CHECK(cudaEventRecord(e0));
     kernel<<<unsigned(blocks), shape::warps * 32, shape::smem>>>(P, op_t{}, ch.st, ch.counter, ch.tiles_per_sequence,
                                                                 ch.windows_per_sequence, ch.total_tiles, probe);
@@ -806,9 +807,24 @@ void bulk_phases(const generic_case<T>& c) {
     const double us = 1e3 / khz / double(ch.total_tiles);
     std::printf("%s mode %d phases: %lld tiles, %lld blocks, %.1f us; per tile (us at %d MHz): claim+load %.2f, "
                 "reduce %.2f, look-back %.2f, scan+store %.2f\n",
-                c.label, Mode, (long long)ch.total_tiles, (long long)blocks, ms * 1e3, khz / 1000, sum[0] * us, sum[1] * us,
-                sum[2] * us, sum[3] * us);
+                c.label, Mode, (long long)ch.total_tiles, (long long)blocks, ms * 1e3, khz / 1000, sum[0] * us,
+                sum[1] * us, sum[2] * us, sum[3] * us);
+    // Mode 0 is the library's kernel, so its scan must be right.
+    const double err = Mode == 0 ? c.check() : 0;
+    if (!(err <= tol)) ++sink.failures, std::printf("FAILED %s phases: error %.3g\n", c.label, err);
   }
+  BENCH_CHECK(cudaEventDestroy(e0));
+  BENCH_CHECK(cudaEventDestroy(e1));
+}
+
+// The library's bulk tiles and the other shapes of bulk_shapes against CUB, at 2^log2n steps.
+template <class T>
+void bulk_against_cub(const char* name, int log2n, double tol, result_sink& out) {
+  generic_case<T> c{name, index_t(1) << log2n};
+  c.alloc();
+  generic_cub(c, tol, out);
+  bulk_shapes(c, tol, out);
+  c.release();
 }
 
 template <class T>
@@ -1187,27 +1203,9 @@ int main(int argc, char** argv) {
   }
   if (bench::has_flag(argc, argv, "--bulk-mid")) {  // the bulk tiles' shapes at 2^22 … 2^26, against CUB
     for (int log2n : {22, 24, 26}) {
-      {
-        generic_case<int> c{"int32 sum", index_t(1) << log2n};
-        c.alloc();
-        generic_cub(c, 0, out);
-        bulk_shapes(c, 0, out);
-        c.release();
-      }
-      {
-        generic_case<long long> c{"int64 sum", index_t(1) << log2n};
-        c.alloc();
-        generic_cub(c, 0, out);
-        bulk_shapes(c, 0, out);
-        c.release();
-      }
-      {
-        generic_case<parscan::affine<float>> c{"affine scan", index_t(1) << log2n};
-        c.alloc();
-        generic_cub(c, 1e-4, out);
-        bulk_shapes(c, 1e-4, out);
-        c.release();
-      }
+      bulk_against_cub<int>("int32 sum", log2n, 0, out);
+      bulk_against_cub<long long>("int64 sum", log2n, 0, out);
+      bulk_against_cub<parscan::affine<float>>("affine scan", log2n, 1e-4, out);
     }
     return report();
   }
@@ -1215,16 +1213,16 @@ int main(int argc, char** argv) {
     {
       generic_case<int> c{"int32 sum", index_t(1) << 28};
       c.alloc();
-      bulk_phases<0>(c);
-      bulk_phases<1>(c);
-      bulk_phases<2>(c);
+      bulk_phases<0>(c, 0, out);
+      bulk_phases<1>(c, 0, out);
+      bulk_phases<2>(c, 0, out);
       c.release();
     }
     {
       generic_case<parscan::affine<float>> c{"affine scan", index_t(1) << 28};
       c.alloc();
-      bulk_phases<0>(c);
-      bulk_phases<1>(c);
+      bulk_phases<0>(c, 1e-4, out);
+      bulk_phases<1>(c, 1e-4, out);
       c.release();
     }
     return report();
