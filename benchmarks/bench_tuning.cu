@@ -7,6 +7,7 @@
 //                       [--few-long: the forward's few long sequences on bulk tiles]
 //                       [--phases: the bulk tiles' phases timed, with and without the look-back's wait]
 //                       [--bulk-mid: the bulk tiles' shapes against CUB at 2^22, 2^24, 2^26]
+//                       [--eight-mb: int64 sum of 2^20 and int32 sum of 2^21, library and CUB (for ncu)]
 //                       [--channel-last: the generic channel-last sum, one sequence a lane against lane packs]
 //                       [--chunk-stages: the chunk loop's tiles against deeper ones (generic sum, recurrence)]
 //                       [--wide-rows: the chunk loop's tiles against rows of 256 bytes (generic sum, recurrence)]
@@ -1206,6 +1207,23 @@ int main(int argc, char** argv) {
       bulk_against_cub<int>("int32 sum", log2n, 0, out);
       bulk_against_cub<long long>("int64 sum", log2n, 0, out);
       bulk_against_cub<parscan::affine<float>>("affine scan", log2n, 1e-4, out);
+    }
+    return report();
+  }
+  if (bench::has_flag(argc, argv, "--eight-mb")) {  // 8 MB each way, the library against CUB (for ncu)
+    {
+      generic_case<long long> c{"int64 sum", index_t(1) << 20};
+      c.alloc();
+      generic_cub(c, 0, out);
+      generic_variant<cd::tile_shape<cd::generic_problem<long long, long long, long long>>>(c, "library", 0, out);
+      c.release();
+    }
+    {
+      generic_case<int> c{"int32 sum", index_t(1) << 21};
+      c.alloc();
+      generic_cub(c, 0, out);
+      generic_variant<cd::tile_shape<cd::generic_problem<int, int, int>>>(c, "library", 0, out);
+      c.release();
     }
     return report();
   }
