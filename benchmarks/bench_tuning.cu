@@ -818,14 +818,28 @@ void bulk_phases(const generic_case<T>& c, double tol, result_sink& sink) {
   BENCH_CHECK(cudaEventDestroy(e1));
 }
 
-// The library's bulk tiles and the other shapes of bulk_shapes against CUB, at 2^log2n steps.
-template <class T>
-void bulk_against_cub(const char* name, int log2n, double tol, result_sink& out) {
+// CUB, then `variants(c)`, on a fresh case of 2^log2n steps.
+template <class T, class Variants>
+void against_cub(const char* name, int log2n, double tol, result_sink& out, Variants&& variants) {
   generic_case<T> c{name, index_t(1) << log2n};
   c.alloc();
   generic_cub(c, tol, out);
-  bulk_shapes(c, tol, out);
+  variants(c);
   c.release();
+}
+
+// The library's bulk tiles and the other shapes of bulk_shapes against CUB, at 2^log2n steps.
+template <class T>
+void bulk_against_cub(const char* name, int log2n, double tol, result_sink& out) {
+  against_cub<T>(name, log2n, tol, out, [&](const generic_case<T>& c) { bulk_shapes(c, tol, out); });
+}
+
+// The library's dispatch against CUB, at 2^log2n steps.
+template <class T>
+void library_against_cub(const char* name, int log2n, result_sink& out) {
+  against_cub<T>(name, log2n, 0, out, [&](const generic_case<T>& c) {
+    generic_variant<cd::tile_shape<cd::generic_problem<T, T, T>>>(c, "library", 0, out);
+  });
 }
 
 template <class T>
@@ -1211,20 +1225,8 @@ int main(int argc, char** argv) {
     return report();
   }
   if (bench::has_flag(argc, argv, "--eight-mb")) {  // 8 MB each way, the library against CUB (for ncu)
-    {
-      generic_case<long long> c{"int64 sum", index_t(1) << 20};
-      c.alloc();
-      generic_cub(c, 0, out);
-      generic_variant<cd::tile_shape<cd::generic_problem<long long, long long, long long>>>(c, "library", 0, out);
-      c.release();
-    }
-    {
-      generic_case<int> c{"int32 sum", index_t(1) << 21};
-      c.alloc();
-      generic_cub(c, 0, out);
-      generic_variant<cd::tile_shape<cd::generic_problem<int, int, int>>>(c, "library", 0, out);
-      c.release();
-    }
+    library_against_cub<long long>("int64 sum", 20, out);
+    library_against_cub<int>("int32 sum", 21, out);
     return report();
   }
   if (bench::has_flag(argc, argv, "--phases")) {  // 2^28: where the bulk tiles' time goes
