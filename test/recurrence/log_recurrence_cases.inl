@@ -3,6 +3,7 @@
 // References are long-double sequential loops over the same stored inputs.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -769,6 +770,113 @@ inline single_run forward_backward(const std::vector<float>& log_a, const std::v
 }
 
 }  // namespace log_bwd_test
+
+namespace log_bwd_test {
+
+// The backward of D time-contiguous sequences of T steps with every tensor's payload `offset`
+// elements past a 16-byte boundary (offset[k] for tensor k, in the order of `names`), from the
+// forward's log|x| and signs as given; returns dlog_a, dlog_b and dlog_x0 as stored.
+constexpr const char* aligned_tensor_names[] = {"log_a", "a_negative", "log_b",  "b_negative", "log_x",
+                                                "x_negative", "dlog_x", "dlog_a", "dlog_b"};
+template <class T>
+struct offsets_run {
+  std::vector<T> da, db, dx0;
+};
+template <class T>
+offsets_run<T> backward_at_offsets(const std::vector<T>& la, const std::vector<sign_t>& sa, const std::vector<T>& lb,
+                                   const std::vector<sign_t>& sb, const std::vector<T>& lx,
+                                   const std::vector<sign_t>& sx, const std::vector<T>& G, index_t D, index_t Tn,
+                                   bool reverse, const int (&offset)[9]) {
+  const std::size_t guard = guarded_buffer<T>::default_guard;
+  auto values = [&](const std::vector<T>& v, int k) {
+    guarded_buffer<T> b(v.size(), guard + static_cast<std::size_t>(offset[k]));
+    b.upload(v);
+    return b;
+  };
+  auto signs = [&](const std::vector<sign_t>& v, int k) {
+    guarded_buffer<sign_t> b(v.size(), guard + static_cast<std::size_t>(offset[k]));
+    b.upload(v);
+    return b;
+  };
+  guarded_buffer<T> bla = values(la, 0), blb = values(lb, 2), blx = values(lx, 4), bg = values(G, 6);
+  guarded_buffer<sign_t> bsa = signs(sa, 1), bsb = signs(sb, 3), bsx = signs(sx, 5);
+  guarded_buffer<T> bda(la.size(), guard + static_cast<std::size_t>(offset[7]));
+  guarded_buffer<T> bdb(la.size(), guard + static_cast<std::size_t>(offset[8])), x0(D), dx0(D);
+  x0.upload(std::vector<T>(static_cast<std::size_t>(D), static_cast<T>(0.25f)));
+  parscan::log_backward_args<T> b{};
+  b.shape = {1, D, Tn, parscan::recurrence_layout::time_contiguous};
+  b.reverse = reverse;
+  b.log_a = bla.data(), b.a_negative = bsa.data(), b.log_b = blb.data(), b.b_negative = bsb.data();
+  b.log_x = blx.data(), b.x_negative = bsx.data(), b.log_x0 = x0.data();
+  b.dlog_x = bg.data(), b.dlog_a = bda.data(), b.dlog_b = bdb.data(), b.dlog_x0 = dx0.data();
+  REQUIRE(parscan::log_recurrence_backward(parscan_test::backend(), b) == parscan::status::success);
+  PARSCAN_TEST_SYNC();
+  CHECK(bda.guards_intact());
+  CHECK(bdb.guards_intact());
+  CHECK(bda.all_written());
+  CHECK(bdb.all_written());
+  return {bda.download(), bdb.download(), dx0.download()};
+}
+
+}  // namespace log_bwd_test
+
+// The CUDA backward stages a run's inputs through shared memory where every tensor's runs are
+// whole 16-byte words (and its signs whole words), takes b and the word past each run from the
+// stage where it can, and reads directly otherwise: each tensor moved off that alignment by one
+// element changes which path a run takes, and must not change a bit of the gradients.
+#define LOG_BWD_OFFSET_CASES(TYPE, tname)                                                                             \
+  TEST_CASE(PARSCAN_TEST_NAME("log recurrence backward <" tname                                                      \
+                              ">: any tensor off 16-byte alignment gives the same gradients"),                         \
+            PARSCAN_TEST_TAGS("[log][backward]")) {                                                              \
+    using namespace log_bwd_test;                                                                                \
+    PARSCAN_TEST_RNG(r, "log recurrence backward offsets " tname);                                              \
+    const index_t D = 5;                                                                                         \
+    for (index_t Tn : {index_t(1000), index_t(203)})                                                             \
+      for (bool reverse : {false, true}) {                                                                       \
+        const std::size_t n = static_cast<std::size_t>(D * Tn);                                                  \
+        std::vector<TYPE> la(n), lb(n), G(n);                                                                    \
+        std::vector<sign_t> sa(n), sb(n);                                                                        \
+        for (std::size_t i = 0; i < n; ++i) {                                                                    \
+          la[i] = static_cast<TYPE>(static_cast<float>(std::log(r.uniform(0.5, 1.0))));                          \
+          lb[i] = static_cast<TYPE>(static_cast<float>(std::log(r.uniform(0.1, 1.0))));                          \
+          G[i] = static_cast<TYPE>(static_cast<float>(r.normal()));                                              \
+          sa[i] = r.uniform(0.0, 1.0) < 0.3, sb[i] = r.uniform(0.0, 1.0) < 0.5;                                   \
+        }                                                                                                        \
+        /* log|x| and its signs from the forward, aligned. */                                                    \
+        guarded_buffer<TYPE> fla(la), flb(lb), flx(n);                                                           \
+        guarded_buffer<sign_t> fsa(sa), fsb(sb), fsx(n);                                                         \
+        parscan::log_forward_args<TYPE> f{};                                                                     \
+        f.shape = {1, D, Tn, parscan::recurrence_layout::time_contiguous};                                       \
+        f.reverse = reverse;                                                                                     \
+        f.log_a = fla.data(), f.a_negative = fsa.data(), f.log_b = flb.data(), f.b_negative = fsb.data();        \
+        f.log_x = flx.data(), f.x_negative = fsx.data();                                                         \
+        REQUIRE(parscan::log_recurrence_forward(parscan_test::backend(), f) == parscan::status::success);        \
+        PARSCAN_TEST_SYNC();                                                                                     \
+        const std::vector<TYPE> lx = flx.download();                                                             \
+        const std::vector<sign_t> sx = fsx.download();                                                           \
+        const int aligned[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};                                                      \
+        const offsets_run<TYPE> base = backward_at_offsets(la, sa, lb, sb, lx, sx, G, D, Tn, reverse, aligned);  \
+        int nonzero = 0;                                                                                         \
+        for (std::size_t i = 0; i < n; ++i) nonzero += static_cast<float>(base.da[i]) != 0.0f;                   \
+        CHECK(nonzero > static_cast<int>(n / 2)); /* gradients, not zeros, are compared */                       \
+        for (int k = 0; k < 9; ++k) {                                                                            \
+          int offset[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};                                                           \
+          offset[k] = 1;                                                                                         \
+          INFO("T=" << Tn << " reverse=" << reverse << " " << aligned_tensor_names[k] << " one element off");    \
+          const offsets_run<TYPE> moved = backward_at_offsets(la, sa, lb, sb, lx, sx, G, D, Tn, reverse, offset);  \
+          int differ = 0;                                                                                        \
+          for (std::size_t i = 0; i < n; ++i)                                                                    \
+            differ += std::memcmp(&moved.da[i], &base.da[i], sizeof(TYPE)) != 0 ||                               \
+                      std::memcmp(&moved.db[i], &base.db[i], sizeof(TYPE)) != 0;                                  \
+          for (index_t s = 0; s < D; ++s)                                                                        \
+            differ += std::memcmp(&moved.dx0[s], &base.dx0[s], sizeof(TYPE)) != 0;                               \
+          CHECK(differ == 0);                                                                                    \
+        }                                                                                                        \
+      }                                                                                                          \
+  }
+
+LOG_BWD_OFFSET_CASES(float, "float")
+LOG_BWD_OFFSET_CASES(parscan::bfloat16, "bfloat16")
 
 TEST_CASE(PARSCAN_TEST_NAME("log recurrence backward: zeros are exact, a zero gate stops the gradient, NaN propagates"),
           PARSCAN_TEST_TAGS("[log][backward]")) {

@@ -3,6 +3,8 @@
 // thing. Values are in log form (log|v|, sign); zeros (log -inf) are exact, NaN propagates.
 #pragma once
 
+#include <cstdint>
+
 #include <cuda/std/cmath>
 #include <cuda/std/limits>
 
@@ -33,15 +35,44 @@ PARSCAN_HD PARSCAN_INLINE signed_log<float> log_quotient(signed_log<float> u, fl
   return {u.log_mag - log_x, u.neg != x_negative};
 }
 
-/// The plain value (-1)^neg · exp(l1 + l2 + l3). NaN in any factor gives NaN; otherwise a factor
-/// of log -inf (a zero) makes the product exactly 0, even against +inf.
-PARSCAN_HD PARSCAN_INLINE float log_product(float l1, float l2, float l3, bool neg) {
+/// The plain value exp(l1 + l2 + l3) with its sign bit xor `sign` (0 or float_sign_bit: the
+/// masks of log_affine_bits). NaN in any factor gives NaN; otherwise a factor of log -inf (a
+/// zero) makes the product exactly +0, even against +inf. Only a sum that is -inf or NaN needs
+/// the factors looked at again, so the common path makes one test where it made six (the
+/// log-space backward is bound by its instructions: docs/performance.md, "The log-space
+/// backward's store from the ring").
+///
+/// With sfu_exp (the backward's gradients), the device takes exp(sum) as 2^(sum·log2 e) from
+/// the special-function unit, two instructions where expf takes eight: ex2.approx's relative
+/// error is below 2^-22, and rounding sum·log2 e adds |sum|·2^-24, the order of the rounding
+/// already in sum (docs/numerics.md). Not ftz: subnormal results stay. Values written as
+/// outputs (value_of) keep expf, so that x is exp(log|x|) to float's precision.
+PARSCAN_HD PARSCAN_INLINE float log_product_bits(float l1, float l2, float l3, std::uint32_t sign,
+                                                 bool sfu_exp = false) {
   const float sum = l1 + l2 + l3;
-  if (l1 != l1 || l2 != l2 || l3 != l3) return sum;
-  const float neg_inf = -cuda::std::numeric_limits<float>::infinity();
-  if (l1 == neg_inf || l2 == neg_inf || l3 == neg_inf) return 0.0f;
+  if (!(sum > -cuda::std::numeric_limits<float>::infinity())) return l1 != l1 || l2 != l2 || l3 != l3 ? sum : 0.0f;
+#if defined(__CUDA_ARCH__)
+  float m;
+  if (sfu_exp)
+    asm("ex2.approx.f32 %0, %1;" : "=f"(m) : "f"(sum * 1.44269504088896340736f));
+  else
+    m = cuda::std::exp(sum);
+  return __uint_as_float(__float_as_uint(m) ^ sign);
+#else
+  (void)sfu_exp;
   const float m = cuda::std::exp(sum);
-  return neg ? -m : m;
+  return sign != 0 ? -m : m;
+#endif
+}
+
+/// The plain value (-1)^neg · exp(l1 + l2 + l3), as log_product_bits.
+PARSCAN_HD PARSCAN_INLINE float log_product(float l1, float l2, float l3, bool neg) {
+  return log_product_bits(l1, l2, l3, neg ? float_sign_bit : 0u);
+}
+
+/// The same for a gradient of the backward (sfu_exp).
+PARSCAN_HD PARSCAN_INLINE float gradient_product(float l1, float l2, float l3, bool neg) {
+  return log_product_bits(l1, l2, l3, neg ? float_sign_bit : 0u, true);
 }
 
 /// The value (-1)^neg · exp(log_mag) of a log-form result (a value-form output): overflows to

@@ -37,6 +37,13 @@ __global__ void empty_sequences_kernel(Problem P, index_t sequences) {
 template <class Acc>
 constexpr int default_per_lane = sizeof(Acc) >= 128 ? 1 : (128 / sizeof(Acc) > 16 ? 16 : int(128 / sizeof(Acc)));
 
+/// Accumulators per lane of a Problem's tiles: Problem::per_lane if it says, otherwise the
+/// default for its accumulator.
+template <class Problem, class = void>
+constexpr int problem_per_lane = default_per_lane<typename Problem::acc_type>;
+template <class Problem>
+constexpr int problem_per_lane<Problem, std::void_t<decltype(Problem::per_lane)>> = Problem::per_lane;
+
 /// Default steps per thread of a lane tile: Problem::lane_steps if it says, otherwise about 256
 /// bytes of accumulators, at most 32 (on an H100 the f32 channel-last forward went from 40% to
 /// 56% of copy from 16 steps to 32).
@@ -108,7 +115,7 @@ constexpr index_t grid_tiles_max = 256;
 /// fit on the device at once run as grid tiles (agent/grid_tiles.cuh: one launch, no memset)
 /// before any of those, in tiles of GridWarps warps × GridRuns runs a lane, or failing that of
 /// twice the warps, or of the chained tile; 0 turns them off.
-template <class Problem, int PerLane = default_per_lane<typename Problem::acc_type>, int LoopWarps = 4,
+template <class Problem, int PerLane = problem_per_lane<Problem>, int LoopWarps = 4,
           int ChainedWarps = default_chained_warps<typename Problem::acc_type>, int LaneWarps = 8, int LoopStages = 2,
           int ChainedStages = default_chained_stages<Problem>,
           int LaneSteps = default_lane_steps<Problem>, bool ChainedWarpTiles = false,

@@ -14,18 +14,12 @@
 #include "../../detail/log_recurrence_math.hpp"
 #include "../../layout.hpp"
 #include "../../ops/log_affine.hpp"
+#include "../agent/staging_ring.cuh"
 #include "../block/lane_tile_scan.cuh"
 #include "../thread/run_io.cuh"
 #include "../warp/warp_shuffle.cuh"
 
 namespace parscan::cuda_detail {
-
-/// Whether a run of V one-byte signs from `lo` can be staged: absent (nothing to copy) or
-/// aligned for one V-byte cp.async.
-template <int V>
-__device__ PARSCAN_INLINE bool sign_run_stageable(const std::uint8_t* signs, index_t lo) {
-  return signs == nullptr || reinterpret_cast<std::uintptr_t>(signs + lo) % V == 0;
-}
 
 /// Signs of a staged run: V bytes at slot (first sign tensor) and slot + 8 (second), so both
 /// fit one 16-byte tensor slot of staging_ring (V is 4 for float, 8 for bfloat16).
@@ -67,6 +61,46 @@ __device__ PARSCAN_INLINE void read_staged_sign_masks(const unsigned char* slot,
     for (int v = 0; v < V; ++v) out[v] = m[V - 1 - v];
   }
 }
+
+/// Step v, in processing order (dir as read_staged's), of a run of 16 bytes of T staged as `w`
+/// (lowest address first). Taken a step at a time where a run's values are used, so that a
+/// lane holds the run's 16-byte words rather than every step converted (the log-space backward
+/// spilled with its runs held as arrays).
+template <class T>
+__device__ PARSCAN_INLINE float staged_step(const uint4& w, int v, int dir) {
+  constexpr int V = 16 / static_cast<int>(sizeof(T));
+  const std::uint32_t r[4] = {w.x, w.y, w.z, w.w};
+  if constexpr (sizeof(T) == 4) {
+    return __uint_as_float(dir > 0 ? r[v] : r[V - 1 - v]);
+  } else {
+    static_assert(sizeof(T) == 2, "16-bit or 32-bit steps");
+    const int f = v, b = V - 1 - v;  // the step's element forward and backward
+    const std::uint32_t half = dir > 0 ? r[f / 2] >> (16 * (f % 2)) : r[b / 2] >> (16 * (b % 2));
+    const auto bits = static_cast<std::uint16_t>(half);
+    T x;
+    memcpy(&x, &bits, sizeof(T));
+    return static_cast<float>(x);
+  }
+}
+
+/// The sign mask (log_affine_bits') of step v of a run of V sign bytes staged as `word`
+/// (V / 4 words), in processing order; 0 throughout where the tensor is absent (null).
+template <int V>
+struct staged_signs {
+  std::uint32_t nonzero[V / 4];  // each byte's high bit, set where the byte is nonzero
+  __device__ PARSCAN_INLINE staged_signs(const unsigned char* slot, const std::uint8_t* signs) {
+#pragma unroll
+    for (int w = 0; w < V / 4; ++w) {
+      const std::uint32_t bytes = signs ? reinterpret_cast<const std::uint32_t*>(slot)[w] : 0u;
+      nonzero[w] = (((bytes & 0x7f7f7f7fu) + 0x7f7f7f7fu) | bytes) & 0x80808080u;
+    }
+  }
+  __device__ PARSCAN_INLINE std::uint32_t mask(int v, int dir) const {
+    const int f = v, b = V - 1 - v;
+    const std::uint32_t mf = nonzero[f / 4] << (24 - 8 * (f % 4)), mb = nonzero[b / 4] << (24 - 8 * (b % 4));
+    return (dir > 0 ? mf : mb) & detail::float_sign_bit;
+  }
+};
 
 /// The forward. Each input pointer holds its log magnitudes, or, with its *_value flag, the
 /// values themselves (converted on load; their sign arrays are then null). The output is log_x
@@ -325,24 +359,45 @@ struct log_recurrence_backward_problem {
     T* dlog_a;
     T* dlog_b;
     index_t s;
+    bool runs_stage;  // whether this sequence's whole runs stage dlog_x, log|x|, log|a| and their signs
+    bool b_stages;    // and log|b| with its signs too (a log-form b, read when storing)
   };
   __device__ PARSCAN_INLINE cursor at(index_t s) const {
     const sequence_layout::place q = la.place_of(s);  // one shape for all tensors
     const index_t oa = la.offset_of(q), ob = lb.offset_of(q), ox = lx.offset_of(q);
-    return {log_a + oa,
-            a_negative ? a_negative + oa : nullptr,
-            log_b + ob,
-            b_negative ? b_negative + ob : nullptr,
-            log_x + ox,
-            x_negative ? x_negative + ox : nullptr,
-            dlog_x + ldx.offset_of(q),
-            dlog_a + lda.offset_of(q),
-            dlog_b + ldb.offset_of(q),
-            s};
+    cursor c{log_a + oa,
+             a_negative ? a_negative + oa : nullptr,
+             log_b + ob,
+             b_negative ? b_negative + ob : nullptr,
+             log_x + ox,
+             x_negative ? x_negative + ox : nullptr,
+             dlog_x + ldx.offset_of(q),
+             dlog_a + lda.offset_of(q),
+             dlog_b + ldb.offset_of(q),
+             s,
+             false,
+             false};
+    // Whole runs start a multiple of 16 bytes (of magnitudes) and of V bytes (of signs) apart,
+    // so the run at position 0 decides for all of them, once a sequence (as the forward's).
+    const index_t lo = forward_reverse ? 0 : length - run;  // its lowest step (any sign: only addresses)
+    const auto at_lo = [&](const void* p, index_t bytes) { return reinterpret_cast<std::uintptr_t>(p) + lo * bytes; };
+    const auto signs_at_lo = [&](const sign* p) { return p == nullptr || at_lo(p, 1) % run == 0; };
+    c.runs_stage = ldx.step_stride == 1 && lx.step_stride == 1 && la.step_stride == 1 &&
+                   at_lo(c.dlog_x, sizeof(T)) % 16 == 0 && at_lo(c.log_x, sizeof(T)) % 16 == 0 &&
+                   at_lo(c.log_a, sizeof(T)) % 16 == 0 && signs_at_lo(c.x_negative) && signs_at_lo(c.a_negative);
+    c.b_stages = c.runs_stage && !b_val() && lb.step_stride == 1 && at_lo(c.log_b, sizeof(T)) % 16 == 0 &&
+                 signs_at_lo(c.b_negative);
+    return c;
   }
-  // The staged warp loop held to 128 registers (four 4-warp blocks an SM instead of three, with
-  // 32-40 bytes of spills): float 26.1 -> 28.5% of copy, bfloat16 19.0 -> 21.3% (H200, T = 4096).
-  static constexpr int loop_min_blocks = 4;
+  // Registers and tiles of the staged warp loop. With its runs held as arrays and two runs a
+  // lane a tile, the float kernel held 128 registers only by spilling the cursor's pointers,
+  // and waited on the spills (ncu on an H200: long scoreboard a third of its stalls); with one
+  // run of 4 steps a lane a tile it needs 115 without spills, and held to five 4-warp blocks an
+  // SM (96 registers) it ran at 48.3% of copy against 31.7% with two runs (8 × 1536 × 4096,
+  // H200; docs/performance.md, "The log-space backward's store from the ring"). bfloat16's runs
+  // are 8 steps, one a tile already, and four blocks an SM (128 registers) as before.
+  static constexpr int loop_min_blocks = sizeof(T) == 4 ? 5 : 4;
+  static constexpr int per_lane = run_length<T>;
   static constexpr int run = run_length<T>;
   // Backward position p visits the forward's steps last to first; the forward's next step is
   // t - dir() and its previous step t + dir().
@@ -397,33 +452,62 @@ struct log_recurrence_backward_problem {
       items[v] = v < n ? element(p + v, c.s, rdx[v], rx[v], nx[v], static_cast<float>(ra[v]), na[v]) : acc_type{};
   }
 
-  // Staging through shared memory (the staged kernels): dlog_x, log|x| and log|a| of the run's
-  // own steps (16 bytes each) and the signs of x and a (V bytes each) in a fourth slot. The
-  // element wants the gate of each step's forward successor, one step off the run and so not
-  // alignable; load_staged takes it from the previous lane's last gate by a shuffle (lane 0
-  // reads its one gate directly). log|b| and its signs, read only when storing, are prefetched
-  // into L2 here. All or nothing per run, as the forward.
+  // Staging through shared memory (the staged kernels): dlog_x, log|x|, log|a| and log|b| of the
+  // run's own steps (16 bytes each; log|b| where c.b_stages), the signs of x and a (V bytes each)
+  // in a fourth slot, and beside them (staged_lane_word, 16 bytes a lane) the 4-byte words of
+  // log|x| and of its signs that hold x one step past the run, and b's signs (from byte 8).
+  // The element wants the gate of each step's forward successor, one step off the run and so
+  // not alignable; load_staged takes it from the previous lane's last gate by a shuffle (lane 0
+  // reads its one gate directly). The store wants x at each step's forward predecessor: the
+  // next step's staged x, and for the run's last step the word past the run. So store_staged
+  // reads nothing from global memory: read there when storing, x[prev] was four scalar loads a
+  // run (and their 64-bit addresses), with a, b and their signs in more loads.
+  // All or nothing per run, as the forward.
   static_assert(run == 4 || run == 8, "sign runs are one 4- or 8-byte cp.async");
   static_assert(sizeof(T) * run == 16, "stage_steps copies 16-byte runs only");
-  static constexpr int staged_tensors = 4;
+  static constexpr int staged_tensors = 5;
+  static constexpr int staged_lane_bytes = 16;
+  // Whether stage_run stages the words that hold x one step past the run at p (in backward
+  // order: the forward predecessor of the run's last step). Their 4-byte sign word reaches
+  // three bytes beyond that step, either side of the run, so it must lie within the sequence.
+  __device__ PARSCAN_INLINE bool staged_x_after(index_t p) const { return p + run + 4 <= length; }
   __device__ PARSCAN_INLINE bool stage_run(const cursor& c, index_t p, unsigned char* slot, int tensor_stride) const {
-    const int n = count(p), d = dir();
-    const index_t t = step(p);
-    if (n != run || ldx.step_stride != 1 || lx.step_stride != 1 || la.step_stride != 1) return false;
-    const index_t lo = d < 0 ? t - (run - 1) : t;
-    if (!aligned16(c.dlog_x + lo) || !aligned16(c.log_x + lo) || !aligned16(c.log_a + lo) ||
-        !sign_run_stageable<run>(c.x_negative, lo) || !sign_run_stageable<run>(c.a_negative, lo))
-      return false;
-    stage_steps<run>(slot, c.dlog_x, 1, t, d, n);
-    stage_steps<run>(slot + tensor_stride, c.log_x, 1, t, d, n);
-    stage_steps<run>(slot + 2 * tensor_stride, c.log_a, 1, t, d, n);
+    // c.runs_stage holds for runs at multiples of `run`, where the staged kernels start them.
+    if (count(p) != run || !c.runs_stage || p % run != 0) return false;
+    const int d = dir();
+    const index_t t = step(p), lo = d < 0 ? t - (run - 1) : t;
+    stage_word(slot, c.dlog_x + lo);
+    stage_word(slot + tensor_stride, c.log_x + lo);
+    stage_word(slot + 2 * tensor_stride, c.log_a + lo);
     stage_signs<run>(slot + 3 * tensor_stride, c.x_negative, lo);
     stage_signs<run>(slot + 3 * tensor_stride + 8, c.a_negative, lo);
-    if (lb.step_stride == 1) {
-      prefetch_l2(c.log_b + lo);
-      if (c.b_negative) prefetch_l2(c.b_negative + lo);
+    unsigned char* lane_word = staged_lane_word<log_recurrence_backward_problem>(slot, tensor_stride);
+    if (c.b_stages) {
+      stage_word(slot + 4 * tensor_stride, c.log_b + lo);
+      stage_signs<run>(lane_word + 8, c.b_negative, lo);
+    }
+    if (staged_x_after(p)) {  // the words just below the run's lowest address, or just above it
+      const auto* x_bytes = reinterpret_cast<const unsigned char*>(c.log_x + lo);
+      stage_bytes<4>(lane_word, d < 0 ? x_bytes - 4 : x_bytes + 16);
+      if (c.x_negative) stage_bytes<4>(lane_word + 4, d < 0 ? c.x_negative + lo - 4 : c.x_negative + lo + run);
     }
     return true;
+  }
+  // The element from a staged run (log form only): g = G / x with G = dlog_x, and the gate of
+  // the step's forward successor, signs as masks. As element() and log_quotient, except that a
+  // zero or NaN may carry either sign (log_affine_bits allows it inside the scan).
+  __device__ PARSCAN_INLINE acc_type staged_element(const T& G, const T& lx_t, std::uint32_t mx_t, float la_next,
+                                                    std::uint32_t ma_next) const {
+    const float g = static_cast<float>(G), lx = static_cast<float>(lx_t);
+    // log|g| = ln 2 · log2|g| from the special-function unit (two instructions; logf takes
+    // about twenty): an absolute error below 2^-22, the scan's own per add (docs/numerics.md).
+    // Not ftz: a subnormal upstream gradient keeps its log. log 0 = -inf, inf and NaN pass.
+    float lg;
+    asm("lg2.approx.f32 %0, %1;" : "=f"(lg) : "f"(cuda::std::fabs(g)));
+    lg *= 0.69314718055994530942f;
+    // A zero upstream gradient contributes nothing, even where x is 0 (log -inf - -inf is NaN).
+    const float q = lg == -cuda::std::numeric_limits<float>::infinity() && lx == lx ? lg : lg - lx;
+    return acc_type::from_masks(la_next, ma_next, q, (__float_as_uint(g) & detail::float_sign_bit) ^ mx_t);
   }
   // Called by every lane of the warp together (the shuffle), staged or not.
   __device__ PARSCAN_INLINE void load_staged(const cursor& c, index_t p, const unsigned char* slot, int tensor_stride,
@@ -431,36 +515,132 @@ struct log_recurrence_backward_problem {
     const int n = count(p), d = dir();
     const index_t t = step(p);
     T rdx[run], rx[run], ra[run] = {};  // ra: the gate of each step itself
-    sign nx[run] = {}, na[run] = {};
+    std::uint32_t mx[run] = {}, ma[run] = {};
     float lane0_a = 0.0f;
-    sign lane0_na = 0;
+    std::uint32_t lane0_ma = 0;
     if (lane_id() == 0 && p > 0 && n > 0) {  // issued first: the only load not staged
       const index_t k = (t - d) * la.step_stride;
       lane0_a = static_cast<float>(c.log_a[k]);
-      if (c.a_negative) lane0_na = c.a_negative[k];
+      if (c.a_negative && c.a_negative[k] != 0) lane0_ma = detail::float_sign_bit;
     }
     if (staged) {
       read_staged(slot, d, rdx);
       read_staged(slot + tensor_stride, d, rx);
       read_staged(slot + 2 * tensor_stride, d, ra);
-      read_staged_signs(slot + 3 * tensor_stride, c.x_negative, d, nx);
-      read_staged_signs(slot + 3 * tensor_stride + 8, c.a_negative, d, na);
+      read_staged_sign_masks(slot + 3 * tensor_stride, c.x_negative, d, mx);
+      read_staged_sign_masks(slot + 3 * tensor_stride + 8, c.a_negative, d, ma);
     } else {
+      sign nx[run] = {}, na[run] = {};
       read_steps(c.dlog_x, ldx.step_stride, t, d, n, rdx);
       read_steps(c.log_x, lx.step_stride, t, d, n, rx);
       if (c.x_negative) read_steps(c.x_negative, lx.step_stride, t, d, n, nx);
       read_steps(c.log_a, la.step_stride, t, d, n, ra);
       if (c.a_negative) read_steps(c.a_negative, la.step_stride, t, d, n, na);
+#pragma unroll
+      for (int v = 0; v < run; ++v) {
+        mx[v] = nx[v] != 0 ? detail::float_sign_bit : 0u;
+        ma[v] = na[v] != 0 ? detail::float_sign_bit : 0u;
+      }
     }
     // The successor of this run's first step is the previous lane's last step.
     float prev_a = __shfl_up_sync(0xffffffffu, static_cast<float>(ra[run - 1]), 1);
-    sign prev_na = static_cast<sign>(__shfl_up_sync(0xffffffffu, static_cast<unsigned>(na[run - 1]), 1));
-    if (lane_id() == 0) prev_a = lane0_a, prev_na = lane0_na;
-    items[0] = n > 0 ? element(p, c.s, rdx[0], rx[0], nx[0], prev_a, prev_na) : acc_type{};
+    std::uint32_t prev_ma = __shfl_up_sync(0xffffffffu, ma[run - 1], 1);
+    if (lane_id() == 0) prev_a = lane0_a, prev_ma = lane0_ma;
+    if constexpr (!Values) {
+      if (p > 0) {  // the forward's last step (p = 0) adds G_final and has no successor: element()
+#pragma unroll
+        for (int v = 0; v < run; ++v)
+          items[v] = v < n ? staged_element(rdx[v], rx[v], mx[v], v == 0 ? prev_a : static_cast<float>(ra[v - 1]),
+                                            v == 0 ? prev_ma : ma[v - 1])
+                           : acc_type{};
+        return;
+      }
+    }
+    const auto byte_of = [](std::uint32_t mask) { return static_cast<sign>(mask != 0); };
+    items[0] = n > 0 ? element(p, c.s, rdx[0], rx[0], byte_of(mx[0]), prev_a, byte_of(prev_ma)) : acc_type{};
 #pragma unroll
     for (int v = 1; v < run; ++v)
-      items[v] = v < n ? element(p + v, c.s, rdx[v], rx[v], nx[v], static_cast<float>(ra[v - 1]), na[v - 1])
+      items[v] = v < n ? element(p + v, c.s, rdx[v], rx[v], byte_of(mx[v]), static_cast<float>(ra[v - 1]),
+                                 byte_of(ma[v - 1]))
                        : acc_type{};
+  }
+
+  // A staged run's gradients from the slot alone (where stage_run staged the words past the run
+  // and b): log|x| of the forward predecessors (the next step's, and for the last step the
+  // word past the run), log|a| and log|b| with their signs. Runs without the forward's first
+  // step (all but one a sequence) in log form take a loop without gradients()' per-step tests.
+  __device__ PARSCAN_INLINE void store_staged(const cursor& c, index_t p, const unsigned char* slot, int tensor_stride,
+                                              const acc_type (&items)[run]) const {
+    const int d = dir();
+    const index_t t = step(p);
+    const uint4 wx = *reinterpret_cast<const uint4*>(slot + tensor_stride);
+    const uint4 wa = *reinterpret_cast<const uint4*>(slot + 2 * tensor_stride);
+    const staged_signs<run> sx(slot + 3 * tensor_stride, c.x_negative), sa(slot + 3 * tensor_stride + 8, c.a_negative);
+    const unsigned char* lane_word = staged_lane_word<log_recurrence_backward_problem>(slot, tensor_stride);
+    uint4 wb = {};
+    staged_signs<run> sb(lane_word + 8, c.b_negative);
+    if (c.b_stages) {
+      wb = *reinterpret_cast<const uint4*>(slot + 4 * tensor_stride);
+    } else if (!b_val()) {  // read here, and kept as staged words (signs as their bytes)
+      T rb[run];
+      sign nb[run] = {};
+      read_steps(c.log_b, lb.step_stride, t, d, run, rb);
+      if (c.b_negative) read_steps(c.b_negative, lb.step_stride, t, d, run, nb);
+      T low_first[run];  // as staged: lowest address first
+      sign nb_low_first[run];
+#pragma unroll
+      for (int v = 0; v < run; ++v) {
+        low_first[v] = d > 0 ? rb[v] : rb[run - 1 - v];
+        nb_low_first[v] = d > 0 ? nb[v] : nb[run - 1 - v];
+      }
+      memcpy(&wb, low_first, 16);
+      std::uint32_t bytes[run / 4];
+      memcpy(bytes, nb_low_first, run);
+#pragma unroll
+      for (int w = 0; w < run / 4; ++w)
+        sb.nonzero[w] = (((bytes[w] & 0x7f7f7f7fu) + 0x7f7f7f7fu) | bytes[w]) & 0x80808080u;
+    }
+    // x at the step past the run: the forward predecessor of its last step (none past the
+    // forward's first step).
+    float lx_after = 0.0f;
+    std::uint32_t mx_after = 0;
+    if (staged_x_after(p)) {
+      T word[4 / sizeof(T)];
+      memcpy(word, lane_word, 4);
+      lx_after = static_cast<float>(word[d < 0 ? 4 / sizeof(T) - 1 : 0]);
+      const std::uint32_t signs = c.x_negative ? *reinterpret_cast<const std::uint32_t*>(lane_word + 4) : 0u;
+      mx_after = (d < 0 ? signs >> 24 : signs & 0xffu) != 0 ? detail::float_sign_bit : 0u;
+    } else if (p + run < length) {
+      const index_t k = (t + run * d) * lx.step_stride;
+      lx_after = static_cast<float>(c.log_x[k]);
+      if (c.x_negative && c.x_negative[k] != 0) mx_after = detail::float_sign_bit;
+    }
+    T rda[run], rdb[run];
+    if (!Values && p + run < length) {
+#pragma unroll
+      for (int v = 0; v < run; ++v) {
+        // db·b and db·a·x[prev]; a zero or NaN db gives +0 or NaN whatever its sign mask.
+        const float lv = items[v].log_b;
+        const float lx_prev = v + 1 < run ? staged_step<T>(wx, v + 1, d) : lx_after;
+        const std::uint32_t mx_prev = v + 1 < run ? sx.mask(v + 1, d) : mx_after;
+        rdb[v] = static_cast<T>(
+            detail::log_product_bits(lv, staged_step<T>(wb, v, d), 0.0f, items[v].sign_b ^ sb.mask(v, d), true));
+        rda[v] = static_cast<T>(detail::log_product_bits(lv, staged_step<T>(wa, v, d), lx_prev,
+                                                         items[v].sign_b ^ sa.mask(v, d) ^ mx_prev, true));
+      }
+    } else {
+      const auto byte_of = [](std::uint32_t mask) { return static_cast<sign>(mask != 0); };
+#pragma unroll
+      for (int v = 0; v < run; ++v) {
+        const bool last = v + 1 == run;
+        gradients(p + v, c.s, items[v], static_cast<T>(staged_step<T>(wa, v, d)), byte_of(sa.mask(v, d)),
+                  static_cast<T>(staged_step<T>(wb, v, d)), byte_of(sb.mask(v, d)),
+                  static_cast<T>(last ? lx_after : staged_step<T>(wx, (v + 1) % run, d)),
+                  byte_of(last ? mx_after : sx.mask((v + 1) % run, d)), rda[v], rdb[v]);
+      }
+    }
+    write_steps(c.dlog_b, ldb.step_stride, t, d, run, rdb);
+    write_steps(c.dlog_a, lda.step_stride, t, d, run, rda);
   }
 
   __device__ PARSCAN_INLINE acc_type load_at(const cursor& c, index_t p) const {
@@ -494,10 +674,10 @@ struct log_recurrence_backward_problem {
     const signed_log<float> a = detail::input_log_form(static_cast<float>(la_t), sa_t != 0, a_val());
     const float b_l = b_val() ? 0.0f : static_cast<float>(lb_t);
     const bool b_n = !b_val() && sb_t != 0;
-    db = static_cast<T>(detail::log_product(v.log_b, b_l, 0.0f, v.neg_b() != b_n));
+    db = static_cast<T>(detail::gradient_product(v.log_b, b_l, 0.0f, v.neg_b() != b_n));
     const float a_l = a_val() ? 0.0f : a.log_mag;
     const bool a_n = !a_val() && a.neg;
-    const float grad_a = detail::log_product(v.log_b, a_l, l_before, v.neg_b() != (a_n != n_before));
+    const float grad_a = detail::gradient_product(v.log_b, a_l, l_before, v.neg_b() != (a_n != n_before));
     da = static_cast<T>(grad_a);
     if (first_step && dlog_x0) {
       if (!a_val() && !x0_val()) {
@@ -505,7 +685,7 @@ struct log_recurrence_backward_problem {
       } else {  // db·a·x0, or db·a for a value-form x0
         const float x0_l = x0_val() ? 0.0f : l_before;
         const bool x0_n = !x0_val() && n_before;
-        dlog_x0[s] = static_cast<T>(detail::log_product(v.log_b, a.log_mag, x0_l, v.neg_b() != (a.neg != x0_n)));
+        dlog_x0[s] = static_cast<T>(detail::gradient_product(v.log_b, a.log_mag, x0_l, v.neg_b() != (a.neg != x0_n)));
       }
     }
   }

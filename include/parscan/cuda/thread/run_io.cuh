@@ -199,10 +199,6 @@ __device__ PARSCAN_INLINE void read_staged(const void* src, int dir, T (&out)[V]
   read_staged_bytes(src, dir, out);
 }
 
-/// Brings the cache line of global memory that holds p into L2 (a read that follows soon, not
-/// staged).
-__device__ PARSCAN_INLINE void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
-
 __device__ PARSCAN_INLINE void async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int Pending>
 __device__ PARSCAN_INLINE void async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory"); }
