@@ -10,6 +10,7 @@
 #include <complex>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <parscan/log_recurrence.hpp>
@@ -363,6 +364,13 @@ int main(int argc, char** argv) {
   }
   log_f32("log fwd f32 channel-last T=4096", cl, false);
   log_bf16("log fwd bf16 channel-last T=4096", cl, false);
+  // The float backward's other tile shapes: short sequences (segment tiles up to one warp-loop
+  // tile, 128 steps since that tile is one run a lane) and few long ones (chained tiles).
+  using log_shape = std::tuple<const char*, index_t, index_t, index_t>;
+  for (const auto& [name, B, D, T] :
+       {log_shape{"log bwd f32 T=200", 8, 1536, 200}, log_shape{"log bwd f32 T=120", 8, 1536, 120},
+        log_shape{"log bwd f32 few long", 1, 16, index_t(1) << 22}})
+    if (wanted(name)) rows.push_back(run_log_case<float>(name, B, D, T, true, tc, copy, max_err_log));
   // Odd T: every sequence but the first starts off a 16-byte boundary (head pads). Last: its
   // 17 ms calls, timed before the x0 + x_final row, left that row 10 points lower on an H100.
   if (!quick) f32({"bwd f32 T=100003", 8, 1536, 100003, tc, true});
