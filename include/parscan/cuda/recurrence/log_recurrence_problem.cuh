@@ -393,9 +393,9 @@ struct log_recurrence_backward_problem {
   // lane a tile, the float kernel held 128 registers only by spilling the cursor's pointers,
   // and waited on the spills (ncu on an H200: long scoreboard a third of its stalls); with one
   // run of 4 steps a lane a tile it needs 115 without spills, and held to five 4-warp blocks an
-  // SM (96 registers) it ran at 48.3% of copy against 31.7% with two runs (8 × 1536 × 4096,
-  // H200; docs/performance.md, "The log-space backward's store from the ring"). bfloat16's runs
-  // are 8 steps, one a tile already, and four blocks an SM (128 registers) as before.
+  // SM (96 registers, 40 bytes of spills) it ran at 48.3% of copy against 31.7% with two runs
+  // (8 × 1536 × 4096, H200; docs/performance.md, "The log-space backward's store from the
+  // ring"). bfloat16's runs are 8 steps, one a tile already, at four blocks an SM as before.
   static constexpr int loop_min_blocks = sizeof(T) == 4 ? 5 : 4;
   static constexpr int per_lane = run_length<T>;
   static constexpr int run = run_length<T>;
