@@ -460,8 +460,9 @@ struct log_recurrence_backward_problem {
   // not alignable; load_staged takes it from the previous lane's last gate by a shuffle (lane 0
   // reads its one gate directly). The store wants x at each step's forward predecessor: the
   // next step's staged x, and for the run's last step the word past the run. So store_staged
-  // reads nothing from global memory: read there when storing, x[prev] was four scalar loads a
-  // run (and their 64-bit addresses), with a, b and their signs in more loads.
+  // reads nothing from global memory where b and those words stage (all but a sequence's last
+  // runs): read there when storing, x[prev] was four scalar loads a run (and their 64-bit
+  // addresses), with a, b and their signs in more loads.
   // All or nothing per run, as the forward.
   static_assert(run == 4 || run == 8, "sign runs are one 4- or 8-byte cp.async");
   static_assert(sizeof(T) * run == 16, "stage_steps copies 16-byte runs only");
