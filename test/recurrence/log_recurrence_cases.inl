@@ -774,7 +774,7 @@ inline single_run forward_backward(const std::vector<float>& log_a, const std::v
 namespace log_bwd_test {
 
 // The backward of D time-contiguous sequences of T steps with every tensor's payload `offset`
-// elements past a 16-byte boundary (offset[k] for tensor k, in the order of `names`), from the
+// elements past a 16-byte boundary (offset[k] for tensor k of aligned_tensor_names), from the
 // forward's log|x| and signs as given; returns dlog_a, dlog_b and dlog_x0 as stored.
 constexpr const char* aligned_tensor_names[] = {"log_a", "a_negative", "log_b",  "b_negative", "log_x",
                                                 "x_negative", "dlog_x", "dlog_a", "dlog_b"};
