@@ -38,6 +38,12 @@ __device__ PARSCAN_INLINE void read_staged_signs(const unsigned char* slot, cons
   }
 }
 
+/// Each byte's high bit of `bytes`, set where the byte is nonzero (its low seven bits carry
+/// into it): four sign bytes tested at once.
+__device__ PARSCAN_INLINE std::uint32_t nonzero_bytes(std::uint32_t bytes) {
+  return (((bytes & 0x7f7f7f7fu) + 0x7f7f7f7fu) | bytes) & 0x80808080u;
+}
+
 /// The signs of a staged run of V sign bytes as log_affine_bits' masks (float_sign_bit where a
 /// byte is nonzero), in processing order; all 0 where the tensor is absent (null). Four bytes a
 /// word at once, where bytes tested one by one cost a byte extract, a compare and a select each.
@@ -47,9 +53,7 @@ __device__ PARSCAN_INLINE void read_staged_sign_masks(const unsigned char* slot,
   std::uint32_t m[V];
 #pragma unroll
   for (int w = 0; w < V / 4; ++w) {
-    const std::uint32_t bytes = signs ? reinterpret_cast<const std::uint32_t*>(slot)[w] : 0u;
-    // Each byte's high bit, set where the byte is nonzero (its low seven bits carry into it).
-    const std::uint32_t nonzero = (((bytes & 0x7f7f7f7fu) + 0x7f7f7f7fu) | bytes) & 0x80808080u;
+    const std::uint32_t nonzero = nonzero_bytes(signs ? reinterpret_cast<const std::uint32_t*>(slot)[w] : 0u);
 #pragma unroll
     for (int k = 0; k < 4; ++k) m[4 * w + k] = (nonzero << (24 - 8 * k)) & detail::float_sign_bit;
   }
@@ -90,10 +94,8 @@ struct staged_signs {
   std::uint32_t nonzero[V / 4];  // each byte's high bit, set where the byte is nonzero
   __device__ PARSCAN_INLINE staged_signs(const unsigned char* slot, const std::uint8_t* signs) {
 #pragma unroll
-    for (int w = 0; w < V / 4; ++w) {
-      const std::uint32_t bytes = signs ? reinterpret_cast<const std::uint32_t*>(slot)[w] : 0u;
-      nonzero[w] = (((bytes & 0x7f7f7f7fu) + 0x7f7f7f7fu) | bytes) & 0x80808080u;
-    }
+    for (int w = 0; w < V / 4; ++w)
+      nonzero[w] = nonzero_bytes(signs ? reinterpret_cast<const std::uint32_t*>(slot)[w] : 0u);
   }
   __device__ PARSCAN_INLINE std::uint32_t mask(int v, int dir) const {
     const int f = v, b = V - 1 - v;
@@ -598,8 +600,7 @@ struct log_recurrence_backward_problem {
       std::uint32_t bytes[run / 4];
       memcpy(bytes, nb_low_first, run);
 #pragma unroll
-      for (int w = 0; w < run / 4; ++w)
-        sb.nonzero[w] = (((bytes[w] & 0x7f7f7f7fu) + 0x7f7f7f7fu) | bytes[w]) & 0x80808080u;
+      for (int w = 0; w < run / 4; ++w) sb.nonzero[w] = nonzero_bytes(bytes[w]);
     }
     // x at the step past the run: the forward predecessor of its last step (none past the
     // forward's first step).
