@@ -496,11 +496,12 @@ struct log_recurrence_backward_problem {
     }
     return true;
   }
-  // The element from a staged run (log form only): g = G / x with G = dlog_x, and the gate of
-  // the step's forward successor, signs as masks. As element() and log_quotient, except that a
-  // zero or NaN may carry either sign (log_affine_bits allows it inside the scan).
-  __device__ PARSCAN_INLINE acc_type staged_element(const T& G, const T& lx_t, std::uint32_t mx_t, float la_next,
-                                                    std::uint32_t ma_next) const {
+  // The element of a step in log form with its signs as masks (every run but the forward's
+  // last, staged or not): g = G / x with G = dlog_x, and the gate of the step's forward
+  // successor. As element() and log_quotient, except that a zero or NaN may carry either sign
+  // (log_affine_bits allows it inside the scan).
+  __device__ PARSCAN_INLINE acc_type element_from_masks(const T& G, const T& lx_t, std::uint32_t mx_t, float la_next,
+                                                        std::uint32_t ma_next) const {
     const float g = static_cast<float>(G), lx = static_cast<float>(lx_t);
     // log|g| = ln 2 · log2|g| from the special-function unit (two instructions; logf takes
     // about twenty): an absolute error below 2^-22, the scan's own per add (docs/numerics.md).
@@ -553,8 +554,9 @@ struct log_recurrence_backward_problem {
       if (p > 0) {  // the forward's last step (p = 0) adds G_final and has no successor: element()
 #pragma unroll
         for (int v = 0; v < run; ++v)
-          items[v] = v < n ? staged_element(rdx[v], rx[v], mx[v], v == 0 ? prev_a : static_cast<float>(ra[v - 1]),
-                                            v == 0 ? prev_ma : ma[v - 1])
+          items[v] = v < n ? element_from_masks(rdx[v], rx[v], mx[v],
+                                                v == 0 ? prev_a : static_cast<float>(ra[(v + run - 1) % run]),
+                                                v == 0 ? prev_ma : ma[(v + run - 1) % run])
                            : acc_type{};
         return;
       }
