@@ -12,6 +12,7 @@
 #include <parscan/cuda/matrix/chain_kernels.cuh>
 #include <parscan/cuda/matrix/chain_thread_engine.cuh>
 #include <parscan/cuda/matrix/matrix_kernels.cuh>
+#include <parscan/cuda/matrix/matrix_tensor_engine.cuh>
 #include <parscan/cuda/matrix/matrix_thread_engine.cuh>
 #include <parscan/cuda/runtime.cuh>
 #include <parscan/matrix_recurrence.hpp>
@@ -47,7 +48,7 @@ inline unsigned grid_for(index_t work, index_t cap = index_t(1) << 20) {
 // ---------------------------------------------------------------------------------------
 // The recurrence engine: chunking (a function of the shapes only, so the workspace size is).
 
-/// Steps per chunk of the block engine (N > warp_engine_max_n): one chunk (phase c alone) for
+/// Steps per chunk of the block engine (N > tensor_engine_max_n): one chunk (phase c alone) for
 /// short sequences or batches large enough to fill the device on their own; else about 4096
 /// (sequence, chunk) tasks in all, ≥ 32 steps each.
 inline index_t block_engine_chunk(index_t B, index_t L) {
@@ -57,18 +58,16 @@ inline index_t block_engine_chunk(index_t B, index_t L) {
   return std::max<index_t>(min_chunk, (L + chunks - 1) / chunks);
 }
 
-/// Steps per chunk of the warp engine (thread_engine_max_n < N ≤ warp_engine_max_n). One chunk
-/// (phase c alone) for short sequences, or when the batch alone gives about 4096 warps of
-/// re-run tasks (32 / (N+1) per warp: some 30 warps per SM of an H100). Otherwise four times
-/// that many tasks, so the aggregate's blocks (fewer warps resident: 8 per SM for N = 16)
-/// balance over the SMs in several waves, but at most 256 chunks per sequence, since phase b
-/// walks a sequence's chunks one after another (0.05–0.4 µs each), and at least 64 steps per
-/// chunk.
-inline index_t warp_engine_chunk(index_t B, index_t L, index_t N) {
-  constexpr index_t fill_warps = 4096, min_chunk = 64, max_chunks = 256;
-  const index_t fill_tasks = fill_warps * (32 / (N + 1));
-  if (L <= 2 * min_chunk || B >= fill_tasks) return std::max<index_t>(L, 1);
-  const index_t chunks = std::min<index_t>(max_chunks, (4 * fill_tasks + B - 1) / B);
+/// Steps per chunk of the tensor engine (thread_engine_max_n < N ≤ tensor_engine_max_n). One
+/// chunk (phase c alone) for short sequences, or when the batch alone gives tensor_engine_tasks
+/// tasks; otherwise about that many (phase a takes a warp a task: at (64, 65536) some 60 warps
+/// a multiprocessor of an H200, in several waves of blocks), at most 256 chunks a sequence,
+/// since phase b walks a sequence's chunks one after another, and at least 64 steps a chunk.
+inline constexpr index_t tensor_engine_tasks = 8192;
+inline index_t tensor_engine_chunk(index_t B, index_t L) {
+  constexpr index_t min_chunk = 64, max_chunks = 256;
+  if (L <= 2 * min_chunk || B >= tensor_engine_tasks) return std::max<index_t>(L, 1);
+  const index_t chunks = std::min<index_t>(max_chunks, (tensor_engine_tasks + B - 1) / B);
   return std::max<index_t>(min_chunk, (L + chunks - 1) / chunks);
 }
 
@@ -90,7 +89,7 @@ inline index_t thread_engine_chunk(index_t B, index_t L, index_t fill = thread_e
 /// Steps per chunk (a function of the shapes only, so the workspace size is).
 inline index_t engine_chunk(index_t B, index_t L, index_t N) {
   if (N <= thread_engine_max_n) return thread_engine_chunk(B, L);
-  return N <= warp_engine_max_n ? warp_engine_chunk(B, L, N) : block_engine_chunk(B, L);
+  return N <= tensor_engine_max_n ? tensor_engine_chunk(B, L) : block_engine_chunk(B, L);
 }
 
 #ifndef PARSCAN_THREAD_SINGLE_PASS  // a build-time override, only for measuring against phases a, b and c
@@ -142,32 +141,63 @@ status launch_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream)
   return check_launch();
 }
 
-/// Phase a or c of the warp engine (thread_engine_max_n < p.n ≤ warp_engine_max_n).
-template <bool Aggregate, class T, class XO, class FO, class C>
-status launch_warp_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream) {
-  using E = std::conditional_t<Aggregate, aggregate_t<C>, C>;
-  const int n = static_cast<int>(p.n), columns = Aggregate ? warp_columns<C>(n) : 1;
-  const warp_layout lay = warp_layout_of<C, E>(n, columns);
-  if (lay.stage_elems > 32 * warp_engine_slots<C>(columns)) return status::unsupported;  // not for n ≤ 16
-  // warp_columns is 2 only for n = 10, 16 (aggregating): the kernels below cover n ≤ 16.
-  static_assert(warp_engine_max_n == 16, "the kernels below cover n ≤ 16");
-  constexpr int K16 = (Aggregate && sizeof(C) == 4) ? 2 : 1;
-  const bool packed = p.offsets != nullptr;
-  auto kernel = n <= 8        ? (packed ? warp_chunk_kernel<Aggregate, 8, 1, true, T, XO, FO, C>
-                                        : warp_chunk_kernel<Aggregate, 8, 1, false, T, XO, FO, C>)
-                : columns == 1 ? (packed ? warp_chunk_kernel<Aggregate, 16, 1, true, T, XO, FO, C>
-                                         : warp_chunk_kernel<Aggregate, 16, 1, false, T, XO, FO, C>)
-                               : (packed ? warp_chunk_kernel<Aggregate, 16, K16, true, T, XO, FO, C>
-                                         : warp_chunk_kernel<Aggregate, 16, K16, false, T, XO, FO, C>);
-  if (lay.block_bytes > 48 * 1024)
-    if (status st = report(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                static_cast<int>(lay.block_bytes)));
-        st != status::success)
-      return st;
-  const index_t rounds = (engine_tasks(p) + lay.tasks - 1) / lay.tasks;
-  kernel<<<grid_for((rounds + warp_engine_warps - 1) / warp_engine_warps), 32 * warp_engine_warps, lay.block_bytes,
-           stream>>>(p);
+/// Phase a of the tensor engine (thread_engine_max_n < p.n ≤ tensor_engine_max_n): a warp a task.
+template <class T, class XO, class FO, class C>
+status launch_tensor_aggregate(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream) {
+  const int shape = (tensor_engine_np(p.n) == 16 ? 4 : 0) + (p.n == tensor_engine_np(p.n) ? 2 : 0) + (p.w_shift ? 1 : 0);
+  constexpr void (*kernels[8])(engine_problem<T, XO, FO, C>) = {
+      tensor_aggregate_kernel<8, false, false, T, XO, FO, C>,  tensor_aggregate_kernel<8, false, true, T, XO, FO, C>,
+      tensor_aggregate_kernel<8, true, false, T, XO, FO, C>,   tensor_aggregate_kernel<8, true, true, T, XO, FO, C>,
+      tensor_aggregate_kernel<16, false, false, T, XO, FO, C>, tensor_aggregate_kernel<16, false, true, T, XO, FO, C>,
+      tensor_aggregate_kernel<16, true, false, T, XO, FO, C>,  tensor_aggregate_kernel<16, true, true, T, XO, FO, C>};
+  const index_t blocks = (engine_tasks(p) + tensor_engine_warps - 1) / tensor_engine_warps;
+  kernels[shape]<<<grid_for(blocks), 32 * tensor_engine_warps, 0, stream>>>(p);
   return check_launch();
+}
+
+/// Phase c of the tensor engine: 32 / NP tasks a warp; the forward's rows of W 16 bytes at a time
+/// where they are whole 16-byte units.
+template <class T, class XO, class FO, class C>
+status launch_row_rerun(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream) {
+  using R = row_reads;
+  const int np = tensor_engine_np(p.n);
+  auto on16 = [](index_t elems) { return static_cast<std::size_t>(elems) * sizeof(T) % 16 == 0; };
+  const R reads = p.w_shift != 0 ? R::transposed
+                  : on16(p.n) && on16(p.lW.batch) && on16(p.lW.step) && reinterpret_cast<std::uintptr_t>(p.W) % 16 == 0
+                      ? R::rows16
+                      : R::elements;
+  const int shape = (np == 16 ? 6 : 0) + (p.n == np ? 3 : 0) + static_cast<int>(reads);
+  constexpr void (*kernels[12])(engine_problem<T, XO, FO, C>) = {
+      row_rerun_kernel<8, false, R::rows16, T, XO, FO, C>,  row_rerun_kernel<8, false, R::elements, T, XO, FO, C>,
+      row_rerun_kernel<8, false, R::transposed, T, XO, FO, C>,  row_rerun_kernel<8, true, R::rows16, T, XO, FO, C>,
+      row_rerun_kernel<8, true, R::elements, T, XO, FO, C>,   row_rerun_kernel<8, true, R::transposed, T, XO, FO, C>,
+      row_rerun_kernel<16, false, R::rows16, T, XO, FO, C>, row_rerun_kernel<16, false, R::elements, T, XO, FO, C>,
+      row_rerun_kernel<16, false, R::transposed, T, XO, FO, C>, row_rerun_kernel<16, true, R::rows16, T, XO, FO, C>,
+      row_rerun_kernel<16, true, R::elements, T, XO, FO, C>,  row_rerun_kernel<16, true, R::transposed, T, XO, FO, C>};
+  const index_t warps = (engine_tasks(p) + 32 / np - 1) / (32 / np);
+  kernels[shape]<<<grid_for((warps + tensor_engine_warps - 1) / tensor_engine_warps), 32 * tensor_engine_warps, 0,
+                   stream>>>(p);
+  return check_launch();
+}
+
+/// Phase b of the tensor engine: a warp a sequence.
+template <class T, class XO, class FO, class C>
+status launch_warp_carry(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream) {
+  static_assert(warp_carry_max_n == tensor_engine_max_n, "phase b serves the tensor engine's state sizes");
+  const std::size_t smem = static_cast<std::size_t>(warp_carry_warps) * 32 * warp_carry_slots * sizeof(aggregate_t<C>);
+  warp_carry_kernel<<<grid_for((p.batch + warp_carry_warps - 1) / warp_carry_warps), 32 * warp_carry_warps, smem,
+                      stream>>>(p);
+  return check_launch();
+}
+
+/// Phases a, b (where chunked) and c of the engine for thread_engine_max_n < p.n ≤ tensor_engine_max_n.
+template <class T, class XO, class FO, class C>
+status run_tensor_engine(const engine_problem<T, XO, FO, C>& p, bool chunked, cudaStream_t stream) {
+  if (chunked) {
+    if (status st = launch_tensor_aggregate(p, stream); st != status::success) return st;
+    if (status st = launch_warp_carry(p, stream); st != status::success) return st;
+  }
+  return launch_row_rerun(p, stream);
 }
 
 /// Phase a, phase c or the single pass (Pass) of the thread engine for state size N, on `warps`
@@ -255,14 +285,13 @@ status run_thread_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t 
 
 /// Runs the engine over every sequence of `p` (length ≥ 1), with `ws` holding
 /// engine_workspace<C>(B, L, N) bytes when chunked: the thread engine for
-/// N ≤ thread_engine_max_n, the warp engine up to warp_engine_max_n, the block engine above.
+/// N ≤ thread_engine_max_n, the tensor engine up to tensor_engine_max_n, the block engine above.
 template <class T, class XO, class FO, class C>
 status run_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t stream) {
   p.chunk = engine_chunk(p.batch, p.length, p.n);
   p.chunks = (p.length + p.chunk - 1) / p.chunk;
   p.stage_steps = engine_stage_steps(p.n);
-  const bool warp = p.n <= warp_engine_max_n;
-  if (!warp && static_cast<index_t>(p.stage_steps) * (p.n * p.n + p.n) >
+  if (p.n > tensor_engine_max_n && static_cast<index_t>(p.stage_steps) * (p.n * p.n + p.n) >
                    static_cast<index_t>(engine_threads(p.n)) * engine_max_slots)
     return status::unsupported;  // cannot happen for N ≤ 64: the staging fits the registers
   if (p.chunks > 1) {  // the three phases' storage (the single pass lays out ws its own way)
@@ -281,20 +310,13 @@ status run_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t stream)
     case 4: return run_thread_engine<4>(p, ws, stream);
     default: break;
   }
+  if (p.n <= tensor_engine_max_n) return run_tensor_engine(p, p.chunks > 1, stream);
   if (p.chunks > 1) {
-    using D = aggregate_t<C>;
-    if (status st = warp ? launch_warp_chunks<true>(p, stream) : launch_chunks<true>(p, stream); st != status::success)
-      return st;
-    if (warp) {
-      const std::size_t smem = static_cast<std::size_t>(warp_engine_warps) * 32 * warp_carry_slots * sizeof(D);
-      warp_carry_kernel<<<grid_for((p.batch + warp_engine_warps - 1) / warp_engine_warps), 32 * warp_engine_warps, smem,
-                          stream>>>(p);
-    } else {
-      carry_kernel<<<grid_for(p.batch), 64, 0, stream>>>(p);
-    }
+    if (status st = launch_chunks<true>(p, stream); st != status::success) return st;
+    carry_kernel<<<grid_for(p.batch), 64, 0, stream>>>(p);
     if (status st = check_launch(); st != status::success) return st;
   }
-  return warp ? launch_warp_chunks<false>(p, stream) : launch_chunks<false>(p, stream);
+  return launch_chunks<false>(p, stream);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -304,16 +326,13 @@ status run_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t stream)
 // host. Every packed run is chunked (phases a, b and c), on the engine the batch would take.
 
 /// Steps per chunk of a packed run: about as many tasks as each engine's batch chunks aim for
-/// (the thread engine's fill, at least 32 steps and a multiple of 8; the warp engine's four
-/// times its fill, at least 64; the block engine's 4096, at least 32). A thread-engine run may
+/// (the thread engine's fill, at least 32 steps and a multiple of 8; the tensor engine's
+/// tensor_engine_tasks, at least 64; the block engine's 4096, at least 32). A thread-engine run may
 /// pass a smaller fill (thread_engine_fill_for_device): longer chunks, fewer slots than the
 /// workspace holds.
 inline index_t packed_engine_chunk(index_t total, index_t N, index_t fill = thread_engine_fill) {
   if (N <= thread_engine_max_n) return std::max<index_t>(32, ((total + fill - 1) / fill + 7) / 8 * 8);
-  if (N <= warp_engine_max_n) {
-    const index_t tasks = 4 * 4096 * (32 / (N + 1));  // warp_engine_chunk's 4 · fill_tasks
-    return std::max<index_t>(64, (total + tasks - 1) / tasks);
-  }
+  if (N <= tensor_engine_max_n) return std::max<index_t>(64, (total + tensor_engine_tasks - 1) / tensor_engine_tasks);
   return std::max<index_t>(32, (total + 4095) / 4096);
 }
 
@@ -377,14 +396,7 @@ status run_packed_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t 
     case 4: return thread_engine(std::integral_constant<int, 4>{});
     default: break;
   }
-  if (p.n <= warp_engine_max_n) {
-    if (status st = launch_warp_chunks<true>(p, stream); st != status::success) return st;
-    const std::size_t smem = static_cast<std::size_t>(warp_engine_warps) * 32 * warp_carry_slots * sizeof(D);
-    warp_carry_kernel<<<grid_for((p.batch + warp_engine_warps - 1) / warp_engine_warps), 32 * warp_engine_warps, smem,
-                        stream>>>(p);
-    if (status st = check_launch(); st != status::success) return st;
-    return launch_warp_chunks<false>(p, stream);
-  }
+  if (p.n <= tensor_engine_max_n) return run_tensor_engine(p, true, stream);
   const index_t stage_elems = static_cast<index_t>(p.stage_steps) * (p.n * p.n + p.n);
   if (stage_elems > static_cast<index_t>(engine_threads(p.n)) * engine_max_slots)
     return status::unsupported;  // cannot happen for N ≤ 64: the staging fits the registers
@@ -818,6 +830,18 @@ status matrix_recurrence_backward(const cuda_backend& be, const matrix_backward_
     };
     if (N == 1) return by_step(std::integral_constant<int, 1>{});
     if (N == 2) return by_step(std::integral_constant<int, 2>{});
+    auto on16 = [](index_t elems) { return static_cast<std::size_t>(elems) * sizeof(T) % 16 == 0; };
+    const bool rows16 = on16(N) && on16(p.dW.batch_stride) && on16(p.dW.step_stride) &&
+                        reinterpret_cast<std::uintptr_t>(g.dW) % 16 == 0;
+    const auto by_row = [&](auto n_tag) {
+      constexpr int n = decltype(n_tag)::value;
+      outer_rows_kernel<n, T, X, C><<<grid_for(B * ((L + 256 / n - 1) / (256 / n))), 256, 0, stream>>>(
+          g.dW, blocks_of(p.dW), g.db, blocks_of(p.db), xs, lxs, g.x0, B, L, g.reverse);
+    };
+    if (rows16 && N == 16) return by_row(std::integral_constant<int, 16>{});
+    if (rows16 && N == 8) return by_row(std::integral_constant<int, 8>{});
+    if constexpr (sizeof(T) >= 4)  // a row of 4 is 16 bytes from 4-byte elements on
+      if (rows16 && N == 4) return by_row(std::integral_constant<int, 4>{});
     const int group = static_cast<int>(std::max<index_t>(1, 2048 / (N * N)));
     outer_kernel<T, X, C><<<grid_for(B * ((L + group - 1) / group)), 256, 0, stream>>>(
         g.dW, blocks_of(p.dW), g.db, blocks_of(p.db), xs, lxs, g.x0, B, L, N, g.reverse, group);

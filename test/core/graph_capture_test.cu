@@ -1025,7 +1025,7 @@ TEST_CASE(PARSCAN_TEST_NAME("graph capture: matrix recurrence forward and backwa
           PARSCAN_TEST_TAGS("[graph][matrix]")) {
   using namespace graph_test;
   // Few long sequences, so every engine runs chunked (three phases, workspace): the thread
-  // engine (N = 2), the warp engine (N = 8), the block engine (N = 24).
+  // engine (N = 2), the tensor engine (N = 8), the block engine (N = 24).
   matrix_graphs(4, 5000, 2, false);
   matrix_graphs(3, 2000, 8, true);
   matrix_graphs(2, 600, 24, false);

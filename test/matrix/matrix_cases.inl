@@ -314,14 +314,14 @@ void repeatable() {
 }
 
 /// The edges of the CUDA engines: the thread engine (N ≤ 4: one task per thread, 32 tasks per
-/// warp, stages of 8 steps, 4 for N = 4), the warp engine (N = 5–16: 32 / (N+1) tasks per warp:
-/// 5, 4, 3, 3, 2, 2, 2, 1, 1; and the float aggregate's two columns per lane for N = 10, 16: 5
-/// and 3 tasks) and the block engine (N = 17). T within one chunk (T ≤ 64 runs phase c alone)
-/// and T not a multiple of the chunk (32 steps for the thread engine here, 64 for the warp
-/// engine) or of a stage (129 leaves a last chunk of one step), B = 1 and B not a multiple of
-/// the tasks per warp or per block, every layout (step stride 0 for W), reverse, x0 / x_final,
-/// in place; the backward with x given and recomputed. The host backend runs the same cases
-/// (its own code).
+/// warp, stages of 8 steps, 4 for N = 4), the tensor engine (N = 5–16, padded to 8 or 16: N = 8
+/// and 16 exact, the others padded; phase a a warp a task, phase c 4 or 2 tasks a warp; rows of
+/// W read 16 bytes at a time where aligned, element by element where not or transposed) and the
+/// block engine (N = 17). T within one chunk (T ≤ 64 runs phase c alone) and T not a multiple
+/// of the chunk (32 steps for the thread engine here, 64 for the tensor engine) or of a stage
+/// (129 leaves a last chunk of one step), B = 1 and B not a multiple of the tasks per warp or
+/// per block, every layout (step stride 0 for W), reverse, x0 / x_final, in place; the backward
+/// with x given and recomputed. The host backend runs the same cases (its own code).
 template <class T>
 void engine_edges() {
   int i = 0;

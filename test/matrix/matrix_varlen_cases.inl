@@ -476,7 +476,7 @@ inline step_part step_part_of(const case_opts& o, int k) {
 }
 
 /// The chunked cases: lengths with empty ones, 1 and tile sizes ± 1, N = 2 (thread engine) and
-/// 7 (warp engine), both directions, with x0.
+/// 7 (tensor engine), both directions, with x0.
 inline std::vector<case_opts> chunked_cases() {
   std::vector<case_opts> v;
   for (index_t N : {index_t(2), index_t(7)})

@@ -11,15 +11,17 @@
 // With one chunk per sequence phase c alone runs, from z[-1]. The same engine serves the
 // forward (W' = W) and the backward's db (W' = the next forward step's Wᵀ, read backwards).
 // Three implementations share the workspace format: the thread engine (matrix_thread_engine.cuh)
-// for N ≤ 4, one task per thread; the warp engine (warp_chunk_kernel, warp_carry_kernel) for
-// N ≤ 16, where warps own whole tasks and the step loop has no block barrier; and the block
-// engine (chunk_kernel, carry_kernel) above that, one block per task.
+// for N ≤ 4, one task per thread; the tensor engine (matrix_tensor_engine.cuh, with
+// warp_carry_kernel below) for N ≤ 16, phase a a warp a task on the FP64 tensor cores, phase c
+// a state element a lane; and the block engine (chunk_kernel, carry_kernel) above that, one
+// block per task.
 //
 // All arithmetic is in C = compute_t<T> (float for the 16-bit types). Indices are 64-bit;
 // every grid loops over its work (grid-stride), so no problem size exceeds a launch limit.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "../../detail/validate.hpp"
@@ -350,329 +352,11 @@ __global__ void carry_kernel(engine_problem<T, XO, FO, C> p) {
 }
 
 // ---------------------------------------------------------------------------------------
-// The warp engine: phases a, b and c for thread_engine_max_n < N ≤ warp_engine_max_n.
-//
-// The chunk kernel above gives a whole block to one (sequence, chunk) task and pays two
-// __syncthreads per step with N of its threads busy, so small N is latency bound. Here a warp
-// owns whole tasks and never waits on another warp inside its loop:
-//   - lanes form groups of N+1, one task per group (32 / (N+1) tasks per warp);
-//   - aggregating, lane j < N of a group holds column j of A in registers and lane N holds v:
-//     per step each lane multiplies W' by its own column (A ← W'·A, v ← W'·v + b'), reading
-//     W' from shared memory as a broadcast within the group: no traffic between lanes;
-//   - re-running, lane i < N holds z[i] and computes row i of W'·z + b', taking the other
-//     entries of z from its group's lanes by shuffles;
-//   - the warp stages a few steps of W' and b' of all its tasks in its own shared memory (the
-//     next stage prefetched into registers while this one computes), and the re-run's states
-//     go out through shared memory a stage at a time, so the global accesses are contiguous
-//     runs of a task's consecutive steps whatever the group layout.
-// The kernels are instantiated for NMAX = 8, 16 (register arrays need a size known at compile
-// time); n ≤ NMAX is the runtime state size.
+// Phase b for thread_engine_max_n < N ≤ 16 (the tensor engine's phases a and c are in
+// matrix_tensor_engine.cuh): a warp a sequence walks its chunk maps.
 
-inline constexpr int warp_engine_max_n = 16;
-inline constexpr int warp_engine_warps = 4;  // warps per block
-
-/// Register prefetch slots per lane: the stage is 32 · slots elements at most. With 2 columns
-/// per lane (N = 16: 3 tasks per warp, 816 elements a step) a stage needs 26.
-template <class C>
-__host__ __device__ constexpr int warp_engine_slots(int columns) { return columns == 2 ? 26 : (sizeof(C) == 8 ? 16 : 24); }
-
-/// A 16-byte shared-memory load of W' (4 floats or 2 doubles).
-template <class E> struct vec16;
-template <> struct vec16<float> { using type = float4; };
-template <> struct vec16<double> { using type = double2; };
-__device__ __forceinline__ void unpack(const float4& w, float* e) { e[0] = w.x, e[1] = w.y, e[2] = w.z, e[3] = w.w; }
-__device__ __forceinline__ void unpack(const double2& w, double* e) { e[0] = w.x, e[1] = w.y; }
-
-/// How a warp lays out its tasks, for state size n, input compute type C (the prefetch
-/// registers) and stage element type E (the aggregate stages W' in its own precision, so each
-/// element is converted once per warp rather than once per lane). All sizes in elements of E
-/// unless named *_bytes.
-struct warp_layout {
-  int n = 0, group = 0, tasks = 0;  // lanes per task (n+1, or ⌈n/2⌉+1), tasks per warp
-  int steps = 0, per_step = 0;      // steps per stage; W' and b' elements per step (n² + n)
-  int row = 0;                      // a staged row of W': a multiple of 16 bytes, an odd number of
-                                    // them, so the rows a group reads at once spread over the banks
-  int step_elems = 0, task_elems = 0;  // a task's staged step (n rows, then b'); a task's stage
-                                       // (an odd number of 16-byte units: tasks use distinct banks)
-  int stage_elems = 0;                 // elements one warp prefetches per stage
-  std::size_t table_bytes = 0, stage_bytes = 0, out_bytes = 0, info_bytes = 0, warp_bytes = 0, block_bytes = 0;
-};
-
-__host__ __device__ inline std::size_t round16(std::size_t b) { return (b + 15) / 16 * 16; }
-
-/// Columns of A per lane when aggregating: 2 where that packs more than twice the tasks into a
-/// warp (N = 10, 16: groups of ⌈N/2⌉ + 1 lanes), so fewer lanes idle per double FMA. Float
-/// compute only: for double, the prefetch registers would not fit beside the columns.
-template <class C>
-__host__ __device__ inline int warp_columns(int n) {
-  return sizeof(C) == 4 && 2 * (32 / (n + 1)) < 32 / ((n + 1) / 2 + 1) ? 2 : 1;
-}
-
-/// `columns`: columns of A per lane (1 when re-running).
-template <class C, class E>
-__host__ __device__ inline warp_layout warp_layout_of(int n, int columns) {
-  const int vec = 16 / static_cast<int>(sizeof(E)), slots = warp_engine_slots<C>(columns);
-  warp_layout w;
-  w.n = n, w.group = (n + columns - 1) / columns + 1, w.tasks = 32 / w.group, w.per_step = n * n + n;
-  w.steps = 32 * slots / (w.tasks * w.per_step);
-  w.steps = w.steps < 1 ? 1 : (w.steps > 64 ? 64 : w.steps);  // the table holds a step in 6 bits
-  int units = (n + vec - 1) / vec;
-  if (units % 2 == 0) ++units;
-  w.row = units * vec;
-  w.step_elems = (n * w.row + n + vec - 1) / vec * vec;
-  w.task_elems = w.steps * w.step_elems;
-  if ((w.task_elems / vec) % 2 == 0) w.task_elems += vec;
-  w.stage_elems = w.tasks * w.steps * w.per_step;
-  // Per block: the prefetch table (an int2 per prefetch slot of a lane: shared by the warps);
-  // per warp: the stage, the re-run's output stage (in C), the tasks' (sequence, first step,
-  // end step, the time of engine step 0, the sequence's steps) and where each task's next stage
-  // starts (W' and b' offsets, steps).
-  w.table_bytes = round16(static_cast<std::size_t>(32 * slots) * 2 * sizeof(int));
-  w.stage_bytes = round16(static_cast<std::size_t>(w.tasks) * w.task_elems * sizeof(E));
-  w.out_bytes = round16(static_cast<std::size_t>(w.tasks) * w.steps * n * sizeof(C));
-  w.info_bytes = round16(static_cast<std::size_t>(7 * w.tasks) * sizeof(index_t) +
-                         static_cast<std::size_t>(w.tasks) * sizeof(int));
-  w.warp_bytes = w.stage_bytes + w.out_bytes + w.info_bytes;
-  w.block_bytes = w.table_bytes + warp_engine_warps * w.warp_bytes;
-  return w;
-}
-
-/// Phase a (Aggregate) or phase c (!Aggregate) of the warp engine, for p.n ≤ NMAX; K columns of
-/// A per lane (1 when re-running). Packed: p holds packed sequences (p.offsets), whose tasks
-/// keep their sequence's time anchor and length; a batch's instantiation keeps its own
-/// arithmetic (the per-task anchor cost the batch 1–3% at N = 8 and 16, H200).
-template <bool Aggregate, int NMAX, int K, bool Packed, class T, class XO, class FO, class C>
-__global__ void __launch_bounds__(32 * warp_engine_warps) warp_chunk_kernel(engine_problem<T, XO, FO, C> p) {
-  using D = aggregate_t<C>;
-  using E = std::conditional_t<Aggregate, D, C>;  // staged W' and b'
-  using V = typename vec16<E>::type;
-  constexpr int vec = 16 / static_cast<int>(sizeof(E)), slots = warp_engine_slots<C>(K);
-  constexpr unsigned all_lanes = 0xffffffffu;
-  static_assert(K == 1 || Aggregate, "the re-run holds one row per lane");
-  const warp_layout L = warp_layout_of<C, E>(static_cast<int>(p.n), K);
-  const int n = L.n, nn = n * n;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  int2* table = reinterpret_cast<int2*>(smem_raw);
-  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
-  unsigned char* mine = smem_raw + L.table_bytes + warp * L.warp_bytes;
-  E* stage = reinterpret_cast<E*>(mine);
-  C* outs = reinterpret_cast<C*>(mine + L.stage_bytes);
-  index_t* info = reinterpret_cast<index_t*>(mine + L.stage_bytes + L.out_bytes);
-  index_t* info_seq = info;
-  index_t* info_m0 = info + L.tasks;
-  index_t* info_m1 = info + 2 * L.tasks;
-  index_t* info_anchor = info + 3 * L.tasks;  // the time of engine step 0 (steps go ± from it)
-  index_t* info_length = info + 4 * L.tasks;  // the steps of the task's sequence
-  index_t* from_W = info + 5 * L.tasks;       // offset of W' at the stage's first step, per task
-  index_t* from_b = info + 6 * L.tasks;       // offset of b' at the stage's first step, per task
-  int* stage_steps = reinterpret_cast<int*>(info + 7 * L.tasks);  // steps in the stage; +256: the
-                                                                  // first is the identity
-  const index_t step_W = p.descending ? -p.lW.step : p.lW.step, step_b = p.descending ? -p.lb.step : p.lb.step;
-
-  // Zero the stages once: the padding of rows (read as part of a 16-byte load) must be 0, and
-  // is never written. The table says, for each prefetch slot of each lane, which element of the
-  // stage it carries (step j, element r of W' row-major then b', task gg of the warp) and where
-  // it goes in shared memory (W' transposed when w_shift is set), so the loop does no division.
-  for (std::size_t e = threadIdx.x; e < (L.block_bytes - L.table_bytes) / 4; e += blockDim.x)
-    reinterpret_cast<int*>(smem_raw + L.table_bytes)[e] = 0;
-  for (int e = static_cast<int>(threadIdx.x); e < 32 * slots; e += static_cast<int>(blockDim.x)) {
-    int2 t = make_int2(-1, 0);
-    if (e < L.stage_elems) {
-      const int gg = e / (L.steps * L.per_step), rest = e % (L.steps * L.per_step);
-      const int j = rest / L.per_step, r = rest % L.per_step;
-      int at;
-      if (r < nn) {
-        int i = r / n, col = r % n;
-        if (p.w_shift != 0) { const int tmp = i; i = col; col = tmp; }
-        at = i * L.row + col;
-      } else {
-        at = n * L.row + (r - nn);
-      }
-      t = make_int2(r | (j << 9) | (gg << 15), gg * L.task_elems + j * L.step_elems + at);
-    }
-    table[e] = t;
-  }
-  __syncthreads();  // the only block-wide barrier: warps are independent from here on
-
-  const int g = lane / L.group, place = lane % L.group;  // the lane's task in the warp, its lane in the group
-  const bool in_group = g < L.tasks;
-  const int gr = in_group ? g : 0;  // idle lanes read task 0's stage and discard what they compute
-  const int base = g * L.group;     // the group's first lane
-  const index_t tasks = p.task_count();
-  const index_t rounds = (tasks + L.tasks - 1) / L.tasks;
-  const index_t S = L.steps, stages = (p.chunk + S - 1) / S;  // no task has more than `chunk` steps
-
-  for (index_t round = static_cast<index_t>(blockIdx.x) * warp_engine_warps + warp; round < rounds;
-       round += static_cast<index_t>(gridDim.x) * warp_engine_warps) {
-    // Lane k < L.tasks describes task k of the warp: its steps, and per stage where the stage
-    // starts, so the prefetch does a multiply-add per element rather than the whole indexing.
-    engine_task own;  // past the last task, or an unused slot: no steps
-    if (Packed && lane < L.tasks) {
-      own = p.task_at(round * L.tasks + lane);
-    } else if (lane < L.tasks && round * L.tasks + lane < tasks) {
-      const index_t t = round * L.tasks + lane;
-      own.seq = t / p.chunks, own.m0 = t % p.chunks * p.chunk;
-      own.m1 = own.m0 + p.chunk < p.length ? own.m0 + p.chunk : p.length;
-    }
-    // The time of engine step 0: steps go down from it (descending) or up.
-    const index_t own_anchor = Packed ? (p.descending ? own.origin + own.length - 1 : own.origin)
-                                      : (p.descending ? p.length - 1 : 0);
-    auto describe = [&](index_t q) {
-      if (lane < L.tasks) {
-        const index_t m = own.m0 + q * S, left = own.m1 - m;
-        const index_t t = p.descending ? own_anchor - m : own_anchor + m;  // unused when no step is left
-        int count = left <= 0 ? 0 : (left < S ? static_cast<int>(left) : static_cast<int>(S));
-        if (p.w_shift != 0 && m == 0 && count > 0) count |= 256;  // engine step 0 of the transposed run
-        from_W[lane] = p.lW.at(own.seq, t + p.w_shift), from_b[lane] = p.lb.at(own.seq, t);
-        stage_steps[lane] = count;
-      }
-    };
-    __syncwarp();  // the previous round is done with info and the stages
-    if (lane < L.tasks) {
-      info_seq[lane] = own.seq, info_m0[lane] = own.m0, info_m1[lane] = own.m1;
-      if (Packed) info_anchor[lane] = own_anchor, info_length[lane] = own.length;
-    }
-    describe(0);
-    __syncwarp();
-    const index_t task = round * L.tasks + g;
-    const bool active = in_group && task < tasks && (!Packed || info_m1[gr] > info_m0[gr]);
-    const index_t seq = info_seq[gr], my_m0 = info_m0[gr], my_m1 = active ? info_m1[gr] : my_m0;
-    const index_t my_length = Packed ? info_length[gr] : p.length;
-
-    C pre[slots];
-    auto fetch = [&]() {  // the stage describe() described last
-#pragma unroll
-      for (int k = 0; k < slots; ++k) {
-        const int code = table[lane + 32 * k].x;
-        C v = C(0);
-        if (code >= 0) {
-          const int r = code & 511, j = (code >> 9) & 63, gg = code >> 15, count = stage_steps[gg];
-          if (j < (count & 255)) {
-            if (r >= nn) v = to_c<C>(p.b[from_b[gg] + j * step_b + (r - nn)]);
-            else if (j == 0 && (count & 256)) v = (r / n == r % n) ? C(1) : C(0);  // identity
-            else v = to_c<C>(p.W[from_W[gg] + j * step_W + r]);
-          }
-        }
-        pre[k] = v;
-      }
-    };
-    auto store = [&]() {
-#pragma unroll
-      for (int k = 0; k < slots; ++k) {
-        const int2 t = table[lane + 32 * k];
-        if (t.x >= 0) stage[t.y] = static_cast<E>(pre[k]);
-      }
-    };
-
-    // The lane's state. Aggregating: its K columns of A, place·K + k (from the identity), or,
-    // on the group's last lane, v (from 0; its other columns stay 0). Re-running: z[place]
-    // entering the chunk.
-    const bool holds_v = place == L.group - 1;
-    D col[K][NMAX];
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-#pragma unroll
-      for (int i = 0; i < NMAX; ++i) col[k][i] = (Aggregate && !holds_v && i == place * K + k) ? D(1) : D(0);
-    C z = C(0);
-    if (!Aggregate && active && place < n) {
-      if (p.chunked()) z = static_cast<C>(p.carry[task * n + place]);
-      else if (p.z0) z = to_c<C>(p.z0[seq * n + place]);
-    }
-
-    fetch();
-    for (index_t q = 0; q < stages; ++q) {
-      __syncwarp();  // done with the previous stage (and with its description)
-      store();
-      if (q + 1 < stages) describe(q + 1);
-      __syncwarp();  // the stage and the next one's description are visible to the warp
-      if (q + 1 < stages) fetch();  // in flight while this stage computes
-      for (int j = 0; j < L.steps; ++j) {
-        const index_t m = my_m0 + q * S + j;
-        const bool valid = m < my_m1;
-        const E* Wj = stage + gr * L.task_elems + j * L.step_elems;
-        const E* bj = Wj + n * L.row;
-        if (Aggregate) {
-          D next[K][NMAX];
-#pragma unroll
-          for (int i = 0; i < NMAX; ++i) {
-            if (i < n) {
-              D a[K];
-#pragma unroll
-              for (int k = 0; k < K; ++k) a[k] = (holds_v && k == 0) ? static_cast<D>(bj[i]) : D(0);
-#pragma unroll
-              for (int l = 0; l < NMAX; l += vec) {
-                if (l < n) {
-                  E w[vec];
-                  unpack(*reinterpret_cast<const V*>(Wj + i * L.row + l), w);
-#pragma unroll
-                  for (int u = 0; u < vec; ++u)
-#pragma unroll
-                    for (int k = 0; k < K; ++k) a[k] += static_cast<D>(w[u]) * col[k][l + u];  // padding: 0·0
-                }
-              }
-#pragma unroll
-              for (int k = 0; k < K; ++k) next[k][i] = a[k];
-            } else {
-#pragma unroll
-              for (int k = 0; k < K; ++k) next[k][i] = D(0);
-            }
-          }
-          if (valid)
-#pragma unroll
-            for (int k = 0; k < K; ++k)
-#pragma unroll
-              for (int i = 0; i < NMAX; ++i) col[k][i] = next[k][i];
-        } else {
-          const int i = place < n ? place : n - 1;  // lane n of a group computes a copy of row n-1
-          C a = static_cast<C>(bj[i]);
-#pragma unroll
-          for (int l = 0; l < NMAX; l += vec) {
-            if (l < n) {  // n is the same for the whole warp: every lane takes part in the shuffles
-              E w[vec];
-              unpack(*reinterpret_cast<const V*>(Wj + i * L.row + l), w);
-#pragma unroll
-              for (int u = 0; u < vec; ++u)
-                if (l + u < n) a += static_cast<C>(w[u]) * __shfl_sync(all_lanes, z, base + l + u);
-            }
-          }
-          if (valid) {
-            z = a;
-            if (place < n) {
-              outs[(gr * L.steps + j) * n + place] = a;
-              if (m == my_length - 1 && p.z_final) p.z_final[seq * n + place] = from_c<FO>(a);
-            }
-          }
-        }
-      }
-      if (!Aggregate) {  // this stage's states: contiguous runs of each task's steps
-        __syncwarp();
-        const int per_task = L.steps * n, count = L.tasks * per_task;
-        for (int e = lane; e < count; e += 32) {
-          const int gg = e / per_task, j = e % per_task / n, i = e % n;
-          const index_t m = info_m0[gg] + q * S + j;
-          if (m < info_m1[gg]) {
-            const index_t anchor = Packed ? info_anchor[gg] : (p.descending ? p.length - 1 : 0);
-            const index_t t = p.descending ? anchor - m : anchor + m;
-            p.x[p.lx.at(info_seq[gg], t) + i] = from_c<XO>(outs[e]);
-          }
-        }
-      }
-    }
-    if (Aggregate && active) {
-      if (!holds_v) {
-#pragma unroll
-        for (int k = 0; k < K; ++k)
-#pragma unroll
-          for (int i = 0; i < NMAX; ++i)
-            if (i < n && place * K + k < n) p.agg_A[task * nn + i * n + place * K + k] = col[k][i];
-      } else {
-#pragma unroll
-        for (int i = 0; i < NMAX; ++i)
-          if (i < n) p.agg_v[task * n + i] = col[0][i];
-      }
-    }
-  }
-}
+inline constexpr int warp_carry_max_n = 16;
+inline constexpr int warp_carry_warps = 4;  // warps per block
 
 /// Register prefetch slots per lane of warp_carry_kernel (in aggregate_t<C>).
 inline constexpr int warp_carry_slots = 32;  // N = 16: 3 chunks a batch
@@ -683,13 +367,13 @@ __host__ __device__ inline int warp_carry_batch(int n) {
   return b < 1 ? 1 : b;
 }
 
-/// Phase b for the warp engine: one warp per sequence (grid-stride), lane i < N holds z[i].
+/// Phase b: one warp per sequence (grid-stride), lane i < N holds z[i].
 /// A sequence's chunk aggregates are consecutive in workspace, so the warp stages a batch of
 /// them at a time in its shared memory with contiguous loads, the next batch prefetched into
 /// registers while this one is walked: each chunk then costs a shuffle round and N dependent
 /// FMAs, not a trip to memory.
 template <class T, class XO, class FO, class C>
-__global__ void __launch_bounds__(32 * warp_engine_warps) warp_carry_kernel(engine_problem<T, XO, FO, C> p) {
+__global__ void __launch_bounds__(32 * warp_carry_warps) warp_carry_kernel(engine_problem<T, XO, FO, C> p) {
   using D = aggregate_t<C>;
   constexpr unsigned all_lanes = 0xffffffffu;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -697,8 +381,8 @@ __global__ void __launch_bounds__(32 * warp_engine_warps) warp_carry_kernel(engi
   D* stage = reinterpret_cast<D*>(smem_raw) + warp * 32 * warp_carry_slots;  // A's of the batch, then v's
   const int n = static_cast<int>(p.n), nn = n * n, batch = warp_carry_batch(n);
   const int row = lane < n ? lane : 0;  // lanes past n compute a copy of row 0 and discard it
-  for (index_t s = static_cast<index_t>(blockIdx.x) * warp_engine_warps + warp; s < p.batch;
-       s += static_cast<index_t>(gridDim.x) * warp_engine_warps) {
+  for (index_t s = static_cast<index_t>(blockIdx.x) * warp_carry_warps + warp; s < p.batch;
+       s += static_cast<index_t>(gridDim.x) * warp_carry_warps) {
     const engine_sequence sq = p.sequence_at(s);
     const index_t first = sq.first;  // the task of the sequence's chunk 0
     D pre[warp_carry_slots];
@@ -794,6 +478,41 @@ __global__ void outer_steps_kernel(T* dW, strided_blocks ldW, const T* db, strid
     for (int i = 0; i < N; ++i)
 #pragma unroll
       for (int j = 0; j < N; ++j) out[i * N + j] = from_c<T>(d[i] * xp[j]);
+  }
+}
+
+/// outer_kernel for N known at compile time whose rows are whole 16-byte units (N = 4, 8, 16
+/// in float, 8 and 16 in the 16-bit types): a thread a row of a step, db[t][i] read once and the
+/// row's N products written as 16-byte words, where outer_kernel takes an element a thread with
+/// three divisions and two loads an element. A block takes 256 / N consecutive steps of one
+/// sequence, so a warp writes whole steps of dW. The products are the same, bit for bit.
+template <int N, class T, class X, class C>
+__global__ void outer_rows_kernel(T* dW, strided_blocks ldW, const T* db, strided_blocks ldb, const X* x,
+                                  strided_blocks lx, const T* x0, index_t B, index_t L, bool reverse) {
+  constexpr int steps = 256 / N, vec = 16 / static_cast<int>(sizeof(T));
+  static_assert(N % vec == 0, "a row of dW is whole 16-byte words");
+  const int js = static_cast<int>(threadIdx.x) / N, i = static_cast<int>(threadIdx.x) % N;
+  const index_t per_seq = (L + steps - 1) / steps, groups = B * per_seq;
+  for (index_t gid = blockIdx.x; gid < groups; gid += gridDim.x) {
+    const index_t s = gid / per_seq, t = gid % per_seq * steps + js;
+    if (t >= L) continue;
+    const index_t k = reverse ? L - 1 - t : t;  // forward processing index
+    const X* const xs = k > 0 ? x + lx.at(s, reverse ? t + 1 : t - 1) : nullptr;
+    const C d = to_c<C>(db[ldb.at(s, t) + i]);
+    T* const out = dW + ldW.at(s, t) + i * N;
+#pragma unroll
+    for (int u = 0; u < N / vec; ++u) {
+      T w[vec];
+#pragma unroll
+      for (int j = 0; j < vec; ++j) {
+        const int jj = u * vec + j;
+        const C xp = xs ? to_c<C>(xs[jj]) : x0 ? to_c<C>(x0[s * N + jj]) : C(0);
+        w[j] = from_c<T>(d * xp);
+      }
+      uint4 word;
+      memcpy(&word, w, 16);
+      reinterpret_cast<uint4*>(out)[u] = word;
+    }
   }
 }
 

@@ -1,0 +1,324 @@
+// parscan/cuda/matrix/matrix_tensor_engine.cuh — the tensor engine: phases a and c of the
+// matrix recurrence engine (matrix_kernels.cuh) for thread_engine_max_n < N ≤ tensor_engine_max_n,
+// the state padded to NP = 8 or 16.
+//
+// Why. The warp engine it replaced (N + 1 lanes a task, W' staged element by element through
+// a table of prefetch slots, a column of A a lane in scalar double FMAs) ran the (64, 65536)
+// batch at 9.2% of copy for N = 8 and 7.2% for N = 16 on an H200 (bench_matrix at 0c986dd),
+// its bfloat16 rows at 2.2% and 1.6%: ncu found its phases issue-bound on the staging (about 25
+// instructions a prefetched element) at 22% occupancy.
+//
+// Phase a (tensor_aggregate_kernel): a warp a (sequence, chunk) task. The chunk's map is composed
+// in double on the FP64 tensor cores (mma.m8n8k4) as Aᵀ ← Aᵀ·W'ᵀ and vᵀ ← vᵀ·W'ᵀ + b'ᵀ, padded
+// with zeros to NP × NP (exact: the padding multiplies only zeros into the N × N block). The k
+// index of each 4-deep product is taken as 2·(lane % 4) + h for the two products h = 0, 1 of an
+// 8-deep slice, so that
+//   - the accumulator's fragment (lane: row lane / 4, columns 2·(lane % 4) + {0, 1}) is the next
+//     step's A fragment as it stands: the chain of steps needs no shuffle, and
+//   - a lane's B fragments are W'[row lane / 4][2·(lane % 4) + h], two adjacent elements of a
+//     row of W' (of a column of W for the backward's transposed run): a warp's loads of a step
+//     are whole 32-byte sectors, read straight from global memory into registers, a few steps
+//     ahead of the products.
+// vᵀ is row 0 of a second product whose other rows stay zero; its accumulator starts at b'.
+// NP = 8 takes 4 products a step (2 for A, 2 for v), NP = 16 takes 24.
+//
+// Phase c (row_rerun_kernel): NP lanes a task, lane i holds z[i] and computes row i of
+// W'·z + b' in C, in the warp engine's order (b' first, then k = 0, 1, …), taking z[k] from lane k
+// by shuffle; it reads its row of W' straight from global memory (16-byte loads where the rows
+// of the forward's W are whole 16-byte units) a few steps ahead, and writes x[t][i] itself (a
+// task's N states a step are adjacent).
+//
+// Phase b stays warp_carry_kernel (matrix_kernels.cuh): the workspace format is the engine's.
+// mma.m8n8k4.f64 needs sm_80 or later, as the chain kernels' TF32 and bf16 products do.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "matrix_kernels.cuh"
+
+namespace parscan::cuda_detail {
+
+inline constexpr int tensor_engine_max_n = 16;
+inline constexpr int tensor_engine_warps = 4;  // warps a block of either kernel
+
+/// Padded state size of the tensor engine for n (thread_engine_max_n < n ≤ tensor_engine_max_n).
+__host__ __device__ constexpr int tensor_engine_np(index_t n) { return n <= 8 ? 8 : 16; }
+
+/// d += a·b on the FP64 tensor cores (mma.m8n8k4), fragments of lane l: a = A[l/4][l%4],
+/// b = B[l%4][l/4], (d0, d1) = D[l/4][2·(l%4)], D[l/4][2·(l%4) + 1].
+__device__ __forceinline__ void dmma_m8n8k4(double& d0, double& d1, double a, double b) {
+  asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};"
+      : "+d"(d0), "+d"(d1)
+      : "d"(a), "d"(b));
+}
+
+/// Where a task's steps lie: the offsets of its first engine step's W' (of the step W is read
+/// at) and b', and how far one engine step moves each (the time runs down when descending).
+struct tensor_task_walk {
+  index_t W = 0, b = 0, x = 0;     // element offsets at engine step m0
+  index_t dW = 0, db = 0, dx = 0;  // per engine step
+};
+template <class T, class XO, class FO, class C>
+__device__ PARSCAN_INLINE tensor_task_walk walk_of(const engine_problem<T, XO, FO, C>& p, const engine_task& job) {
+  tensor_task_walk w;
+  const index_t t0 = p.time_of(job.m0, job.length, job.origin), dt = p.descending ? -1 : 1;
+  w.W = p.lW.at(job.seq, t0 + p.w_shift), w.b = p.lb.at(job.seq, t0), w.x = p.lx.at(job.seq, t0);
+  w.dW = dt * p.lW.step, w.db = dt * p.lb.step, w.dx = dt * p.lx.step;
+  return w;
+}
+
+/// Phase a of the tensor engine for n ≤ NP (Exact: n = NP, so a lane's offsets are constants;
+/// Transposed: p.w_shift ≠ 0): each warp composes the map (A, v) of one task at a time and writes
+/// it to p.agg_A, p.agg_v.
+template <int NP, bool Exact, bool Transposed, class T, class XO, class FO, class C>
+__global__ void __launch_bounds__(32 * tensor_engine_warps, Exact ? 4 : 3) tensor_aggregate_kernel(engine_problem<T, XO, FO, C> p) {
+  constexpr int TT = NP / 8;          // 8 × 8 tiles a side
+  constexpr int P = NP == 8 ? 4 : 2;  // steps a prefetch batch (two batches in registers)
+  struct step_inputs {
+    T w[TT][TT][2];  // W'[8nt + r][8kt + 2c + h]
+    T b[TT][2];      // b'[8nt + 2c + h] on row 0's lanes, 0 elsewhere
+  };
+  const int lane = static_cast<int>(threadIdx.x % 32), r = lane / 4, c = lane % 4;
+  const int n = Exact ? NP : static_cast<int>(p.n);
+  constexpr bool transposed = Transposed;
+  // This lane's elements of a step: W'[i][k] is W[i][k], or W[k][i] transposed, at w_at from the
+  // lane's first (W'[r][2c]); where i or k is padding (i, k ≥ n) nothing is read. Past a task's end a step is the identity, composed
+  // as any other so that the step loop has no branch (A·I = A, v·I + 0 = v exactly).
+  int w_at[TT][TT][2];
+  bool w_in[TT][TT][2], b_in[TT][2];
+  T eye[TT][TT][2];
+#pragma unroll
+  for (int nt = 0; nt < TT; ++nt)
+#pragma unroll
+    for (int kt = 0; kt < TT; ++kt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = 8 * nt + r, k = 8 * kt + 2 * c + h;
+        w_at[nt][kt][h] = transposed ? (8 * kt + h) * n + 8 * nt : 8 * nt * n + 8 * kt + h;  // from the lane's first
+        w_in[nt][kt][h] = Exact || (i < n && k < n);
+        eye[nt][kt][h] = T(i == k && i < n ? 1.0f : 0.0f);
+      }
+#pragma unroll
+  for (int nt = 0; nt < TT; ++nt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) b_in[nt][h] = r == 0 && (Exact || 8 * nt + 2 * c + h < n);
+
+  const index_t tasks = p.task_count(), warps = static_cast<index_t>(gridDim.x) * tensor_engine_warps;
+  for (index_t task = static_cast<index_t>(blockIdx.x) * tensor_engine_warps + threadIdx.x / 32; task < tasks;
+       task += warps) {
+    const engine_task job = p.task_at(task);
+    if (job.m0 == job.m1) continue;  // the whole warp alike: an unused slot of a packed sequence
+    const tensor_task_walk at = walk_of(p, job);
+
+    double a[TT][TT][2], v[TT][2];  // Aᵀ (this lane's row 8mt + r, columns 8nt + 2c + h); vᵀ in row 0
+#pragma unroll
+    for (int mt = 0; mt < TT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < TT; ++nt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) a[mt][nt][h] = mt == nt ? static_cast<double>(to_c<C>(eye[mt][mt][h])) : 0.0;
+#pragma unroll
+    for (int nt = 0; nt < TT; ++nt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) v[nt][h] = 0.0;
+
+    // Engine step 0 of the transposed run is the identity, W' unread: then v = b'[0].
+    index_t first = job.m0;
+    if (transposed && first == 0) {
+#pragma unroll
+      for (int nt = 0; nt < TT; ++nt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          if (b_in[nt][h]) v[nt][h] = static_cast<double>(to_c<C>(p.b[at.b + 8 * nt + 2 * c + h]));
+      first = 1;
+    }
+
+    // The inputs of the next engine step to load, as stored (the identity past the task's end):
+    // pointers that move a step at a time, so a load's address is a constant from them.
+    const T* W_next = p.W + (at.W + (first - job.m0) * at.dW + (transposed ? 2 * c * n + r : r * n + 2 * c));
+    const T* b_next = p.b + (at.b + (first - job.m0) * at.db + 2 * c);
+    index_t left = job.m1 - first;  // steps of the task not loaded yet
+    auto load = [&](step_inputs& s) {
+      const bool live = left > 0;
+#pragma unroll
+      for (int nt = 0; nt < TT; ++nt)
+#pragma unroll
+        for (int kt = 0; kt < TT; ++kt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            s.w[nt][kt][h] = live && w_in[nt][kt][h] ? W_next[w_at[nt][kt][h]] : eye[nt][kt][h];
+#pragma unroll
+      for (int nt = 0; nt < TT; ++nt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) s.b[nt][h] = live && b_in[nt][h] ? b_next[8 * nt + h] : T(0.0f);
+      W_next += at.dW, b_next += at.db, --left;
+    };
+    auto compose = [&](const step_inputs& s) {
+      double w[TT][TT][2], na[TT][TT][2], nv[TT][2];
+#pragma unroll
+      for (int nt = 0; nt < TT; ++nt)
+#pragma unroll
+        for (int kt = 0; kt < TT; ++kt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) w[nt][kt][h] = static_cast<double>(to_c<C>(s.w[nt][kt][h]));
+#pragma unroll
+      for (int nt = 0; nt < TT; ++nt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) nv[nt][h] = static_cast<double>(to_c<C>(s.b[nt][h]));
+#pragma unroll
+      for (int mt = 0; mt < TT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < TT; ++nt) {
+          na[mt][nt][0] = na[mt][nt][1] = 0.0;
+#pragma unroll
+          for (int kt = 0; kt < TT; ++kt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) dmma_m8n8k4(na[mt][nt][0], na[mt][nt][1], a[mt][kt][h], w[nt][kt][h]);
+        }
+#pragma unroll
+      for (int nt = 0; nt < TT; ++nt)
+#pragma unroll
+        for (int kt = 0; kt < TT; ++kt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) dmma_m8n8k4(nv[nt][0], nv[nt][1], v[kt][h], w[nt][kt][h]);
+#pragma unroll
+      for (int mt = 0; mt < TT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < TT; ++nt) a[mt][nt][0] = na[mt][nt][0], a[mt][nt][1] = na[mt][nt][1];
+#pragma unroll
+      for (int nt = 0; nt < TT; ++nt) v[nt][0] = nv[nt][0], v[nt][1] = nv[nt][1];
+    };
+
+    // Two batches of P steps in registers: one is loaded while the other is composed.
+    step_inputs ahead[P], behind[P];
+#pragma unroll
+    for (int j = 0; j < P; ++j) load(ahead[j]);
+    for (index_t m = first; m < job.m1; m += 2 * P) {
+#pragma unroll
+      for (int j = 0; j < P; ++j) load(behind[j]);
+#pragma unroll
+      for (int j = 0; j < P; ++j) compose(ahead[j]);
+#pragma unroll
+      for (int j = 0; j < P; ++j) load(ahead[j]);
+#pragma unroll
+      for (int j = 0; j < P; ++j) compose(behind[j]);
+    }
+
+    // A[i][j] = Aᵀ[j][i]: this lane holds A[8nt + 2c + h][8mt + r].
+    const index_t nn = p.n * p.n;
+#pragma unroll
+    for (int mt = 0; mt < TT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < TT; ++nt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int i = 8 * nt + 2 * c + h, j = 8 * mt + r;
+          if (i < n && j < n) p.agg_A[task * nn + i * n + j] = a[mt][nt][h];
+        }
+#pragma unroll
+    for (int nt = 0; nt < TT; ++nt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        if (b_in[nt][h]) p.agg_v[task * p.n + 8 * nt + 2 * c + h] = v[nt][h];
+  }
+}
+
+/// How phase c reads a lane's row of W': the forward's row of W 16 bytes at a time (n·sizeof(T) a
+/// multiple of 16, W and its strides aligned) or element by element, or the backward's column
+/// of W (transposed; the lanes of a task read a row of W together).
+enum class row_reads { rows16, elements, transposed };
+
+/// Phase c of the tensor engine for n ≤ NP (Exact: n = NP): 32 / NP tasks a warp, lane i of a
+/// task's NP lanes holds z[i].
+template <int NP, bool Exact, row_reads Reads, class T, class XO, class FO, class C>
+__global__ void __launch_bounds__(32 * tensor_engine_warps, 4) row_rerun_kernel(engine_problem<T, XO, FO, C> p) {
+  constexpr int per_warp = 32 / NP;
+  constexpr int P = NP == 8 ? 4 : 2;  // steps a prefetch batch (two batches in registers)
+  constexpr int vec = 16 / static_cast<int>(sizeof(T));
+  constexpr unsigned all_lanes = 0xffffffffu;
+  constexpr bool Rows16 = Reads == row_reads::rows16, transposed = Reads == row_reads::transposed;
+  static_assert(!Rows16 || NP % vec == 0, "a padded row is whole 16-byte units");
+  struct step_inputs {
+    T w[NP];  // row i of W'
+    T b;      // b'[i]
+  };
+  const int lane = static_cast<int>(threadIdx.x % 32), i = lane % NP, base = lane - i;
+  const int n = Exact ? NP : static_cast<int>(p.n);
+  const bool row = i < n;
+  const index_t rounds = (p.task_count() + per_warp - 1) / per_warp;
+  const index_t warps = static_cast<index_t>(gridDim.x) * tensor_engine_warps;
+  for (index_t round = static_cast<index_t>(blockIdx.x) * tensor_engine_warps + threadIdx.x / 32; round < rounds;
+       round += warps) {
+    const index_t task = round * per_warp + lane / NP;
+    const engine_task job = p.task_at(task);  // past the last task: no steps
+    const index_t steps = job.m1 - job.m0;
+    // The warp's longest task (a chunk's steps fit 32 bits: a step is at least 35 elements of 2 bytes).
+    const index_t most = __reduce_max_sync(all_lanes, static_cast<unsigned>(steps));
+    C z = C(0);
+    tensor_task_walk at;
+    if (steps > 0) {
+      at = walk_of(p, job);
+      if (row && p.chunked()) z = static_cast<C>(p.carry[task * p.n + i]);
+      else if (row && p.z0) z = to_c<C>(p.z0[job.seq * p.n + i]);
+    }
+    // This lane's row of W' (a column of W, transposed), b'[i] and x[i], a step at a time.
+    const T* W_next = p.W + (at.W + (transposed ? i : i * n));
+    const T* b_next = p.b + (at.b + i);
+    XO* x_next = p.x + (at.x + i);
+    index_t loaded = 0;
+    const bool identity_first = transposed && job.m0 == 0;  // engine step 0 of the transposed run
+
+    auto load = [&](step_inputs& s) {
+      const bool live = loaded < steps && row;
+      if constexpr (Rows16) {
+#pragma unroll
+        for (int u = 0; u < NP / vec; ++u) {
+          uint4 word = make_uint4(0, 0, 0, 0);
+          if (live && (Exact || u * vec < n)) word = *reinterpret_cast<const uint4*>(W_next + u * vec);
+          memcpy(&s.w[u * vec], &word, 16);
+        }
+      } else {
+        const bool eye = transposed && identity_first && loaded == 0;
+#pragma unroll
+        for (int k = 0; k < NP; ++k) {
+          T w = T(0.0f);
+          if (live && (Exact || k < n)) w = eye ? T(i == k ? 1.0f : 0.0f) : W_next[transposed ? k * n : k];
+          s.w[k] = w;
+        }
+      }
+      s.b = live ? *b_next : T(0.0f);
+      W_next += at.dW, b_next += at.db, ++loaded;
+    };
+    index_t done = 0;
+    auto step = [&](const step_inputs& s) {
+      C y = to_c<C>(s.b);
+#pragma unroll
+      for (int k = 0; k < NP; ++k)
+        if (Exact || k < n) y += to_c<C>(s.w[k]) * __shfl_sync(all_lanes, z, base + k);
+      if (done < steps) {
+        z = y;
+        if (row) *x_next = from_c<XO>(y);
+      }
+      x_next += at.dx, ++done;
+    };
+
+    step_inputs ahead[P], behind[P];
+#pragma unroll
+    for (int j = 0; j < P; ++j) load(ahead[j]);
+    for (index_t j0 = 0; j0 < most; j0 += 2 * P) {
+#pragma unroll
+      for (int j = 0; j < P; ++j) load(behind[j]);
+#pragma unroll
+      for (int j = 0; j < P; ++j) step(ahead[j]);
+#pragma unroll
+      for (int j = 0; j < P; ++j) load(ahead[j]);
+#pragma unroll
+      for (int j = 0; j < P; ++j) step(behind[j]);
+    }
+    if (row && steps > 0 && job.m1 == job.length && p.z_final) p.z_final[job.seq * p.n + i] = from_c<FO>(z);
+  }
+}
+
+}  // namespace parscan::cuda_detail
