@@ -818,9 +818,10 @@ status matrix_recurrence_backward(const cuda_backend& be, const matrix_backward_
   r.w_shift = g.reverse ? -1 : 1;
   if (status st = run_engine(r, engine_ws, stream); st != status::success) return st;
 
-  // dW: for N ≤ 2 a thread a step; else groups of steps of about 2048 elements, 256 threads each
-  // (a thread a step measured 1.7× slower at N = 4: its 16 stores a step, 64 bytes apart from
-  // the next thread's, each touch 32 sectors; docs/performance.md).
+  // dW: for N ≤ 2 a thread a step; for N = 4, 8, 16 with 16-byte rows a thread a 16-byte word,
+  // the words of a block's steps in order; else groups of steps of about 2048 elements, 256
+  // threads each (a thread a step measured 1.7× slower at N = 4: its 16 stores a step, 64 bytes
+  // apart from the next thread's, each touch 32 sectors; docs/performance.md).
   const auto outer = [&](const auto* xs, strided_blocks lxs) {
     using X = std::remove_cv_t<std::remove_pointer_t<decltype(xs)>>;
     const unsigned steps_grid = grid_for((B * L + 255) / 256);
@@ -833,15 +834,15 @@ status matrix_recurrence_backward(const cuda_backend& be, const matrix_backward_
     auto on16 = [](index_t elems) { return static_cast<std::size_t>(elems) * sizeof(T) % 16 == 0; };
     const bool rows16 = on16(N) && on16(p.dW.batch_stride) && on16(p.dW.step_stride) &&
                         reinterpret_cast<std::uintptr_t>(g.dW) % 16 == 0;
-    const auto by_row = [&](auto n_tag) {
+    const auto by_word = [&](auto n_tag) {
       constexpr int n = decltype(n_tag)::value;
-      outer_rows_kernel<n, T, X, C><<<grid_for(B * ((L + 256 / n - 1) / (256 / n))), 256, 0, stream>>>(
+      outer_words_kernel<n, T, X, C><<<grid_for(B * ((L + 256 / n - 1) / (256 / n))), 256, 0, stream>>>(
           g.dW, blocks_of(p.dW), g.db, blocks_of(p.db), xs, lxs, g.x0, B, L, g.reverse);
     };
-    if (rows16 && N == 16) return by_row(std::integral_constant<int, 16>{});
-    if (rows16 && N == 8) return by_row(std::integral_constant<int, 8>{});
+    if (rows16 && N == 16) return by_word(std::integral_constant<int, 16>{});
+    if (rows16 && N == 8) return by_word(std::integral_constant<int, 8>{});
     if constexpr (sizeof(T) >= 4)  // a row of 4 is 16 bytes from 4-byte elements on
-      if (rows16 && N == 4) return by_row(std::integral_constant<int, 4>{});
+      if (rows16 && N == 4) return by_word(std::integral_constant<int, 4>{});
     const int group = static_cast<int>(std::max<index_t>(1, 2048 / (N * N)));
     outer_kernel<T, X, C><<<grid_for(B * ((L + group - 1) / group)), 256, 0, stream>>>(
         g.dW, blocks_of(p.dW), g.db, blocks_of(p.db), xs, lxs, g.x0, B, L, N, g.reverse, group);

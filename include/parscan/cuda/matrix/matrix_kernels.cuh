@@ -482,36 +482,37 @@ __global__ void outer_steps_kernel(T* dW, strided_blocks ldW, const T* db, strid
 }
 
 /// outer_kernel for N known at compile time whose rows are whole 16-byte units (N = 4, 8, 16
-/// in float, 8 and 16 in the 16-bit types): a thread a row of a step, db[t][i] read once and the
-/// row's N products written as 16-byte words, where outer_kernel takes an element a thread with
-/// three divisions and two loads an element. A block takes 256 / N consecutive steps of one
-/// sequence, so a warp writes whole steps of dW. The products are the same, bit for bit.
+/// in float, 8 and 16 in the 16-bit types): a thread a 16-byte word of dW, where outer_kernel
+/// takes an element a thread with three divisions and two loads an element. A block takes 256 / N
+/// consecutive steps of one sequence (one 16-byte word of dW[t] a thread for float at N = 8,
+/// 16 bytes · N / 8 a thread elsewhere), and its threads take the words in order, so each store
+/// instruction of a warp writes 512 contiguous bytes of a dense dW. The products are the same,
+/// bit for bit.
 template <int N, class T, class X, class C>
-__global__ void outer_rows_kernel(T* dW, strided_blocks ldW, const T* db, strided_blocks ldb, const X* x,
-                                  strided_blocks lx, const T* x0, index_t B, index_t L, bool reverse) {
-  constexpr int steps = 256 / N, vec = 16 / static_cast<int>(sizeof(T));
+__global__ void outer_words_kernel(T* dW, strided_blocks ldW, const T* db, strided_blocks ldb, const X* x,
+                                   strided_blocks lx, const T* x0, index_t B, index_t L, bool reverse) {
+  constexpr int steps = 256 / N, vec = 16 / static_cast<int>(sizeof(T)), words = steps * N * N / vec;
   static_assert(N % vec == 0, "a row of dW is whole 16-byte words");
-  const int js = static_cast<int>(threadIdx.x) / N, i = static_cast<int>(threadIdx.x) % N;
   const index_t per_seq = (L + steps - 1) / steps, groups = B * per_seq;
   for (index_t gid = blockIdx.x; gid < groups; gid += gridDim.x) {
-    const index_t s = gid / per_seq, t = gid % per_seq * steps + js;
-    if (t >= L) continue;
-    const index_t k = reverse ? L - 1 - t : t;  // forward processing index
-    const X* const xs = k > 0 ? x + lx.at(s, reverse ? t + 1 : t - 1) : nullptr;
-    const C d = to_c<C>(db[ldb.at(s, t) + i]);
-    T* const out = dW + ldW.at(s, t) + i * N;
+    const index_t s = gid / per_seq, t0 = gid % per_seq * steps;
 #pragma unroll
-    for (int u = 0; u < N / vec; ++u) {
-      T w[vec];
+    for (int w = static_cast<int>(threadIdx.x); w < words; w += 256) {
+      const int e = w * vec, js = e / (N * N), i = e % (N * N) / N, j0 = e % N;  // its step, row, first column
+      const index_t t = t0 + js;
+      if (t >= L) break;  // w only grows
+      const index_t k = reverse ? L - 1 - t : t;  // forward processing index
+      const X* const xs = k > 0 ? x + lx.at(s, reverse ? t + 1 : t - 1) : nullptr;
+      const C d = to_c<C>(db[ldb.at(s, t) + i]);
+      T out[vec];
 #pragma unroll
       for (int j = 0; j < vec; ++j) {
-        const int jj = u * vec + j;
-        const C xp = xs ? to_c<C>(xs[jj]) : x0 ? to_c<C>(x0[s * N + jj]) : C(0);
-        w[j] = from_c<T>(d * xp);
+        const C xp = xs ? to_c<C>(xs[j0 + j]) : x0 ? to_c<C>(x0[s * N + j0 + j]) : C(0);
+        out[j] = from_c<T>(d * xp);
       }
       uint4 word;
-      memcpy(&word, w, 16);
-      reinterpret_cast<uint4*>(out)[u] = word;
+      memcpy(&word, out, 16);
+      *reinterpret_cast<uint4*>(dW + ldW.at(s, t) + i * N + j0) = word;
     }
   }
 }

@@ -69,13 +69,30 @@ __device__ PARSCAN_INLINE tensor_task_walk walk_of(const engine_problem<T, XO, F
   return w;
 }
 
+/// d += a·b on the FP64 tensor cores, m16n8k8 (sm_90; before it, as four m8n8k4). Fragments
+/// of lane l, g = l / 4, t = l % 4: a = A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4];
+/// b = B[t][g], B[t+4][g]; d = D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1].
+__device__ __forceinline__ void dmma_m16n8k8(double& d0, double& d1, double& d2, double& d3, double a0, double a1,
+                                             double a2, double a3, double b0, double b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+d"(d0), "+d"(d1), "+d"(d2), "+d"(d3)
+      : "d"(a0), "d"(a1), "d"(a2), "d"(a3), "d"(b0), "d"(b1));
+#else
+  dmma_m8n8k4(d0, d1, a0, b0), dmma_m8n8k4(d0, d1, a2, b1);
+  dmma_m8n8k4(d2, d3, a1, b0), dmma_m8n8k4(d2, d3, a3, b1);
+#endif
+}
+
 /// Phase a of the tensor engine for n ≤ NP (Exact: n = NP, so a lane's offsets are constants;
 /// Transposed: p.w_shift ≠ 0): each warp composes the map (A, v) of one task at a time and writes
 /// it to p.agg_A, p.agg_v.
 template <int NP, bool Exact, bool Transposed, class T, class XO, class FO, class C>
-__global__ void __launch_bounds__(32 * tensor_engine_warps, Exact ? 4 : 3) tensor_aggregate_kernel(engine_problem<T, XO, FO, C> p) {
-  constexpr int TT = NP / 8;          // 8 × 8 tiles a side
-  constexpr int P = NP == 8 ? 4 : 2;  // steps a prefetch batch (two batches in registers)
+__global__ void __launch_bounds__(32 * tensor_engine_warps, NP == 8 && Exact ? 4 : 3)
+    tensor_aggregate_kernel(engine_problem<T, XO, FO, C> p) {
+  constexpr int TT = NP / 8;                        // 8 × 8 tiles a side
+  constexpr int P = NP == 8 ? 4 : (Exact ? 2 : 1);  // steps a prefetch batch (two batches in registers;
+                                                    // at most 128 or 168 registers, no spills)
   struct step_inputs {
     T w[TT][TT][2];  // W'[8nt + r][8kt + 2c + h]
     T b[TT][2];      // b'[8nt + 2c + h] on row 0's lanes, 0 elsewhere
@@ -167,22 +184,27 @@ __global__ void __launch_bounds__(32 * tensor_engine_warps, Exact ? 4 : 3) tenso
       for (int nt = 0; nt < TT; ++nt)
 #pragma unroll
         for (int h = 0; h < 2; ++h) nv[nt][h] = static_cast<double>(to_c<C>(s.b[nt][h]));
-#pragma unroll
-      for (int mt = 0; mt < TT; ++mt)
+      if constexpr (TT == 1) {
+        // One m16n8k8 product: rows 0–7 Aᵀ, row 8 vᵀ (its accumulator starting at b'), 9–15 zero.
+        na[0][0][0] = na[0][0][1] = 0.0;
+        dmma_m16n8k8(na[0][0][0], na[0][0][1], nv[0][0], nv[0][1], a[0][0][0], v[0][0], a[0][0][1], v[0][1],
+                     w[0][0][0], w[0][0][1]);
+      } else {
+        // Aᵀ: its rows 0–15 a product per tile column of W'ᵀ and 8-deep slice; vᵀ: row 0 of
+        // another four (rows 1–15 zero).
 #pragma unroll
         for (int nt = 0; nt < TT; ++nt) {
-          na[mt][nt][0] = na[mt][nt][1] = 0.0;
+          na[0][nt][0] = na[0][nt][1] = na[1][nt][0] = na[1][nt][1] = 0.0;
+          double zero0 = 0.0, zero1 = 0.0;  // rows 8–15 of vᵀ's product
 #pragma unroll
-          for (int kt = 0; kt < TT; ++kt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) dmma_m8n8k4(na[mt][nt][0], na[mt][nt][1], a[mt][kt][h], w[nt][kt][h]);
+          for (int kt = 0; kt < TT; ++kt) {
+            dmma_m16n8k8(na[0][nt][0], na[0][nt][1], na[1][nt][0], na[1][nt][1], a[0][kt][0], a[1][kt][0],
+                         a[0][kt][1], a[1][kt][1], w[nt][kt][0], w[nt][kt][1]);
+            dmma_m16n8k8(nv[nt][0], nv[nt][1], zero0, zero1, v[kt][0], 0.0, v[kt][1], 0.0, w[nt][kt][0],
+                         w[nt][kt][1]);
+          }
         }
-#pragma unroll
-      for (int nt = 0; nt < TT; ++nt)
-#pragma unroll
-        for (int kt = 0; kt < TT; ++kt)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) dmma_m8n8k4(nv[nt][0], nv[nt][1], v[kt][h], w[nt][kt][h]);
+      }
 #pragma unroll
       for (int mt = 0; mt < TT; ++mt)
 #pragma unroll
