@@ -63,7 +63,10 @@ inline index_t block_engine_chunk(index_t B, index_t L) {
 /// tasks; otherwise about that many (phase a takes a warp a task: at (64, 65536) some 60 warps
 /// a multiprocessor of an H200, in several waves of blocks), at most 256 chunks a sequence,
 /// since phase b walks a sequence's chunks one after another, and at least 64 steps a chunk.
-inline constexpr index_t tensor_engine_tasks = 8192;
+#ifndef PARSCAN_TENSOR_ENGINE_TASKS  // a build-time override, only for measuring
+#define PARSCAN_TENSOR_ENGINE_TASKS 8192
+#endif
+inline constexpr index_t tensor_engine_tasks = PARSCAN_TENSOR_ENGINE_TASKS;
 inline index_t tensor_engine_chunk(index_t B, index_t L) {
   constexpr index_t min_chunk = 64, max_chunks = 256;
   if (L <= 2 * min_chunk || B >= tensor_engine_tasks) return std::max<index_t>(L, 1);
@@ -733,6 +736,21 @@ mat_list<X> list_of(X* base, index_t batch_stride, index_t step_stride, index_t 
   return l;
 }
 
+/// The dW pass a 16-byte word a thread (outer_words_kernel, packed_outer_words_kernel) where N
+/// is 4 (4-byte elements on), 8 or 16 and dW's rows are whole aligned 16-byte units: calls
+/// launch(std::integral_constant<int, N>) then and returns true; else false.
+template <class T, class F>
+bool outer_by_words(index_t N, const T* dW, index_t batch_stride, index_t step_stride, F&& launch) {
+  auto on16 = [](index_t elems) { return static_cast<std::size_t>(elems) * sizeof(T) % 16 == 0; };
+  if (!on16(N) || !on16(batch_stride) || !on16(step_stride) || reinterpret_cast<std::uintptr_t>(dW) % 16 != 0)
+    return false;
+  if (N == 16) return launch(std::integral_constant<int, 16>{}), true;
+  if (N == 8) return launch(std::integral_constant<int, 8>{}), true;
+  if constexpr (sizeof(T) >= 4)  // a row of 4 is 16 bytes from 4-byte elements on
+    if (N == 4) return launch(std::integral_constant<int, 4>{}), true;
+  return false;
+}
+
 }  // namespace cuda_detail
 
 // ---------------------------------------------------------------------------------------
@@ -831,18 +849,12 @@ status matrix_recurrence_backward(const cuda_backend& be, const matrix_backward_
     };
     if (N == 1) return by_step(std::integral_constant<int, 1>{});
     if (N == 2) return by_step(std::integral_constant<int, 2>{});
-    auto on16 = [](index_t elems) { return static_cast<std::size_t>(elems) * sizeof(T) % 16 == 0; };
-    const bool rows16 = on16(N) && on16(p.dW.batch_stride) && on16(p.dW.step_stride) &&
-                        reinterpret_cast<std::uintptr_t>(g.dW) % 16 == 0;
     const auto by_word = [&](auto n_tag) {
       constexpr int n = decltype(n_tag)::value;
       outer_words_kernel<n, T, X, C><<<grid_for(B * ((L + 256 / n - 1) / (256 / n))), 256, 0, stream>>>(
           g.dW, blocks_of(p.dW), g.db, blocks_of(p.db), xs, lxs, g.x0, B, L, g.reverse);
     };
-    if (rows16 && N == 16) return by_word(std::integral_constant<int, 16>{});
-    if (rows16 && N == 8) return by_word(std::integral_constant<int, 8>{});
-    if constexpr (sizeof(T) >= 4)  // a row of 4 is 16 bytes from 4-byte elements on
-      if (rows16 && N == 4) return by_word(std::integral_constant<int, 4>{});
+    if (outer_by_words(N, g.dW, p.dW.batch_stride, p.dW.step_stride, by_word)) return;
     const int group = static_cast<int>(std::max<index_t>(1, 2048 / (N * N)));
     outer_kernel<T, X, C><<<grid_for(B * ((L + group - 1) / group)), 256, 0, stream>>>(
         g.dW, blocks_of(p.dW), g.db, blocks_of(p.db), xs, lxs, g.x0, B, L, N, g.reverse, group);
@@ -937,15 +949,22 @@ status matrix_recurrence_backward(const cuda_backend& be, const matrix_varlen_ba
     const auto r = packed_problem<C>(g.W, p.W.step_stride, g.dx, p.dx.step_stride, g.db, p.db.step_stride,
                                      g.dx_final, dbf, s, !g.reverse, g.reverse ? -1 : 1);
     if (status st = run_packed_engine(r, engine_ws, stream); st != status::success) return st;
-    const int group = static_cast<int>(std::max<index_t>(1, 2048 / (N * N)));
-    const unsigned grid = grid_for((L + group - 1) / group);
-    if (g.x)
-      packed_outer_kernel<T, T, C><<<grid, 256, 0, stream>>>(g.dW, p.dW.step_stride, g.db, p.db.step_stride, g.x,
-                                                             p.x.step_stride, g.x0, s.cu_seqlens, S, L, N, g.reverse,
-                                                             group);
-    else
-      packed_outer_kernel<T, C, C><<<grid, 256, 0, stream>>>(g.dW, p.dW.step_stride, g.db, p.db.step_stride, x_tmp,
-                                                             N, g.x0, s.cu_seqlens, S, L, N, g.reverse, group);
+    // dW: a thread a 16-byte word where rows are whole aligned 16-byte units (N = 4, 8, 16), as
+    // for a batch; else an element a thread.
+    const auto outer = [&](const auto* xs, index_t sxs) {
+      using X = std::remove_cv_t<std::remove_pointer_t<decltype(xs)>>;
+      const auto by_word = [&](auto n_tag) {
+        constexpr int n = decltype(n_tag)::value;
+        packed_outer_words_kernel<n, T, X, C><<<grid_for((L + 256 / n - 1) / (256 / n)), 256, 0, stream>>>(
+            g.dW, p.dW.step_stride, g.db, p.db.step_stride, xs, sxs, g.x0, s.cu_seqlens, S, L, g.reverse);
+      };
+      if (outer_by_words(N, g.dW, 0, p.dW.step_stride, by_word)) return;
+      const int group = static_cast<int>(std::max<index_t>(1, 2048 / (N * N)));
+      packed_outer_kernel<T, X, C><<<grid_for((L + group - 1) / group), 256, 0, stream>>>(
+          g.dW, p.dW.step_stride, g.db, p.db.step_stride, xs, sxs, g.x0, s.cu_seqlens, S, L, N, g.reverse, group);
+    };
+    if (g.x) outer(g.x, p.x.step_stride);
+    else outer(x_tmp, N);
     if (status st = check_launch(); st != status::success) return st;
   }
   if (!dx0) return status::success;  // dx0 = W[first]ᵀ·db[first], or dx_final with no steps

@@ -361,8 +361,9 @@ inline std::vector<std::vector<index_t>> length_mixes() {
   return v;
 }
 
-/// Every length mix for N = 1, 2, 3, 4 (the thread engine on CUDA), 7 and 20 (the block
-/// engine), the options varied with the case index.
+/// Every length mix for N = 1, 2, 3, 4 (the thread engine on CUDA), 7 (the tensor engine) and
+/// 20 (the block engine), the options varied with the case index; the backward also N = 8 (the
+/// tensor engine at its exact size, and dW a 16-byte word a thread where its rows are aligned).
 template <class T>
 void forward_cases() {
   int i = 0;
@@ -382,7 +383,7 @@ template <class T>
 void backward_cases() {
   int i = 0;
   for (const std::vector<index_t>& lengths : length_mixes())
-    for (index_t N : {index_t(1), index_t(2), index_t(3), index_t(4), index_t(7), index_t(20)}) {
+    for (index_t N : {index_t(1), index_t(2), index_t(3), index_t(4), index_t(7), index_t(8), index_t(20)}) {
       ++i;
       case_opts o;
       o.lengths = lengths, o.N = N;

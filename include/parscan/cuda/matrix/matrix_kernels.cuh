@@ -481,13 +481,28 @@ __global__ void outer_steps_kernel(T* dW, strided_blocks ldW, const T* db, strid
   }
 }
 
+/// One 16-byte word of dW[t] = db[t]·x[prev]ᵀ: row i's `vec` elements from column j0, d = db[t][i],
+/// xs = x[prev] from column j0, or null where t is its sequence's first forward step (then x0s,
+/// x0 from column j0, or 0).
+template <int vec, class T, class X, class C>
+__device__ PARSCAN_INLINE void outer_word(T* out, C d, const X* xs, const T* x0s) {
+  T w[vec];
+#pragma unroll
+  for (int j = 0; j < vec; ++j) {
+    const C xp = xs ? to_c<C>(xs[j]) : x0s ? to_c<C>(x0s[j]) : C(0);
+    w[j] = from_c<T>(d * xp);
+  }
+  uint4 word;
+  memcpy(&word, w, 16);
+  *reinterpret_cast<uint4*>(out) = word;
+}
+
 /// outer_kernel for N known at compile time whose rows are whole 16-byte units (N = 4, 8, 16
 /// in float, 8 and 16 in the 16-bit types): a thread a 16-byte word of dW, where outer_kernel
-/// takes an element a thread with three divisions and two loads an element. A block takes 256 / N
-/// consecutive steps of one sequence (one 16-byte word of dW[t] a thread for float at N = 8,
-/// 16 bytes · N / 8 a thread elsewhere), and its threads take the words in order, so each store
-/// instruction of a warp writes 512 contiguous bytes of a dense dW. The products are the same,
-/// bit for bit.
+/// takes an element a thread with three divisions and two loads an element. A block takes
+/// 256 / N consecutive steps of one sequence and its threads take their words in order, so each
+/// store instruction of a warp writes 512 contiguous bytes of a dense dW. The products are the
+/// same, bit for bit.
 template <int N, class T, class X, class C>
 __global__ void outer_words_kernel(T* dW, strided_blocks ldW, const T* db, strided_blocks ldb, const X* x,
                                    strided_blocks lx, const T* x0, index_t B, index_t L, bool reverse) {
@@ -502,17 +517,8 @@ __global__ void outer_words_kernel(T* dW, strided_blocks ldW, const T* db, strid
       const index_t t = t0 + js;
       if (t >= L) break;  // w only grows
       const index_t k = reverse ? L - 1 - t : t;  // forward processing index
-      const X* const xs = k > 0 ? x + lx.at(s, reverse ? t + 1 : t - 1) : nullptr;
-      const C d = to_c<C>(db[ldb.at(s, t) + i]);
-      T out[vec];
-#pragma unroll
-      for (int j = 0; j < vec; ++j) {
-        const C xp = xs ? to_c<C>(xs[j0 + j]) : x0 ? to_c<C>(x0[s * N + j0 + j]) : C(0);
-        out[j] = from_c<T>(d * xp);
-      }
-      uint4 word;
-      memcpy(&word, out, 16);
-      *reinterpret_cast<uint4*>(dW + ldW.at(s, t) + i * N + j0) = word;
+      const X* const xs = k > 0 ? x + lx.at(s, reverse ? t + 1 : t - 1) + j0 : nullptr;
+      outer_word<vec>(dW + ldW.at(s, t) + i * N + j0, to_c<C>(db[ldb.at(s, t) + i]), xs, x0 ? x0 + s * N + j0 : x0);
     }
   }
 }
@@ -595,6 +601,39 @@ __global__ void packed_outer_kernel(T* dW, index_t sW, const T* db, index_t sdb,
       if (!first) xp = to_c<C>(x[(reverse ? t + 1 : t - 1) * sx + j]);
       else if (x0) xp = to_c<C>(x0[s * N + j]);
       dW[t * sW + r] = from_c<T>(to_c<C>(db[t * sdb + i]) * xp);
+    }
+  }
+}
+
+/// packed_outer_kernel for N known at compile time whose rows are whole 16-byte units, as
+/// outer_words_kernel: a block's 256 / N consecutive packed steps, a thread a 16-byte word of
+/// dW, the words in order; one thread finds the sequence of the block's first step and each
+/// thread walks on from there as its steps cross into the next. The products are the same, bit
+/// for bit.
+template <int N, class T, class X, class C>
+__global__ void packed_outer_words_kernel(T* dW, index_t sW, const T* db, index_t sdb, const X* x, index_t sx,
+                                          const T* x0, const std::int64_t* offsets, index_t sequences, index_t total,
+                                          bool reverse) {
+  constexpr int steps = 256 / N, vec = 16 / static_cast<int>(sizeof(T)), words = steps * N * N / vec;
+  static_assert(N % vec == 0, "a row of dW is whole 16-byte words");
+  __shared__ index_t group_sequence;
+  const index_t used = offsets[sequences] < total ? offsets[sequences] : total;
+  const index_t groups = (used + steps - 1) / steps;
+  for (index_t gid = blockIdx.x; gid < groups; gid += gridDim.x) {
+    const index_t t0 = gid * steps;
+    if (threadIdx.x == 0) group_sequence = packed_sequence_of(offsets, sequences, t0);
+    __syncthreads();
+    index_t s = group_sequence, origin = offsets[s], end = offsets[s + 1];  // the sequence of the current step
+    __syncthreads();  // group_sequence is read before thread 0 writes the next group's
+#pragma unroll
+    for (int w = static_cast<int>(threadIdx.x); w < words; w += 256) {
+      const int e = w * vec, js = e / (N * N), i = e % (N * N) / N, j0 = e % N;  // its step, row, first column
+      const index_t t = t0 + js;
+      if (t >= used) break;  // w only grows
+      while (t >= end) origin = end, end = offsets[++s + 1];  // past empty sequences too
+      const bool first = reverse ? t == end - 1 : t == origin;  // the sequence's first forward step
+      const X* const xs = first ? nullptr : x + (reverse ? t + 1 : t - 1) * sx + j0;
+      outer_word<vec>(dW + t * sW + i * N + j0, to_c<C>(db[t * sdb + i]), xs, x0 ? x0 + s * N + j0 : x0);
     }
   }
 }
