@@ -583,7 +583,7 @@ struct log_recurrence_backward_problem {
     const staged_signs<run> sx(slot + 3 * tensor_stride, c.x_negative), sa(slot + 3 * tensor_stride + 8, c.a_negative);
     const unsigned char* lane_word = staged_lane_word<log_recurrence_backward_problem>(slot, tensor_stride);
     uint4 wb = {};
-    staged_signs<run> sb(lane_word + 8, c.b_negative);
+    staged_signs<run> sb(lane_word + 8, c.b_stages ? c.b_negative : nullptr);  // unstaged: set below
     if (c.b_stages) {
       wb = *reinterpret_cast<const uint4*>(slot + 4 * tensor_stride);
     } else if (!b_val()) {  // read here, and kept as staged words (signs as their bytes)
