@@ -572,25 +572,32 @@ __device__ PARSCAN_INLINE index_t packed_sequence_of(const std::int64_t* offsets
   return lo;
 }
 
+/// packed_sequence_of(t0) for every thread of a block, from one thread's search (a search in every
+/// thread, each a chain of dependent loads, held the backward at 87% of the batch's). Every
+/// thread of the block calls it.
+__device__ PARSCAN_INLINE index_t block_sequence_of(const std::int64_t* offsets, index_t sequences, index_t t0) {
+  __shared__ index_t found;
+  if (threadIdx.x == 0) found = packed_sequence_of(offsets, sequences, t0);
+  __syncthreads();
+  const index_t s = found;
+  __syncthreads();  // read by all before thread 0 writes the next block step's
+  return s;
+}
+
 /// The packed dW[t] = db[t]·x[prev]ᵀ over the steps [0, offsets[S]); x[prev] = x0[s] (or 0) at
-/// sequence s's first forward step. A block takes `group` consecutive packed steps at a time;
-/// one thread finds the sequence of the group's first step by a binary search of the offsets
-/// (a search in every thread, each a chain of dependent loads, held the backward at 87% of the
-/// batch's), and each thread walks on from there (its steps only grow).
+/// sequence s's first forward step. A block takes `group` consecutive packed steps at a time,
+/// finds the sequence of the group's first step (block_sequence_of), and each thread walks on
+/// from there (its steps only grow).
 template <class T, class X, class C>
 __global__ void packed_outer_kernel(T* dW, index_t sW, const T* db, index_t sdb, const X* x, index_t sx, const T* x0,
                                     const std::int64_t* offsets, index_t sequences, index_t total, index_t N,
                                     bool reverse, int group) {
-  __shared__ index_t group_sequence;
   const int ni = static_cast<int>(N), nn = ni * ni, elems = group * nn;
   const index_t used = offsets[sequences] < total ? offsets[sequences] : total;
   const index_t groups = (used + group - 1) / group;
   for (index_t gid = blockIdx.x; gid < groups; gid += gridDim.x) {
     const index_t t0 = gid * group;
-    if (threadIdx.x == 0) group_sequence = packed_sequence_of(offsets, sequences, t0);
-    __syncthreads();
-    index_t s = group_sequence, origin = offsets[s], end = offsets[s + 1];  // the sequence of the current step
-    __syncthreads();  // group_sequence is read before thread 0 writes the next group's
+    index_t s = block_sequence_of(offsets, sequences, t0), origin = offsets[s], end = offsets[s + 1];
     for (int e = static_cast<int>(threadIdx.x); e < elems; e += static_cast<int>(blockDim.x)) {
       const int js = e / nn, r = e % nn, i = r / ni, j = r % ni;
       const index_t t = t0 + js;
@@ -616,15 +623,11 @@ __global__ void packed_outer_words_kernel(T* dW, index_t sW, const T* db, index_
                                           bool reverse) {
   constexpr int steps = 256 / N, vec = 16 / static_cast<int>(sizeof(T)), words = steps * N * N / vec;
   static_assert(N % vec == 0, "a row of dW is whole 16-byte words");
-  __shared__ index_t group_sequence;
   const index_t used = offsets[sequences] < total ? offsets[sequences] : total;
   const index_t groups = (used + steps - 1) / steps;
   for (index_t gid = blockIdx.x; gid < groups; gid += gridDim.x) {
     const index_t t0 = gid * steps;
-    if (threadIdx.x == 0) group_sequence = packed_sequence_of(offsets, sequences, t0);
-    __syncthreads();
-    index_t s = group_sequence, origin = offsets[s], end = offsets[s + 1];  // the sequence of the current step
-    __syncthreads();  // group_sequence is read before thread 0 writes the next group's
+    index_t s = block_sequence_of(offsets, sequences, t0), origin = offsets[s], end = offsets[s + 1];
 #pragma unroll
     for (int w = static_cast<int>(threadIdx.x); w < words; w += 256) {
       const int e = w * vec, js = e / (N * N), i = e % (N * N) / N, j0 = e % N;  // its step, row, first column

@@ -69,6 +69,27 @@ __device__ PARSCAN_INLINE tensor_task_walk walk_of(const engine_problem<T, XO, F
   return w;
 }
 
+/// Runs use() over at least `count` steps (rounded up to 2·P) whose inputs load() fills in order,
+/// from two batches of P steps in registers: one is loaded while the other is used, so each
+/// step's loads are in flight P to 2·P steps ahead. Steps past the count get what load() gives
+/// past the end.
+template <int P, class Inputs, class Load, class Use>
+__device__ PARSCAN_INLINE void in_register_batches(index_t count, Load&& load, Use&& use) {
+  Inputs ahead[P], behind[P];
+#pragma unroll
+  for (int j = 0; j < P; ++j) load(ahead[j]);
+  for (index_t m = 0; m < count; m += 2 * P) {
+#pragma unroll
+    for (int j = 0; j < P; ++j) load(behind[j]);
+#pragma unroll
+    for (int j = 0; j < P; ++j) use(ahead[j]);
+#pragma unroll
+    for (int j = 0; j < P; ++j) load(ahead[j]);
+#pragma unroll
+    for (int j = 0; j < P; ++j) use(behind[j]);
+  }
+}
+
 /// d += a·b on the FP64 tensor cores, m16n8k8 (sm_90; before it, as four m8n8k4). Fragments
 /// of lane l, g = l / 4, t = l % 4: a = A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4];
 /// b = B[t][g], B[t+4][g]; d = D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1].
@@ -213,20 +234,7 @@ __global__ void __launch_bounds__(32 * tensor_engine_warps, NP == 8 && Exact ? 4
       for (int nt = 0; nt < TT; ++nt) v[nt][0] = nv[nt][0], v[nt][1] = nv[nt][1];
     };
 
-    // Two batches of P steps in registers: one is loaded while the other is composed.
-    step_inputs ahead[P], behind[P];
-#pragma unroll
-    for (int j = 0; j < P; ++j) load(ahead[j]);
-    for (index_t m = first; m < job.m1; m += 2 * P) {
-#pragma unroll
-      for (int j = 0; j < P; ++j) load(behind[j]);
-#pragma unroll
-      for (int j = 0; j < P; ++j) compose(ahead[j]);
-#pragma unroll
-      for (int j = 0; j < P; ++j) load(ahead[j]);
-#pragma unroll
-      for (int j = 0; j < P; ++j) compose(behind[j]);
-    }
+    in_register_batches<P, step_inputs>(job.m1 - first, load, compose);
 
     // A[i][j] = Aᵀ[j][i]: this lane holds A[8nt + 2c + h][8mt + r].
     const index_t nn = p.n * p.n;
@@ -326,19 +334,7 @@ __global__ void __launch_bounds__(32 * tensor_engine_warps, 4) row_rerun_kernel(
       x_next += at.dx, ++done;
     };
 
-    step_inputs ahead[P], behind[P];
-#pragma unroll
-    for (int j = 0; j < P; ++j) load(ahead[j]);
-    for (index_t j0 = 0; j0 < most; j0 += 2 * P) {
-#pragma unroll
-      for (int j = 0; j < P; ++j) load(behind[j]);
-#pragma unroll
-      for (int j = 0; j < P; ++j) step(ahead[j]);
-#pragma unroll
-      for (int j = 0; j < P; ++j) load(ahead[j]);
-#pragma unroll
-      for (int j = 0; j < P; ++j) step(behind[j]);
-    }
+    in_register_batches<P, step_inputs>(most, load, step);
     if (row && steps > 0 && job.m1 == job.length && p.z_final) p.z_final[job.seq * p.n + i] = from_c<FO>(z);
   }
 }
