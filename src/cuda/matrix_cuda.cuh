@@ -147,7 +147,8 @@ status launch_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream)
 /// Phase a of the tensor engine (thread_engine_max_n < p.n ≤ tensor_engine_max_n): a warp a task.
 template <class T, class XO, class FO, class C>
 status launch_tensor_aggregate(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream) {
-  const int shape = (tensor_engine_np(p.n) == 16 ? 4 : 0) + (p.n == tensor_engine_np(p.n) ? 2 : 0) + (p.w_shift ? 1 : 0);
+  const int np = tensor_engine_np(p.n);
+  const int shape = (np == 16 ? 4 : 0) + (p.n == np ? 2 : 0) + (p.w_shift ? 1 : 0);
   constexpr void (*kernels[8])(engine_problem<T, XO, FO, C>) = {
       tensor_aggregate_kernel<8, false, false, T, XO, FO, C>,  tensor_aggregate_kernel<8, false, true, T, XO, FO, C>,
       tensor_aggregate_kernel<8, true, false, T, XO, FO, C>,   tensor_aggregate_kernel<8, true, true, T, XO, FO, C>,

@@ -122,8 +122,9 @@ __global__ void __launch_bounds__(32 * tensor_engine_warps, NP == 8 && Exact ? 4
   const int n = Exact ? NP : static_cast<int>(p.n);
   constexpr bool transposed = Transposed;
   // This lane's elements of a step: W'[i][k] is W[i][k], or W[k][i] transposed, at w_at from the
-  // lane's first (W'[r][2c]); where i or k is padding (i, k ≥ n) nothing is read. Past a task's end a step is the identity, composed
-  // as any other so that the step loop has no branch (A·I = A, v·I + 0 = v exactly).
+  // lane's first (W'[r][2c]); where i or k is padding (i, k ≥ n) nothing is read. Past a task's
+  // end a step is the identity, composed as any other so that the step loop has no branch
+  // (A·I = A, v·I + 0 = v exactly).
   int w_at[TT][TT][2];
   bool w_in[TT][TT][2], b_in[TT][2];
   T eye[TT][TT][2];
