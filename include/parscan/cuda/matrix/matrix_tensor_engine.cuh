@@ -9,18 +9,19 @@
 // instructions a prefetched element) at 22% occupancy.
 //
 // Phase a (tensor_aggregate_kernel): a warp a (sequence, chunk) task. The chunk's map is composed
-// in double on the FP64 tensor cores (mma.m8n8k4) as Aᵀ ← Aᵀ·W'ᵀ and vᵀ ← vᵀ·W'ᵀ + b'ᵀ, padded
-// with zeros to NP × NP (exact: the padding multiplies only zeros into the N × N block). The k
-// index of each 4-deep product is taken as 2·(lane % 4) + h for the two products h = 0, 1 of an
-// 8-deep slice, so that
-//   - the accumulator's fragment (lane: row lane / 4, columns 2·(lane % 4) + {0, 1}) is the next
-//     step's A fragment as it stands: the chain of steps needs no shuffle, and
-//   - a lane's B fragments are W'[row lane / 4][2·(lane % 4) + h], two adjacent elements of a
+// in double on the FP64 tensor cores (mma.m16n8k8 on sm_90, as four m8n8k4 before it) as
+// Aᵀ ← Aᵀ·W'ᵀ and vᵀ ← vᵀ·W'ᵀ + b'ᵀ, padded with zeros to NP × NP (exact: the padding multiplies
+// only zeros into the N × N block). The k index of each 8-deep product is permuted so that a
+// lane's two k columns are 2·(lane % 4) and 2·(lane % 4) + 1; then
+//   - the accumulator's fragment (lane: rows lane / 4 and lane / 4 + 8, columns 2·(lane % 4) +
+//     {0, 1}) is the next step's A fragment as it stands: the chain of steps needs no shuffle, and
+//   - a lane's B fragment is W'[row lane / 4][2·(lane % 4) + {0, 1}], two adjacent elements of a
 //     row of W' (of a column of W for the backward's transposed run): a warp's loads of a step
 //     are whole 32-byte sectors, read straight from global memory into registers, a few steps
 //     ahead of the products.
-// vᵀ is row 0 of a second product whose other rows stay zero; its accumulator starts at b'.
-// NP = 8 takes 4 products a step (2 for A, 2 for v), NP = 16 takes 24.
+// For NP = 8, vᵀ rides in row 8 of Aᵀ's product (its accumulator starting at b'): one product a
+// step. For NP = 16, Aᵀ takes 4 products a step and vᵀ, row 0 of another product whose other rows
+// stay zero, 4 more.
 //
 // Phase c (row_rerun_kernel): NP lanes a task, lane i holds z[i] and computes row i of
 // W'·z + b' in C, in the warp engine's order (b' first, then k = 0, 1, …), taking z[k] from lane k
@@ -30,6 +31,7 @@
 //
 // Phase b stays warp_carry_kernel (matrix_kernels.cuh): the workspace format is the engine's.
 // mma.m8n8k4.f64 needs sm_80 or later, as the chain kernels' TF32 and bf16 products do.
+// docs/performance.md ("The tensor engine for 4 < N ≤ 16") has the measurements.
 #pragma once
 
 #include <cstdint>
