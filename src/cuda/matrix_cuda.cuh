@@ -144,6 +144,14 @@ status launch_chunks(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream)
   return check_launch();
 }
 
+/// Whether a strided tensor's rows of n elements (of W, dW) are whole 16-byte units at 16-byte
+/// aligned addresses: n and the strides (in elements of T) multiples of 16 bytes, the base aligned.
+template <class T>
+bool rows_on16(const T* base, index_t n, index_t batch_stride, index_t step_stride) {
+  auto on16 = [](index_t elems) { return static_cast<std::size_t>(elems) * sizeof(T) % 16 == 0; };
+  return on16(n) && on16(batch_stride) && on16(step_stride) && reinterpret_cast<std::uintptr_t>(base) % 16 == 0;
+}
+
 /// Phase a of the tensor engine (thread_engine_max_n < p.n ≤ tensor_engine_max_n): a warp a task.
 template <class T, class XO, class FO, class C>
 status launch_tensor_aggregate(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream) {
@@ -165,11 +173,9 @@ template <class T, class XO, class FO, class C>
 status launch_row_rerun(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream) {
   using R = row_reads;
   const int np = tensor_engine_np(p.n);
-  auto on16 = [](index_t elems) { return static_cast<std::size_t>(elems) * sizeof(T) % 16 == 0; };
-  const R reads = p.w_shift != 0 ? R::transposed
-                  : on16(p.n) && on16(p.lW.batch) && on16(p.lW.step) && reinterpret_cast<std::uintptr_t>(p.W) % 16 == 0
-                      ? R::rows16
-                      : R::elements;
+  const R reads = p.w_shift != 0                                     ? R::transposed
+                  : rows_on16(p.W, p.n, p.lW.batch, p.lW.step) ? R::rows16
+                                                                     : R::elements;
   const int shape = (np == 16 ? 6 : 0) + (p.n == np ? 3 : 0) + static_cast<int>(reads);
   constexpr void (*kernels[12])(engine_problem<T, XO, FO, C>) = {
       row_rerun_kernel<8, false, R::rows16, T, XO, FO, C>,  row_rerun_kernel<8, false, R::elements, T, XO, FO, C>,
@@ -742,9 +748,7 @@ mat_list<X> list_of(X* base, index_t batch_stride, index_t step_stride, index_t 
 /// launch(std::integral_constant<int, N>) then and returns true; else false.
 template <class T, class F>
 bool outer_by_words(index_t N, const T* dW, index_t batch_stride, index_t step_stride, F&& launch) {
-  auto on16 = [](index_t elems) { return static_cast<std::size_t>(elems) * sizeof(T) % 16 == 0; };
-  if (!on16(N) || !on16(batch_stride) || !on16(step_stride) || reinterpret_cast<std::uintptr_t>(dW) % 16 != 0)
-    return false;
+  if (!rows_on16(dW, N, batch_stride, step_stride)) return false;
   if (N == 16) return launch(std::integral_constant<int, 16>{}), true;
   if (N == 8) return launch(std::integral_constant<int, 8>{}), true;
   if constexpr (sizeof(T) >= 4)  // a row of 4 is 16 bytes from 4-byte elements on
