@@ -36,7 +36,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 
 #include "matrix_kernels.cuh"
 
