@@ -365,6 +365,19 @@ void engine_edges() {
       o.fam = family::contractive;
       run_backward<T>(o);
     }
+  // The tensor engine's single pass (the forward, and the backward's recomputed x) over many
+  // chunks of a few sequences: 181 chunks of 40 steps (N = 6, padded to 8; the last of 7 steps)
+  // and 401 of 12 (N = 16; the last of 5). With so few sequences most of a sequence's chunks run
+  // side by side, so a chunk's look-back walks many published maps and waits past 32 chunks.
+  for (index_t N : {6, 16}) {
+    rec_opts o;
+    o.B = N == 6 ? 2 : 3, o.T = N == 6 ? 150 * 48 + 7 : 300 * 16 + 5, o.N = N;
+    o.layout = N == 6 ? 2 : 1, o.x0 = true, o.xfinal = true, o.reverse = N == 16;
+    o.fam = family::contractive;
+    run_forward<T>(o);
+    o.x_given = false, o.dxfinal = true;
+    run_backward<T>(o);
+  }
   // Many tasks: 40 sequences of 200 steps, 4 chunks each (the last of 8 steps), several warps
   // and blocks, and for N = 1 a warp's 16 tasks spanning several sequences.
   for (index_t N : {1, 6, 16}) {
