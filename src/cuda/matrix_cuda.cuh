@@ -111,30 +111,6 @@ inline int thread_pass_tile_steps(index_t N) {
   return chunks * 2 * (N == 1 ? thread_layout<1, float, float>::steps : thread_layout<2, float, float>::steps);
 }
 
-#ifndef PARSCAN_TENSOR_SINGLE_PASS  // a build-time override, only for measuring against phases a, b and c
-#define PARSCAN_TENSOR_SINGLE_PASS 1
-#endif
-inline constexpr bool tensor_single_pass = PARSCAN_TENSOR_SINGLE_PASS;
-
-/// Workspace of the tensor engine's single pass over a (B, L) batch of state size N: the ticket
-/// counter, a status word a task, then each task's map and the state after it (aggregate_t<C>).
-template <class C>
-std::size_t tensor_pass_workspace(index_t B, index_t L, index_t N) {
-  const index_t chunk = tensor_pass_chunk(tensor_engine_np(N));
-  const std::size_t tasks = sat_mul(static_cast<std::size_t>(B), static_cast<std::size_t>((L + chunk - 1) / chunk));
-  const std::size_t n = static_cast<std::size_t>(N), elem = sizeof(aggregate_t<C>);
-  return sat_add(sat_add(256, ws_bytes(tasks, sizeof(unsigned))),
-                 sat_add(sat_add(ws_bytes(sat_mul(tasks, n * n), elem), ws_bytes(sat_mul(tasks, n), elem)),
-                         ws_bytes(sat_mul(tasks, n), elem)));
-}
-
-/// Whether a chunked run of the tensor engine takes the single pass: a batch's forward-order run
-/// (W' = W: the forward, and the backward's recomputed x) in float or a 16-bit type.
-template <class T, class XO, class FO, class C>
-bool takes_tensor_single_pass(const engine_problem<T, XO, FO, C>& p) {
-  return tensor_single_pass && sizeof(T) <= 4 && !p.offsets && p.w_shift == 0;
-}
-
 template <class C>
 std::size_t engine_workspace(index_t B, index_t L, index_t N) {
   const index_t chunk = engine_chunk(B, L, N), chunks = (L + chunk - 1) / chunk;
@@ -146,13 +122,8 @@ std::size_t engine_workspace(index_t B, index_t L, index_t N) {
   }
   const std::size_t tasks = sat_mul(static_cast<std::size_t>(B), static_cast<std::size_t>(chunks));
   const std::size_t n = static_cast<std::size_t>(N), elem = sizeof(aggregate_t<C>);
-  const std::size_t phases = sat_add(sat_add(ws_bytes(sat_mul(tasks, n * n), elem), ws_bytes(sat_mul(tasks, n), elem)),
-                                     ws_bytes(sat_mul(tasks, n), elem));
-  // The tensor engine's forward-order runs take the single pass (float compute), the others the
-  // three phases: one workspace serves both (the backward's recompute and db runs share it).
-  if (N > thread_engine_max_n && N <= tensor_engine_max_n && tensor_single_pass && std::is_same_v<C, float>)
-    return std::max(phases, tensor_pass_workspace<C>(B, L, N));
-  return phases;
+  return sat_add(sat_add(ws_bytes(sat_mul(tasks, n * n), elem), ws_bytes(sat_mul(tasks, n), elem)),
+                 ws_bytes(sat_mul(tasks, n), elem));
 }
 
 /// Tasks of a run: (sequence, chunk) pairs of a batch, or the slots of packed sequences.
@@ -227,49 +198,6 @@ status launch_warp_carry(const engine_problem<T, XO, FO, C>& p, cudaStream_t str
   warp_carry_kernel<<<grid_for((p.batch + warp_carry_warps - 1) / warp_carry_warps), 32 * warp_carry_warps, smem,
                       stream>>>(p);
   return check_launch();
-}
-
-/// The single pass of the tensor engine over a batch (takes_tensor_single_pass), its chunks of
-/// tensor_pass_chunk steps, `ws` holding tensor_pass_workspace<C> bytes. As many blocks as the
-/// device holds at once, at most one a 4 tasks: each warp claims tasks until none is left.
-template <class T, class XO, class FO, class C>
-status run_tensor_single_pass(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t stream) {
-  using D = aggregate_t<C>;
-  const int np = tensor_engine_np(p.n);
-  p.chunk = tensor_pass_chunk(np);
-  p.chunks = (p.length + p.chunk - 1) / p.chunk;
-  const std::size_t tasks = static_cast<std::size_t>(p.batch * p.chunks), n = static_cast<std::size_t>(p.n);
-  char* w = static_cast<char*>(ws);
-  tensor_pass_state st;
-  st.next_ticket = reinterpret_cast<unsigned long long*>(w);
-  st.status = reinterpret_cast<unsigned*>(w + 256);
-  const std::size_t records = 256 + ws_bytes(tasks, sizeof(unsigned));
-  if (status e = report(cudaMemsetAsync(ws, 0, records, stream)); e != status::success) return e;
-  w += records;
-  p.agg_A = reinterpret_cast<D*>(w);
-  p.agg_v = reinterpret_cast<D*>(w + ws_bytes(tasks * n * n, sizeof(D)));
-  p.carry = reinterpret_cast<D*>(w + ws_bytes(tasks * n * n, sizeof(D)) + ws_bytes(tasks * n, sizeof(D)));
-  const auto launch = [&](auto kernel_tag, int slice_bytes) {
-    constexpr auto kernel = decltype(kernel_tag)::value;
-    const int smem = tensor_engine_warps * slice_bytes;
-    const device_facts dev = current_device();
-    if (dev.st != status::success) return dev.st;
-    const int per_sm = blocks_per_multiprocessor<kernel>(32 * tensor_engine_warps, dev.device, smem);
-    if (per_sm == 0) return status::exceeds_device_limits;
-    const index_t blocks = std::min<index_t>((static_cast<index_t>(tasks) + tensor_engine_warps - 1) / tensor_engine_warps,
-                                             static_cast<index_t>(per_sm) * dev.multiprocessors);
-    kernel<<<grid_for(blocks), 32 * tensor_engine_warps, smem, stream>>>(p, st);
-    return check_launch();
-  };
-  using K = void (*)(engine_problem<T, XO, FO, C>, tensor_pass_state);
-  if (np == 8) {
-    constexpr int slice = tensor_pass_slice_bytes<8, T>;
-    return p.n == 8 ? launch(std::integral_constant<K, tensor_single_pass_kernel<8, true, T, XO, FO, C>>{}, slice)
-                    : launch(std::integral_constant<K, tensor_single_pass_kernel<8, false, T, XO, FO, C>>{}, slice);
-  }
-  constexpr int slice = tensor_pass_slice_bytes<16, T>;
-  return p.n == 16 ? launch(std::integral_constant<K, tensor_single_pass_kernel<16, true, T, XO, FO, C>>{}, slice)
-                   : launch(std::integral_constant<K, tensor_single_pass_kernel<16, false, T, XO, FO, C>>{}, slice);
 }
 
 /// Phases a, b (where chunked) and c of the engine for thread_engine_max_n < p.n ≤ tensor_engine_max_n.
@@ -392,10 +320,7 @@ status run_engine(engine_problem<T, XO, FO, C> p, void* ws, cudaStream_t stream)
     case 4: return run_thread_engine<4>(p, ws, stream);
     default: break;
   }
-  if (p.n <= tensor_engine_max_n) {
-    if (p.chunks > 1 && takes_tensor_single_pass(p)) return run_tensor_single_pass(p, ws, stream);
-    return run_tensor_engine(p, p.chunks > 1, stream);
-  }
+  if (p.n <= tensor_engine_max_n) return run_tensor_engine(p, p.chunks > 1, stream);
   if (p.chunks > 1) {
     if (status st = launch_chunks<true>(p, stream); st != status::success) return st;
     carry_kernel<<<grid_for(p.batch), 64, 0, stream>>>(p);

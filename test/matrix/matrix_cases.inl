@@ -365,10 +365,10 @@ void engine_edges() {
       o.fam = family::contractive;
       run_backward<T>(o);
     }
-  // The tensor engine's single pass (the forward, and the backward's recomputed x) over many
-  // chunks of a few sequences: 181 chunks of 40 steps (N = 6, padded to 8; the last of 7 steps)
-  // and 401 of 12 (N = 16; the last of 5). With so few sequences most of a sequence's chunks run
-  // side by side, so a chunk's look-back walks many published maps and waits past 32 chunks.
+  // The tensor engine over many chunks of a few sequences: 113 chunks of 64 steps (N = 6, padded
+  // to 8; the last of 39 steps) and 76 of 64 (N = 16; the last of 5), so that phase b walks more
+  // chunks than it stages at once. (A single pass, 365be8c, ran these as 181 and 401 chunks, its
+  // look-backs walking many published maps.)
   for (index_t N : {6, 16}) {
     rec_opts o;
     o.B = N == 6 ? 2 : 3, o.T = N == 6 ? 150 * 48 + 7 : 300 * 16 + 5, o.N = N;
