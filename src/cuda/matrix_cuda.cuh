@@ -192,11 +192,14 @@ status launch_row_rerun(const engine_problem<T, XO, FO, C>& p, cudaStream_t stre
 
 /// Phase b of the tensor engine: a warp a sequence.
 template <class T, class XO, class FO, class C>
-status launch_warp_carry(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream) {
-  static_assert(warp_carry_max_n == tensor_engine_max_n, "phase b serves the tensor engine's state sizes");
-  const std::size_t smem = static_cast<std::size_t>(warp_carry_warps) * 32 * warp_carry_slots * sizeof(aggregate_t<C>);
-  warp_carry_kernel<<<grid_for((p.batch + warp_carry_warps - 1) / warp_carry_warps), 32 * warp_carry_warps, smem,
-                      stream>>>(p);
+status launch_tensor_carry(const engine_problem<T, XO, FO, C>& p, cudaStream_t stream) {
+  const int np = tensor_engine_np(p.n);
+  const int shape = (np == 16 ? 2 : 0) + (p.n == np ? 1 : 0);
+  constexpr void (*kernels[4])(engine_problem<T, XO, FO, C>) = {
+      tensor_carry_kernel<8, false, T, XO, FO, C>, tensor_carry_kernel<8, true, T, XO, FO, C>,
+      tensor_carry_kernel<16, false, T, XO, FO, C>, tensor_carry_kernel<16, true, T, XO, FO, C>};
+  kernels[shape]<<<grid_for((p.batch + tensor_carry_warps - 1) / tensor_carry_warps), 32 * tensor_carry_warps, 0,
+                   stream>>>(p);
   return check_launch();
 }
 
@@ -205,7 +208,7 @@ template <class T, class XO, class FO, class C>
 status run_tensor_engine(const engine_problem<T, XO, FO, C>& p, bool chunked, cudaStream_t stream) {
   if (chunked) {
     if (status st = launch_tensor_aggregate(p, stream); st != status::success) return st;
-    if (status st = launch_warp_carry(p, stream); st != status::success) return st;
+    if (status st = launch_tensor_carry(p, stream); st != status::success) return st;
   }
   return launch_row_rerun(p, stream);
 }

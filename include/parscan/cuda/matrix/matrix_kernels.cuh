@@ -11,10 +11,9 @@
 // With one chunk per sequence phase c alone runs, from z[-1]. The same engine serves the
 // forward (W' = W) and the backward's db (W' = the next forward step's Wᵀ, read backwards).
 // Three implementations share the workspace format: the thread engine (matrix_thread_engine.cuh)
-// for N ≤ 4, one task per thread; the tensor engine (matrix_tensor_engine.cuh, with
-// warp_carry_kernel below) for N ≤ 16, phase a a warp a task on the FP64 tensor cores, phase c
-// a state element a lane; and the block engine (chunk_kernel, carry_kernel) above that, one
-// block per task.
+// for N ≤ 4, one task per thread; the tensor engine (matrix_tensor_engine.cuh) for N ≤ 16,
+// phases a and b a warp a task or sequence on the FP64 tensor cores, phase c a state element a
+// lane; and the block engine (chunk_kernel, carry_kernel) above that, one block per task.
 //
 // All arithmetic is in C = compute_t<T> (float for the 16-bit types). Indices are 64-bit;
 // every grid loops over its work (grid-stride), so no problem size exceeds a launch limit.
@@ -348,75 +347,6 @@ __global__ void carry_kernel(engine_problem<T, XO, FO, C> p) {
       __syncthreads();
     }
     __syncthreads();
-  }
-}
-
-// ---------------------------------------------------------------------------------------
-// Phase b for thread_engine_max_n < N ≤ 16 (the tensor engine's phases a and c are in
-// matrix_tensor_engine.cuh): a warp a sequence walks its chunk maps.
-
-inline constexpr int warp_carry_max_n = 16;
-inline constexpr int warp_carry_warps = 4;  // warps per block
-
-/// Register prefetch slots per lane of warp_carry_kernel (in aggregate_t<C>).
-inline constexpr int warp_carry_slots = 32;  // N = 16: 3 chunks a batch
-
-/// Chunks warp_carry_kernel stages at once for state size n (at least one: n² + n ≤ 32 · slots).
-__host__ __device__ inline int warp_carry_batch(int n) {
-  const int b = 32 * warp_carry_slots / (n * n + n);
-  return b < 1 ? 1 : b;
-}
-
-/// Phase b: one warp per sequence (grid-stride), lane i < N holds z[i].
-/// A sequence's chunk aggregates are consecutive in workspace, so the warp stages a batch of
-/// them at a time in its shared memory with contiguous loads, the next batch prefetched into
-/// registers while this one is walked: each chunk then costs a shuffle round and N dependent
-/// FMAs, not a trip to memory.
-template <class T, class XO, class FO, class C>
-__global__ void __launch_bounds__(32 * warp_carry_warps) warp_carry_kernel(engine_problem<T, XO, FO, C> p) {
-  using D = aggregate_t<C>;
-  constexpr unsigned all_lanes = 0xffffffffu;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
-  D* stage = reinterpret_cast<D*>(smem_raw) + warp * 32 * warp_carry_slots;  // A's of the batch, then v's
-  const int n = static_cast<int>(p.n), nn = n * n, batch = warp_carry_batch(n);
-  const int row = lane < n ? lane : 0;  // lanes past n compute a copy of row 0 and discard it
-  for (index_t s = static_cast<index_t>(blockIdx.x) * warp_carry_warps + warp; s < p.batch;
-       s += static_cast<index_t>(gridDim.x) * warp_carry_warps) {
-    const engine_sequence sq = p.sequence_at(s);
-    const index_t first = sq.first;  // the task of the sequence's chunk 0
-    D pre[warp_carry_slots];
-    auto fetch = [&](index_t c0) {
-      const index_t left = sq.count - c0;
-      const int count = left < batch ? static_cast<int>(left) : batch;
-#pragma unroll
-      for (int k = 0; k < warp_carry_slots; ++k) {
-        const int e = lane + 32 * k;
-        D v = D(0);
-        if (e < count * nn) v = p.agg_A[(first + c0) * nn + e];
-        else if (e >= batch * nn && e - batch * nn < count * n) v = p.agg_v[(first + c0) * n + (e - batch * nn)];
-        pre[k] = v;
-      }
-    };
-    D z = (lane < n && p.z0) ? static_cast<D>(to_c<C>(p.z0[s * n + lane])) : D(0);
-    fetch(0);
-    for (index_t c0 = 0; c0 < sq.count; c0 += batch) {
-      __syncwarp();  // done with the previous batch
-#pragma unroll
-      for (int k = 0; k < warp_carry_slots; ++k)
-        if (lane + 32 * k < batch * (nn + n)) stage[lane + 32 * k] = pre[k];
-      __syncwarp();
-      if (c0 + batch < sq.count) fetch(c0 + batch);
-      const index_t left = sq.count - c0;
-      const int count = left < batch ? static_cast<int>(left) : batch;
-      for (int u = 0; u < count; ++u) {
-        if (lane < n) p.carry[(first + c0 + u) * n + lane] = z;
-        const D* A = stage + u * nn + row * n;
-        D a = stage[batch * nn + u * n + row];
-        for (int k = 0; k < n; ++k) a += A[k] * __shfl_sync(all_lanes, z, k);  // n is the same for every lane
-        z = a;
-      }
-    }
   }
 }
 

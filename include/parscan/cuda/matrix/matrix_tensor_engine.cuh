@@ -29,13 +29,16 @@
 // of the forward's W are whole 16-byte units) a few steps ahead, and writes x[t][i] itself (a
 // task's N states a step are adjacent).
 //
-// Phase b stays warp_carry_kernel (matrix_kernels.cuh): the workspace format is the engine's.
+// Phase b (tensor_carry_kernel): a warp a sequence, z carried from chunk to chunk as row 0 of an
+// m16n8k8 product on the FP64 tensor cores, the same permuted k; the workspace format is the
+// engine's.
 // mma.m8n8k4.f64 needs sm_80 or later, as the chain kernels' TF32 and bf16 products do.
 // docs/performance.md ("The tensor engine for 4 < N ≤ 16") has the measurements.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "matrix_kernels.cuh"
 
@@ -338,6 +341,90 @@ __global__ void __launch_bounds__(32 * tensor_engine_warps, 4) row_rerun_kernel(
 
     in_register_batches<P, step_inputs>(most, load, step);
     if (row && steps > 0 && job.m1 == job.length && p.z_final) p.z_final[job.seq * p.n + i] = from_c<FO>(z);
+  }
+}
+
+inline constexpr int tensor_carry_warps = 4;  // warps a block of phase b
+
+/// Phase b of the tensor engine for n ≤ NP (Exact: n = NP): a warp a sequence walks its chunk
+/// maps, zᵀ ← zᵀ·A_cᵀ + v_cᵀ as row 0 of an m16n8k8 product in double (rows 1–15 zero), the k
+/// index permuted as in phase a so that the accumulator's row 0 is the next chunk's A fragment:
+/// one product a chunk for NP = 8 (four, two dependent, for NP = 16), where the scalar walk it
+/// replaced took n shuffles and n dependent FMAs. Lane (r, c)'s B fragment is A_c[8nt + r][8kt +
+/// 2c + {0, 1}], two adjacent elements of a row of A_c, so a warp's loads of a chunk are its whole
+/// map in order, read straight from global memory P chunks ahead. carry[c] gets z before chunk c.
+template <int NP, bool Exact, class T, class XO, class FO, class C>
+__global__ void __launch_bounds__(32 * tensor_carry_warps) tensor_carry_kernel(engine_problem<T, XO, FO, C> p) {
+  using D = aggregate_t<C>;
+  static_assert(std::is_same_v<D, double>, "the products are in double");
+  constexpr int TT = NP / 8;
+  constexpr int P = NP == 8 ? 8 : 3;  // chunks a prefetch batch (two batches in registers)
+  struct chunk_inputs {
+    D a[TT][TT][2];  // A_c[8nt + r][8kt + 2c + h]
+    D v[TT][2];      // v_c[8nt + 2c + h] on row 0's lanes, 0 elsewhere
+  };
+  const int lane = static_cast<int>(threadIdx.x % 32), r = lane / 4, c = lane % 4;
+  const int n = Exact ? NP : static_cast<int>(p.n), nn = n * n;
+  for (index_t s = static_cast<index_t>(blockIdx.x) * tensor_carry_warps + threadIdx.x / 32; s < p.batch;
+       s += static_cast<index_t>(gridDim.x) * tensor_carry_warps) {
+    const engine_sequence sq = p.sequence_at(s);
+    if (sq.count == 0) continue;  // a packed sequence of no steps (the whole warp alike)
+    D z[TT][2];                   // zᵀ[8kt + 2c + h] on row 0's lanes, 0 elsewhere
+#pragma unroll
+    for (int kt = 0; kt < TT; ++kt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int col = 8 * kt + 2 * c + h;
+        z[kt][h] = r == 0 && (Exact || col < n) && p.z0 ? static_cast<D>(to_c<C>(p.z0[s * n + col])) : D(0);
+      }
+    const D* A_next = p.agg_A + sq.first * nn;
+    const D* v_next = p.agg_v + sq.first * n;
+    index_t left = sq.count;  // chunks not loaded yet
+    auto load = [&](chunk_inputs& in) {
+      const bool live = left > 0;
+#pragma unroll
+      for (int nt = 0; nt < TT; ++nt)
+#pragma unroll
+        for (int kt = 0; kt < TT; ++kt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = 8 * nt + r, col = 8 * kt + 2 * c + h;
+            in.a[nt][kt][h] = live && (Exact || (row < n && col < n)) ? A_next[row * n + col] : D(0);
+          }
+#pragma unroll
+      for (int nt = 0; nt < TT; ++nt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int col = 8 * nt + 2 * c + h;
+          in.v[nt][h] = live && r == 0 && (Exact || col < n) ? v_next[col] : D(0);
+        }
+      A_next += nn, v_next += n, --left;
+    };
+    D* carry_next = p.carry + sq.first * n;
+    index_t walked = 0;
+    auto walk = [&](const chunk_inputs& in) {
+      if (walked < sq.count) {  // the whole warp alike
+        if (r == 0)
+#pragma unroll
+          for (int kt = 0; kt < TT; ++kt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+              if (Exact || 8 * kt + 2 * c + h < n) carry_next[8 * kt + 2 * c + h] = z[kt][h];
+        D next[TT][2];
+#pragma unroll
+        for (int nt = 0; nt < TT; ++nt) {
+          D d0 = in.v[nt][0], d1 = in.v[nt][1], d2 = D(0), d3 = D(0);
+#pragma unroll
+          for (int kt = 0; kt < TT; ++kt)
+            dmma_m16n8k8(d0, d1, d2, d3, z[kt][0], D(0), z[kt][1], D(0), in.a[nt][kt][0], in.a[nt][kt][1]);
+          next[nt][0] = d0, next[nt][1] = d1;
+        }
+#pragma unroll
+        for (int kt = 0; kt < TT; ++kt) z[kt][0] = next[kt][0], z[kt][1] = next[kt][1];
+      }
+      carry_next += n, ++walked;
+    };
+    in_register_batches<P, chunk_inputs>(sq.count, load, walk);
   }
 }
 
