@@ -480,17 +480,15 @@ inline constexpr std::size_t chain_cublas_reserve = chain_cublas_workspace_bytes
 /// position for prefixes (8192 × 64²: 1874–1910 → 335–341 µs).
 inline constexpr index_t chunk_engine_max_d = 64;
 
-/// The chunk engine's positions per chunk, a function of B, n and d only (so the workspace size
+/// The chunk engine's positions per chunk, a function of B and n only (so the workspace size
 /// is): chunks of at least 4 positions, about 256 (chain, chunk) tasks in all (two blocks per SM
-/// of an H100) for prefixes, whose phases are throughput-bound, for totals of many factors
-/// (B·n ≥ 32768: 64 chains of 1000 × 32² took 256 µs, 316 µs with 128 tasks) and for totals of
-/// d > 32, whose tree levels split each product among the blocks (chain_split_tree); but 128
-/// (one block per SM) for totals of fewer factors of d ≤ 32, bound by the latency of the tree
-/// levels (1000 × 64² with a block a product: 64.5 µs with 256 chunks of 4, 54–57 µs with 125
-/// of 8).
-inline index_t chunk_engine_len(index_t B, index_t n, index_t d, bool prefixes) {
+/// of an H100) for prefixes, whose phases are throughput-bound, and for totals of many factors
+/// (B·n ≥ 32768: 64 chains of 1000 × 32² took 256 µs, 316 µs with 128 tasks), but 128 (one
+/// block per SM) for totals of fewer, which are bound by the latency of the tree levels
+/// (1000 × 64²: 64.5 µs with 256 chunks of 4, 54–57 µs with 125 of 8).
+inline index_t chunk_engine_len(index_t B, index_t n, bool prefixes) {
   constexpr index_t min_len = 4;
-  const index_t target_tasks = prefixes || B * n >= 32768 || d > 32 ? 256 : 128;
+  const index_t target_tasks = prefixes || B * n >= 32768 ? 256 : 128;
   const index_t most = std::max<index_t>(1, (n + min_len - 1) / min_len);
   const index_t chunks = std::min(most, std::max<index_t>(1, (target_tasks + B - 1) / B));
   return std::max<index_t>(1, (n + chunks - 1) / chunks);
@@ -558,11 +556,11 @@ std::size_t chain_workspace(index_t B, index_t n, index_t d, bool prefixes) {
     return sat_add(ws_bytes(sat_mul(sat_mul(b, static_cast<std::size_t>(c0)), dd), sizeof(C)),
                    c1 > 1 || prefixes ? ws_bytes(sat_mul(sat_mul(b, static_cast<std::size_t>(c1)), dd), sizeof(C)) : 0);
   }
-  if (d <= chunk_engine_max_d) {  // chunk totals, ping-pong (for prefixes, their prefixes)
-    const index_t len = chunk_engine_len(B, n, d, prefixes), chunks = (n + len - 1) / len;
+  if (d <= chunk_engine_max_d) {  // chunk totals (and, for prefixes, their prefixes: ping-pong)
+    const index_t len = chunk_engine_len(B, n, prefixes), chunks = (n + len - 1) / len;
     const std::size_t kept = static_cast<std::size_t>(prefixes ? chunks - 1 : chunks);
-    if (!prefixes && chunks <= 1) return 0;
-    return sat_mul(2, ws_bytes(sat_mul(sat_mul(b, kept), dd), sizeof(C)));
+    if (!prefixes) return chunks > 1 ? ws_bytes(sat_mul(sat_mul(b, kept), dd), sizeof(C)) : 0;
+    return 2 * ws_bytes(sat_mul(sat_mul(b, kept), dd), sizeof(C));
   }
   if (!prefixes) {
     const std::size_t half = static_cast<std::size_t>((n + 1) / 2), quarter = static_cast<std::size_t>((n + 3) / 4);
@@ -1031,7 +1029,7 @@ status matrix_chain(const cuda_backend& be, const matrix_chain_args<T>& g) {
     chain_chunks<T, C> c;
     c.M = g.M, c.Mb = Mb, c.Ms = Ms, c.out = g.out, c.Ob = Ob, c.Os = Os, c.B = B, c.n = n, c.d = static_cast<int>(d);
     c.ltr = ltr;
-    c.len = chunk_engine_len(B, n, d, prefixes), c.chunks = (n + c.len - 1) / c.len;
+    c.len = chunk_engine_len(B, n, prefixes), c.chunks = (n + c.len - 1) / c.len;
     if (prefixes) return d <= 32 ? chain_chunked<2, true>(c, w, stream) : chain_chunked<4, true>(c, w, stream);
     return d <= 32 ? chain_chunked<2, false>(c, w, stream) : chain_chunked<4, false>(c, w, stream);
   }

@@ -629,22 +629,19 @@ void chain_math_modes() {
 }
 
 /// Totals of small matrices (d ≤ 64; CUDA: chain_chunks, about 128 or 256 (chain, chunk) tasks
-/// of at least 4 factors, then a tree of fan-in 4 (d ≤ 32) or 2 over each chain's chunk totals,
-/// for d > 32 each product split among the blocks by rows): chains spanning many chunks and tree
-/// levels, odd d and n, chunk counts that leave partial runs (or a total without a partner) at
-/// some level.
+/// of at least 4 factors, then a tree of fan-in 4 (d ≤ 32) or 2 over each chain's chunk totals):
+/// chains spanning many chunks and tree levels, odd d and n, chunk counts that leave partial
+/// runs at some level.
 template <class T>
 void chain_tree_shapes() {
   struct shape { index_t B, n, d; };
   int i = 0;
-  // On CUDA: d = 32 and 64 fill the 2×2 and 4×4 micro-tiles; n = 1000, d = 64 gives 250 chunks
-  // of 4 (8 binary levels, totals without a partner at two of them; each product cut into 2 to
-  // 16 slices of rows), B = 5, n = 129, d = 33 33 of 4 per chain, B = 2, n = 33, d = 48 9 (the
-  // last of one factor); B = 3, n = 517 gives 40 of 13 per chain (levels of runs of 4, 4, 2 and
-  // then 3), n = 4097 125 of 33, B = 40 seven of 143 per chain (B·n ≥ 32768: 256 tasks); n = 3
-  // and B = 260 are one chunk, the chain's total written straight from the walk. B = 33, n =
-  // 1000, d = 33: 264 tasks, one block each in float, but more than double's 132 resident blocks
-  // (one per SM): there fewer, longer chunks (4 per chain).
+  // On CUDA: d = 32 and 64 fill the 2×2 and 4×4 micro-tiles; n = 1000, d = 64 gives 125 chunks
+  // of 8 (7 binary levels), B = 3, n = 517 gives 40 of 13 per chain (levels of runs of 4, 4, 2
+  // and then 3), n = 4097 125 of 33, B = 40 seven of 143 per chain (B·n ≥ 32768: 256 tasks);
+  // n = 3 and B = 260 are one chunk, the chain's total written straight from the walk. B = 33,
+  // n = 1000, d = 33: 264 tasks, one block each in float, but more than double's 132 resident
+  // blocks (one per SM): there fewer, longer chunks (4 per chain).
   for (shape s : {shape{1, 1000, 64}, shape{3, 517, 17}, shape{2, 33, 48}, shape{40, 1000, 2}, shape{5, 129, 33},
                   shape{1, 4097, 9}, shape{2, 1000, 32}, shape{3, 200, 16}, shape{1, 70, 32}, shape{1, 3, 32},
                   shape{260, 9, 5}, shape{33, 1000, 33}})

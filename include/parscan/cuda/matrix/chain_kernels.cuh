@@ -446,101 +446,6 @@ __device__ __forceinline__ void chain_total_tree(const chain_chunks<T, C> p, C* 
   if (c == 0) chain_copy_out<RT>(cur, p.out + b * p.Ob, d, p.vec_out);
 }
 
-/// Totals phase (2) for d = 33…64 (RT = 4), the tree's products split among the grid's blocks
-/// (where chain_total_tree gives each its own block, so at the top levels most blocks wait on one
-/// product of 64³ apiece): every block writes its chunk's total to buf[0]; at level s (fan-in 2)
-/// each pair (i, i + s) of a chain, i a multiple of 2s, becomes x[i] ⊗ x[i + s] in the other
-/// buffer (a total without a partner is copied across), and each product is cut into K slices
-/// of rows, K as many as the grid's blocks allow (at most 16), a block a slice. Operands come
-/// from L2 whole into shared memory; each output element is summed over k in order from zero, as
-/// block_matrix_product sums it, so the results are chain_total_tree's, bit for bit. The top
-/// level writes `out`.
-template <class T, class C>
-__device__ __forceinline__ void chain_split_tree(const chain_chunks<T, C> p, C* m0, C* m1, C* m2) {
-  constexpr int RT = 4;
-  using shape = block_matrix_shape<RT>;
-  const int d = p.d, dd = d * d, tid = static_cast<int>(threadIdx.x);
-  auto none = [](index_t, auto&) {};
-  for (index_t task = blockIdx.x; task < p.B * p.chunks; task += gridDim.x) {
-    const index_t b = task / p.chunks, c = task % p.chunks, first = c * p.len;
-    const chain_run<T, plain_loads> run{p.M + b * p.Mb + first * p.Ms, p.Ms, min(p.len, p.n - first), p.vec_M};
-    const C* total = chain_walk<RT>(run, static_cast<const C*>(nullptr), d, p.ltr, m0, m1, m2, none);
-    chain_copy_out<RT>(total, p.buf[0] + (b * p.slots + c) * dd, d, d % 4 == 0);
-  }
-  C* x = p.buf[0];  // not p.buf[at]: a variable index would copy p to the stack
-  C* y = p.buf[1];
-  for (index_t s = 1; s < p.chunks; s *= 2) {
-    cooperative_groups::this_grid().sync();
-    const index_t pairs = (p.chunks - 1 - s) / (2 * s) + 1;  // i = 0, 2s, … with i + s < chunks
-    const bool lone = (p.chunks + 2 * s - 1) / (2 * s) > pairs;  // the last total has no partner
-    const bool top = 2 * s >= p.chunks;
-    const index_t products = p.B * pairs;
-    const int K = static_cast<int>(max(index_t(1), min(index_t(16), static_cast<index_t>(gridDim.x) / products)));
-    const int rows = (d + K - 1) / K;
-    const index_t tasks = products * K + (lone ? p.B : 0);
-    for (index_t task = blockIdx.x; task < tasks; task += gridDim.x) {
-      if (task >= products * K) {  // a lone total: copied across, through shared memory
-        const index_t b = task - products * K, i = pairs * 2 * s;
-        block_matrix_stage<RT, C> t;
-        t.fetch(x + (b * p.slots + i) * dd, d, d % 4 == 0, l2_loads{}, [](C v) { return v; });
-        __syncthreads();  // the previous slice is done with shared memory
-        t.put(m0);
-        __syncthreads();
-        chain_copy_out<RT>(m0, y + (b * p.slots + i) * dd, d, d % 4 == 0);
-        continue;
-      }
-      const index_t product = task / K, b = product / pairs, i = product % pairs * 2 * s;
-      const int r0 = static_cast<int>(task % K) * rows, r1 = min(d, r0 + rows);
-      // The earlier factor (chunk i) on the left in chain order (ltr), on the right otherwise:
-      // the left one in m1 (the slice's rows used), the right one in m0.
-      const C* earlier = x + (b * p.slots + i) * dd;
-      const C* later = x + (b * p.slots + i + s) * dd;
-      const C* left = p.ltr ? earlier : later;
-      const C* right = p.ltr ? later : earlier;
-      // Both operands whole from L2, all loads in flight at once (zero past d: the k loop takes
-      // 4 at a time).
-      block_matrix_stage<RT, C> l, r;
-      l.fetch(left, d, d % 4 == 0, l2_loads{}, [](C v) { return v; });
-      r.fetch(right, d, d % 4 == 0, l2_loads{}, [](C v) { return v; });
-      __syncthreads();  // the previous slice is done with shared memory
-      l.put(m1), r.put(m0);
-      __syncthreads();
-      // Thread (row group, col): col = tid % 64, rows tid / 64 + 4j of the slice, J at a time; a
-      // warp's rows are the same (their 4-wide pieces read as one broadcast).
-      constexpr int J = 8, groups = block_matrix_threads / shape::dim;
-      const int col = tid % shape::dim, d4 = (d + 3) / 4 * 4;
-      for (int row0 = tid / shape::dim; row0 < r1 - r0; row0 += J * groups) {
-        C acc[J];
-#pragma unroll
-        for (int j = 0; j < J; ++j) acc[j] = C(0);
-        for (int k0 = 0; k0 < d4; k0 += 4) {
-          C w[4];
-#pragma unroll
-          for (int k = 0; k < 4; ++k) w[k] = m0[(k0 + k) * shape::ld + col];
-#pragma unroll
-          for (int j = 0; j < J; ++j) {
-            const int row = row0 + j * groups;
-            if (row < r1 - r0) {
-              const packed_vec<C, 4> a = *reinterpret_cast<const packed_vec<C, 4>*>(m1 + (r0 + row) * shape::ld + k0);
-#pragma unroll
-              for (int k = 0; k < 4; ++k) acc[j] += a.v[k] * w[k];
-            }
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < J; ++j) {
-          const int row = r0 + row0 + j * groups;
-          if (col >= d || row >= r1) continue;
-          if (top) p.out[b * p.Ob + row * d + col] = from_c<T>(acc[j]);
-          else y[(b * p.slots + i) * dd + row * d + col] = acc[j];
-        }
-      }
-    }
-    C* const done = x;
-    x = y, y = done;
-  }
-}
-
 /// Prefixes phase (2), one level: y[c] = x[c - s] ⊗ x[c] for c ≥ s, y[c] = x[c] below.
 template <int RT, class T, class C>
 __device__ __forceinline__ void chain_carry_level(const chain_chunks<T, C> p, const C* x, C* y, index_t s, C* m0, C* m1,
@@ -609,8 +514,6 @@ __global__ void __launch_bounds__(block_matrix_threads, sizeof(C) == 4 ? 2 : 1)
     chain_chunk_prefixes<RT>(p, carry, m0, m1, m2);
   } else if (p.chunks == 1) {
     chain_chunk_totals<RT>(p, 1, m0, m1, m2);  // each chain by one block, any grid
-  } else if constexpr (RT == 4) {
-    chain_split_tree(p, m0, m1, m2);
   } else {
     chain_total_tree<RT>(p, m0, m1, m2);
   }
