@@ -1,4 +1,4 @@
-// parscan/cuda/matrix/matrix_tensor_engine.cuh — the tensor engine: phases a and c of the
+// parscan/cuda/matrix/matrix_tensor_engine.cuh — the tensor engine: phases a, b and c of the
 // matrix recurrence engine (matrix_kernels.cuh) for thread_engine_max_n < N ≤ tensor_engine_max_n,
 // the state padded to NP = 8 or 16.
 //
