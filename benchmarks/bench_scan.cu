@@ -8,7 +8,8 @@
 // time-contiguous (against cub::DeviceScan::InclusiveScanByKey) and (8, 4096, 1024) channel-last
 // float sums. Every result is checked against a sequential host loop (float64 for floats;
 // exact for the integer and struct operators), for parscan and CUB alike.
-//   usage: bench_scan [--json out.json] [--quick] [--min-log2n K] [--max-log2n K] [--only <case name part>|batch]
+//   usage: bench_scan [--json out.json] [--quick] [--min-log2n K] [--max-log2n K] [--every-size]
+//                     [--only <case name part>|batch]
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
 #include <thrust/iterator/counting_iterator.h>
@@ -430,6 +431,7 @@ int main(int argc, char** argv) {
   ctx.quick = bench::has_flag(argc, argv, "--quick");
   const int max_log2n = arg_int(argc, argv, "--max-log2n", ctx.quick ? 24 : 30);
   const int min_log2n = arg_int(argc, argv, "--min-log2n", 16);
+  const bool every_size = bench::has_flag(argc, argv, "--every-size");  // else 2^16, 2^20, 2^24, 2^28, 2^30
   const std::string only = [&] {
     for (int i = 1; i + 1 < argc; ++i)
       if (std::string(argv[i]) == "--only") return std::string(argv[i + 1]);
@@ -440,8 +442,8 @@ int main(int argc, char** argv) {
   auto sizes = [&](auto tag) {
     using C = decltype(tag);
     if (!only.empty() && std::string(C::name).find(only) == std::string::npos) return;
-    for (int log2n : {16, 20, 24, 28, 30})
-      if (log2n >= min_log2n && log2n <= max_log2n) run_case<C>(ctx, log2n);
+    for (int log2n = min_log2n; log2n <= max_log2n; ++log2n)
+      if (every_size || log2n % 4 == 0 || log2n == 30) run_case<C>(ctx, log2n);
   };
   sizes(int32_sum{});
   sizes(float_sum{});

@@ -738,22 +738,52 @@ TEST_CASE(PARSCAN_TEST_NAME("generic scans: one long contiguous sequence over ma
 
 // Reduces of one sequence and of two longer than 2^20 steps, where the CUDA backend's reduce
 // of an operator over 16 bytes (agent/thread_span_reduce.cuh) folds 9 steps a thread: spans
-// that hold more than one round of loads, and a last span cut short by the end.
-TEST_CASE(PARSCAN_TEST_NAME("generic scans: reduces over spans of many steps"), PARSCAN_TEST_TAGS("[scan][large]")) {
+// that hold more than one round of loads, and a last span cut short by the end. The scans of
+// those operators (the 2×2 products mod p and matrix_affine<float, 4>, cases 4 and 5) take the
+// thread spans too from 2^17 steps (agent/thread_span_scan.cuh): 9 steps a thread for one
+// sequence, 17 for two (spans sized by the batch, about 2^17 of them in all); 461 blocks of 256
+// spans for the one sequence, 244 for each of the two, the last one part full, so that the block
+// totals' scan gives two totals to most of its threads and one to its last. Contiguous aligned
+// sequences write through each warp's staged lines (also in place); strided ones a step a thread.
+TEST_CASE(PARSCAN_TEST_NAME("generic scans: reduces and costly scans over spans of many steps"),
+          PARSCAN_TEST_TAGS("[scan][large]")) {
   using namespace parscan_scan_cases;
   const int c = GENERATE(range(0, num_cases));
+  const int k = GENERATE(2, 0, 1);
+  const int lp = GENERATE(0, 1, 2, 3);
   const int d = GENERATE(0, 1);
   const int carry = GENERATE(0, 3);
-  const int batch = GENERATE(0, 1);
+  if (k != 2 && c != 4 && c != 5) return;  // the scans of the other cases take tiles: other tests
+  if (k == 2 && lp >= 2) return;
   run_config cfg;
-  cfg.kind = ref::kind::reduce;
+  cfg.kind = kind_of(k);
   cfg.dir = dir_of(d);
-  cfg.layout_name = batch ? "time_contiguous(2, 1060921)" : "contiguous";
-  cfg.in_layout = cfg.out_layout =
-      batch ? sequence_layout::time_contiguous(2, 1060921) : sequence_layout::contiguous(1060921);
+  switch (lp) {
+    case 0: cfg.layout_name = "contiguous", cfg.in_layout = sequence_layout::contiguous(1060921); break;
+    case 1: cfg.layout_name = "time_contiguous(2, 1060921)", cfg.in_layout = sequence_layout::time_contiguous(2, 1060921); break;
+    case 2: cfg.layout_name = "odd strides (1, 2, 300007)", cfg.in_layout = odd_layout(1, 2, 300007); break;
+    default: cfg.layout_name = "contiguous, in place", cfg.in_layout = sequence_layout::contiguous(1060921), cfg.in_place = true;
+  }
+  cfg.out_layout = cfg.in_layout;
   cfg.carry = static_cast<carry_mode>(carry);
   cfg.form = call_form::layouts;
   with_case(c, [&](auto tag) { check_scan<decltype(tag)>(cfg); });
+}
+
+// The costly scans in chunks of 31, 150001 and 149975 steps of two sequences, the carry in and
+// out one array: the two long chunks take the thread spans, whose carry pass reads the carry in
+// where it writes the carry out.
+TEST_CASE(PARSCAN_TEST_NAME("generic scans: costly scans in chunks over thread spans with carries in place"),
+          PARSCAN_TEST_TAGS("[scan][chunked]")) {
+  using namespace parscan_scan_cases;
+  const int c = GENERATE(4, 5);
+  const int k = GENERATE(0, 1);
+  const int d = GENERATE(0, 1);
+  const sequence_layout l = sequence_layout::time_contiguous(2, 300007);
+  const std::vector<index_t> cuts{31, 31 + 150001};
+  with_case(c, [&](auto tag) {
+    check_chunked<decltype(tag)>(kind_of(k), dir_of(d), "time_contiguous(2, 300007)", l, cuts, true, true);
+  });
 }
 
 // Chunks of 31, 24577 and the rest of two sequences of 60013 steps, the carry in and out one

@@ -47,21 +47,14 @@ inline index_t thread_span_steps(index_t length, int run) {
   return (steps + run - 1) / run * run;
 }
 
-/// Block b folds the spans (b % blocks_per_sequence) · Threads + t, t < Threads, of sequence
-/// b / blocks_per_sequence (a span is span_steps steps; those past the end take no part) into
-/// partials[b]. Each thread keeps Ahead runs of loads in flight ahead of its fold; MinBlocks
-/// blocks fit an SM.
-template <int Threads, int Ahead, int MinBlocks, class Problem, class Op>
-__global__ void __launch_bounds__(Threads, MinBlocks)
-    reduce_thread_spans_kernel(Problem P, Op op, typename Problem::acc_type* partials, index_t span_steps,
-                               index_t blocks_per_sequence) {
+/// The steps [first, end) of a sequence (cursor `cur`) folded in order in one dependent chain,
+/// Ahead runs of loads in flight ahead of the fold; absent when first >= end. `first` starts a run.
+template <int Ahead, class Problem, class Op>
+__device__ PARSCAN_INLINE maybe<typename Problem::acc_type> fold_thread_span(const Problem& P, const Op& op,
+                                                                            const typename Problem::cursor& cur,
+                                                                            index_t first, index_t end) {
   using Acc = typename Problem::acc_type;
   constexpr int V = Problem::run;
-  const index_t s = blockIdx.x / blocks_per_sequence, b = blockIdx.x % blocks_per_sequence;
-  const index_t first = (b * Threads + threadIdx.x) * span_steps;
-  const index_t span_end = first + span_steps, length = P.length;
-  const index_t end = span_end < length ? span_end : length;
-  const auto cur = P.at(s);
   maybe<Acc> mine{Acc{}, false};
   for (index_t p = first; p < end; p += static_cast<index_t>(V) * Ahead) {
     Acc x[Ahead][V];
@@ -74,10 +67,32 @@ __global__ void __launch_bounds__(Threads, MinBlocks)
       for (int v = 0; v < V; ++v)
         if (p + a * V + v < end) mine = {mine.has ? op(mine.value, x[a][v]) : x[a][v], true};
   }
-  // The block's threads with steps, a prefix of it (a block holds at least one span).
+  return mine;
+}
+
+/// The threads of block b (of blocks_per_sequence a sequence) whose spans hold steps: a prefix
+/// of the block, at least one.
+template <int Threads>
+__device__ PARSCAN_INLINE index_t threads_with_steps(index_t length, index_t span_steps, index_t b) {
   const index_t block_first = b * Threads * span_steps;
   const index_t with_steps = (length - block_first + span_steps - 1) / span_steps;
-  const Acc total = block_ordered_reduce<Threads>(mine.value, with_steps < Threads ? with_steps : Threads, op);
+  return with_steps < Threads ? with_steps : Threads;
+}
+
+/// Block b folds the spans (b % blocks_per_sequence) · Threads + t, t < Threads, of sequence
+/// b / blocks_per_sequence (a span is span_steps steps; those past the end take no part) into
+/// partials[b]. Each thread keeps Ahead runs of loads in flight ahead of its fold; MinBlocks
+/// blocks fit an SM.
+template <int Threads, int Ahead, int MinBlocks, class Problem, class Op>
+__global__ void __launch_bounds__(Threads, MinBlocks)
+    reduce_thread_spans_kernel(Problem P, Op op, typename Problem::acc_type* partials, index_t span_steps,
+                               index_t blocks_per_sequence) {
+  using Acc = typename Problem::acc_type;
+  const index_t s = blockIdx.x / blocks_per_sequence, b = blockIdx.x % blocks_per_sequence;
+  const index_t first = (b * Threads + threadIdx.x) * span_steps;
+  const index_t span_end = first + span_steps, length = P.length;
+  const maybe<Acc> mine = fold_thread_span<Ahead>(P, op, P.at(s), first, span_end < length ? span_end : length);
+  const Acc total = block_ordered_reduce<Threads>(mine.value, threads_with_steps<Threads>(length, span_steps, b), op);
   if (threadIdx.x == 0) partials[blockIdx.x] = total;
 }
 

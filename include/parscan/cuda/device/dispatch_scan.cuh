@@ -18,6 +18,7 @@
 #include "../agent/segment_warps.cuh"
 #include "../agent/staged_lane_tiles.cuh"
 #include "../agent/thread_span_reduce.cuh"
+#include "../agent/thread_span_scan.cuh"
 #include "../agent/tile_blocks_reduce.cuh"
 #include "../agent/warp_loop.cuh"
 
@@ -307,11 +308,13 @@ std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
     partials = partials > totals ? partials : totals;
     if constexpr (costly_combine<Problem>) partials = partials > chain ? partials : chain;
   }
-  if constexpr (costly_combine<Problem>) {  // the thread-span reduce's partials
+  if constexpr (costly_combine<Problem>) {  // the thread-span reduce's partials, and the scan's
     const index_t spans_of_one = (length + thread_span_steps(length, Problem::run) - 1) / thread_span_steps(length, Problem::run);
     const std::size_t thread_partials =
         static_cast<std::size_t>(sequences) * ((spans_of_one + thread_span_block - 1) / thread_span_block) * sizeof(Acc);
     partials = partials > thread_partials ? partials : thread_partials;
+    thread_span_scan_plan<Acc> spans;
+    if (spans.of(sequences, length, Problem::run) && spans.bytes() > partials) partials = spans.bytes();
   }
   std::size_t most = chained > lanes ? (chained > partials ? chained : partials) : (lanes > partials ? lanes : partials);
   if constexpr (shape::bulk_reduce && has_bulk_input<Problem>) {
@@ -897,6 +900,45 @@ status launch_thread_span_reduce(const Problem& P, const Op& op, index_t sequenc
                 static_cast<const Acc*>(partials), blocks_per_sequence);
 }
 
+/// A scan of costly combines (agent/thread_span_scan.cuh): the three passes over thread spans.
+template <class Problem, class Op>
+status launch_thread_span_scan(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
+  using Acc = typename Problem::acc_type;
+  thread_span_scan_plan<Acc> plan;
+  if (!plan.of(sequences, P.length, Problem::run)) return status::exceeds_device_limits;
+  workspace_lease ws(be);
+  if (status s = ws.acquire(plan.bytes()); s != status::success) return s;
+  char* base = static_cast<char*>(ws.get());
+  Acc* prefixes = reinterpret_cast<Acc*>(base);
+  Acc* totals = reinterpret_cast<Acc*>(base + plan.prefixes_bytes());
+  auto* carries = reinterpret_cast<maybe<Acc>*>(base + plan.prefixes_bytes() + plan.totals_bytes());
+  constexpr int min_blocks = thread_span_min_blocks<Acc>;
+  if (status s = launch(scan_thread_span_totals_kernel<thread_span_block, min_blocks, Problem, Op>, plan.blocks,
+                        thread_span_block, 0, be, P, op, prefixes, totals, plan.span_steps, plan.blocks_per_sequence);
+      s != status::success)
+    return s;
+  if (status s = launch(scan_thread_span_carries_kernel<thread_span_block, Problem, Op>, sequences, thread_span_block, 0,
+                        be, P, op, static_cast<const Acc*>(totals), carries, plan.blocks_per_sequence);
+      s != status::success)
+    return s;
+  const auto walk = [&](auto kernel) {
+    return launch(kernel, plan.blocks, thread_span_block, 0, be, P, op, static_cast<const Acc*>(prefixes),
+                  static_cast<const maybe<Acc>*>(carries), plan.span_steps, plan.blocks_per_sequence);
+  };
+  if constexpr (Problem::run == 1 && has_bulk_tiles<Problem>) {
+    if (P.stages_bulk()) return walk(scan_thread_spans_kernel<thread_span_block, min_blocks, true, Problem, Op>);
+  }
+  return walk(scan_thread_spans_kernel<thread_span_block, min_blocks, false, Problem, Op>);
+}
+
+/// Scans of costly combines at least this long take the thread spans (shorter ones a tile scan):
+/// measured on an H200 (bench_scan --every-size, 2×2 int64 matrices mod p), the tile scans took
+/// 39 µs at 2^16 steps against the spans' 44, and 48 µs at 2^17 against 45.
+#ifndef PARSCAN_THREAD_SPAN_SCAN_MIN_LENGTH
+#define PARSCAN_THREAD_SPAN_SCAN_MIN_LENGTH (index_t(1) << 17)
+#endif
+constexpr index_t thread_span_scan_min_length = PARSCAN_THREAD_SPAN_SCAN_MIN_LENGTH;
+
 /// Runs a validated Problem over `sequences` sequences of P.length steps with tile shape
 /// `shape` (tile_shape<Problem> unless a benchmark asks for another).
 template <class shape, class Problem, class Op>
@@ -950,6 +992,7 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
   if (sequences >= resident_warps) return warp_loop();
   if constexpr (can_reduce_only<Problem> && costly_combine<Problem>) {
     if (P.reduce_only()) return launch_thread_span_reduce(P, op, sequences, be);
+    if (P.length >= thread_span_scan_min_length) return launch_thread_span_scan(P, op, sequences, be);
   }
   // Grid tiles for inputs of at most shape::grid_tiles tiles of the small shape, or else twice
   // as many of the middle one, or else as many of the large one, that all fit on the device at
