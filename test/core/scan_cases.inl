@@ -758,12 +758,14 @@ TEST_CASE(PARSCAN_TEST_NAME("generic scans: reduces and costly scans over spans 
   run_config cfg;
   cfg.kind = kind_of(k);
   cfg.dir = dir_of(d);
-  switch (lp) {
-    case 0: cfg.layout_name = "contiguous", cfg.in_layout = sequence_layout::contiguous(1060921); break;
-    case 1: cfg.layout_name = "time_contiguous(2, 1060921)", cfg.in_layout = sequence_layout::time_contiguous(2, 1060921); break;
-    case 2: cfg.layout_name = "odd strides (1, 2, 300007)", cfg.in_layout = odd_layout(1, 2, 300007); break;
-    default: cfg.layout_name = "contiguous, in place", cfg.in_layout = sequence_layout::contiguous(1060921), cfg.in_place = true;
-  }
+  const index_t L = 1060921;
+  const char* names[] = {"contiguous", "time_contiguous(2, 1060921)", "odd strides (1, 2, 300007)",
+                         "contiguous, in place"};
+  const sequence_layout layouts[] = {sequence_layout::contiguous(L), sequence_layout::time_contiguous(2, L),
+                                     odd_layout(1, 2, 300007), sequence_layout::contiguous(L)};
+  cfg.layout_name = names[lp];
+  cfg.in_layout = layouts[lp];
+  cfg.in_place = lp == 3;
   cfg.out_layout = cfg.in_layout;
   cfg.carry = static_cast<carry_mode>(carry);
   cfg.form = call_form::layouts;

@@ -48,7 +48,9 @@ struct thread_span_scan_plan {
     return !__builtin_mul_overflow(sequences, blocks_per_sequence, &blocks) && blocks <= 0x7fffffff &&
            sequences <= 0x7fffffff;
   }
-  std::size_t prefixes_bytes() const { return aligned(static_cast<std::size_t>(blocks) * thread_span_block * sizeof(Acc)); }
+  std::size_t prefixes_bytes() const {
+    return aligned(static_cast<std::size_t>(blocks) * thread_span_block * sizeof(Acc));
+  }
   std::size_t totals_bytes() const { return aligned(static_cast<std::size_t>(blocks) * sizeof(Acc)); }
   std::size_t carries_bytes() const { return aligned(static_cast<std::size_t>(blocks) * sizeof(maybe<Acc>)); }
   std::size_t bytes() const { return prefixes_bytes() + totals_bytes() + carries_bytes(); }
@@ -63,12 +65,14 @@ static_assert(thread_span_threads <= 2 * thread_span_block * static_cast<index_t
 template <int Threads, int MinBlocks, class Problem, class Op>
 __global__ void __launch_bounds__(Threads, MinBlocks)
     scan_thread_span_totals_kernel(Problem P, Op op, typename Problem::acc_type* prefixes,
-                                   typename Problem::acc_type* totals, index_t span_steps, index_t blocks_per_sequence) {
+                                   typename Problem::acc_type* totals, index_t span_steps,
+                                   index_t blocks_per_sequence) {
   using Acc = typename Problem::acc_type;
   const index_t s = blockIdx.x / blocks_per_sequence, b = blockIdx.x % blocks_per_sequence;
   const index_t first = (b * Threads + threadIdx.x) * span_steps;
   const index_t span_end = first + span_steps, length = P.length;
-  const maybe<Acc> mine = fold_thread_span<thread_span_ahead>(P, op, P.at(s), first, span_end < length ? span_end : length);
+  const index_t end = span_end < length ? span_end : length;
+  const maybe<Acc> mine = fold_thread_span<thread_span_ahead>(P, op, P.at(s), first, end);
   Acc inclusive;
   block_exclusive_prefix<Threads>(mine.value, op, inclusive);
   const index_t with_steps = threads_with_steps<Threads>(length, span_steps, b);
@@ -129,9 +133,8 @@ __global__ void __launch_bounds__(Threads, MinBlocks)
   maybe<Acc> running{Acc{}, false};
   if (first < end) {
     running = carries[blockIdx.x];
-    if (threadIdx.x > 0)
-      running = combine(running, maybe<Acc>{prefixes[blockIdx.x * static_cast<index_t>(Threads) + threadIdx.x - 1], true},
-                        op);
+    const index_t place = blockIdx.x * static_cast<index_t>(Threads) + threadIdx.x;
+    if (threadIdx.x > 0) running = combine(running, maybe<Acc>{prefixes[place - 1], true}, op);
   }
   const auto cur = P.at(s);
   // One step into `result` (which may be where the step was read from): its prefix before the

@@ -158,6 +158,14 @@ using tile_shape = tile_shape_of<Problem>;
 template <class Problem>
 constexpr bool costly_combine = sizeof(typename Problem::acc_type) > 16;
 
+/// Scans of costly combines at least this long take the thread spans (shorter ones a tile scan):
+/// measured on an H200 (bench_scan --every-size, 2×2 int64 matrices mod p), the tile scans took
+/// 39 µs at 2^16 steps against the spans' 44, and 48 µs at 2^17 against 45.
+#ifndef PARSCAN_THREAD_SPAN_SCAN_MIN_LENGTH
+#define PARSCAN_THREAD_SPAN_SCAN_MIN_LENGTH (index_t(1) << 17)
+#endif
+constexpr index_t thread_span_scan_min_length = PARSCAN_THREAD_SPAN_SCAN_MIN_LENGTH;
+
 /// A bulk tiles' shape: Warps warps and about TileBytes bytes of elements a tile (over all the
 /// Problem's inputs), within the 48 KB a block may take without opting in (with the kernel's
 /// own 1 KB or less), and at least MinBlocks blocks per SM allowed by the kernel's registers
@@ -314,7 +322,8 @@ std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
         static_cast<std::size_t>(sequences) * ((spans_of_one + thread_span_block - 1) / thread_span_block) * sizeof(Acc);
     partials = partials > thread_partials ? partials : thread_partials;
     thread_span_scan_plan<Acc> spans;
-    if (spans.of(sequences, length, Problem::run) && spans.bytes() > partials) partials = spans.bytes();
+    if (length >= thread_span_scan_min_length && spans.of(sequences, length, Problem::run) && spans.bytes() > partials)
+      partials = spans.bytes();
   }
   std::size_t most = chained > lanes ? (chained > partials ? chained : partials) : (lanes > partials ? lanes : partials);
   if constexpr (shape::bulk_reduce && has_bulk_input<Problem>) {
@@ -917,8 +926,8 @@ status launch_thread_span_scan(const Problem& P, const Op& op, index_t sequences
                         thread_span_block, 0, be, P, op, prefixes, totals, plan.span_steps, plan.blocks_per_sequence);
       s != status::success)
     return s;
-  if (status s = launch(scan_thread_span_carries_kernel<thread_span_block, Problem, Op>, sequences, thread_span_block, 0,
-                        be, P, op, static_cast<const Acc*>(totals), carries, plan.blocks_per_sequence);
+  if (status s = launch(scan_thread_span_carries_kernel<thread_span_block, Problem, Op>, sequences, thread_span_block,
+                        0, be, P, op, static_cast<const Acc*>(totals), carries, plan.blocks_per_sequence);
       s != status::success)
     return s;
   const auto walk = [&](auto kernel) {
@@ -930,14 +939,6 @@ status launch_thread_span_scan(const Problem& P, const Op& op, index_t sequences
   }
   return walk(scan_thread_spans_kernel<thread_span_block, min_blocks, false, Problem, Op>);
 }
-
-/// Scans of costly combines at least this long take the thread spans (shorter ones a tile scan):
-/// measured on an H200 (bench_scan --every-size, 2×2 int64 matrices mod p), the tile scans took
-/// 39 µs at 2^16 steps against the spans' 44, and 48 µs at 2^17 against 45.
-#ifndef PARSCAN_THREAD_SPAN_SCAN_MIN_LENGTH
-#define PARSCAN_THREAD_SPAN_SCAN_MIN_LENGTH (index_t(1) << 17)
-#endif
-constexpr index_t thread_span_scan_min_length = PARSCAN_THREAD_SPAN_SCAN_MIN_LENGTH;
 
 /// Runs a validated Problem over `sequences` sequences of P.length steps with tile shape
 /// `shape` (tile_shape<Problem> unless a benchmark asks for another).
