@@ -366,8 +366,8 @@ void engine_edges() {
       run_backward<T>(o);
     }
   // The tensor engine over many chunks of a few sequences: 113 chunks of 64 steps (N = 6, padded
-  // to 8; the last of 39 steps) and 76 of 64 (N = 16; the last of 5), so that phase b walks more
-  // chunks than it stages at once. (A single pass, 365be8c, ran these as 181 and 401 chunks, its
+  // to 8; the last of 39 steps) and 76 of 64 (N = 16; the last of 5), so that phase b
+  // (tensor_carry_kernel) walks more chunks than its two prefetch batches hold (16 and 6). (A single pass, 365be8c, ran these as 181 and 401 chunks, its
   // look-backs walking many published maps.)
   for (index_t N : {6, 16}) {
     rec_opts o;
