@@ -536,3 +536,128 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: tile-blocks reduce folds runs, lanes
   check_tile_blocks_in_order<mat2_u32, mat2_u32_op>(2 * t16, 2 * t16, mat2);
   check_tile_blocks_in_order<mat2_u32, mat2_u32_op>(6, 7, mat2);
 }
+
+/// Scans (inclusive, exclusive) and reduces of affine maps modulo 2^32 (exact, not commutative)
+/// over `sequences` time-contiguous sequences of `length` steps through the grid bulk tiles of
+/// Shape (agent/grid_bulk_tiles.cuh), launched directly, both directions, with the carries in
+/// and out in one array (the in-place chaining of chunks): every element and carry against a
+/// host loop, written, guards intact.
+template <class Shape>
+static void check_grid_bulk_maps(index_t sequences, index_t length) {
+  using problem = cd::generic_problem<affine_u32, affine_u32, affine_u32>;
+  using tiles = cd::grid_bulk_tiles_of<Shape, problem, affine_u32_op>;
+  const cd::device_facts dev = cd::current_device();
+  REQUIRE(dev.st == parscan::status::success);
+  PARSCAN_TEST_RNG(r, "grid bulk tiles " + std::to_string(Shape::tile) + " " + std::to_string(length));
+  const auto at = [](index_t i) { return static_cast<std::size_t>(i); };
+  const std::size_t n = at(sequences * length);
+  std::vector<affine_u32> x(n), carry(at(sequences));
+  const auto word = [&] { return static_cast<unsigned>(r.uniform(0.0, 4294967295.0)); };
+  for (auto& v : x) v = {word() | 1u, word()};  // odd a: the product never collapses to 0
+  for (auto& v : carry) v = {word() | 1u, word()};
+  parscan_test::guarded_buffer<affine_u32> dx(x), dout(n), dcarry(carry);
+  const auto l = parscan::sequence_layout::time_contiguous(sequences, length);
+  for (bool reverse : {false, true}) {
+    for (auto kind : {parscan::scan_kind::inclusive, parscan::scan_kind::exclusive, parscan::scan_kind::reduce}) {
+      const bool reduce = kind == parscan::scan_kind::reduce, exclusive = kind == parscan::scan_kind::exclusive;
+      INFO("tile=" << Shape::tile << " length=" << length << " reverse=" << reverse << " kind=" << int(kind));
+      dcarry.upload(carry);
+      parscan::scan_options<affine_u32> opts;
+      opts.dir = reverse ? parscan::direction::reverse : parscan::direction::forward;
+      opts.carry_in = dcarry.data();
+      opts.carry_out = dcarry.data();
+      const problem P =
+          problem::from({kind, dx.data(), l, reduce ? nullptr : dout.data(), l, opts, affine_u32{}, kind != parscan::scan_kind::inclusive});
+      REQUIRE(tiles::takes(P, dev));
+      REQUIRE(tiles::fits(P, sequences, dev));
+      REQUIRE(tiles::launch(P, affine_u32_op{}, sequences, parscan::cuda_backend{}) == parscan::status::success);
+      PARSCAN_TEST_SYNC();
+      CHECK(dcarry.guards_intact());
+      if (!reduce) {
+        CHECK(dout.all_written());
+        CHECK(dout.guards_intact());
+      }
+      const std::vector<affine_u32> got = reduce ? std::vector<affine_u32>{} : dout.download(), total = dcarry.download();
+      std::size_t wrong = 0;
+      for (index_t s = 0; s < sequences; ++s) {
+        affine_u32 run = carry[at(s)];
+        for (index_t i = 0; i < length; ++i) {
+          const std::size_t e = at(s * length + (reverse ? length - 1 - i : i));
+          if (exclusive) wrong += got[e].a != run.a || got[e].b != run.b;
+          run = affine_u32_op{}(run, x[e]);
+          if (kind == parscan::scan_kind::inclusive) wrong += got[e].a != run.a || got[e].b != run.b;
+        }
+        INFO("sequence " << s);
+        CHECK(total[at(s)].a == run.a);
+        CHECK(total[at(s)].b == run.b);
+      }
+      CHECK(wrong == 0);
+      dout.repoison();
+    }
+  }
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("chained tiles: grid bulk tiles scan and reduce in order with carries in place"),
+          PARSCAN_TEST_TAGS("[scan][chained][bulk][grid]")) {
+  // Both shapes; three sequences ending inside a lane's run of a partial tile (lengths even, so
+  // every sequence starts 16-byte aligned), one whole tile, and one sequence of an odd length
+  // (its last 8 bytes copied by hand) over a grid of most of the device.
+  using problem = cd::generic_problem<affine_u32, affine_u32, affine_u32>;
+  using small = cd::small_grid_bulk_shape<problem>;
+  using large = cd::large_grid_bulk_shape<problem>;
+  const cd::device_facts dev = cd::current_device();
+  REQUIRE(dev.st == parscan::status::success);
+  REQUIRE(cd::built_for_bulk_copies<cd::scan_grid_bulk_tiles_kernel<small::warps, small::chunks, small::min_blocks,
+                                                                    problem, affine_u32_op>>(dev.device));
+  check_grid_bulk_maps<small>(3, 4 * small::tile + 3 * 32 * 2 * small::chunks + 6);
+  check_grid_bulk_maps<large>(3, 4 * large::tile + 5 * 32 * 2 * large::chunks + 4);
+  check_grid_bulk_maps<small>(1, small::tile);
+  check_grid_bulk_maps<small>(1, 2 * small::tile * dev.multiprocessors + 77);
+  check_grid_bulk_maps<large>(1, 3 * large::tile * dev.multiprocessors + 1);
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("chained tiles: int32 scans and reduces of a few megabytes through the library"),
+          PARSCAN_TEST_TAGS("[scan][chained][bulk][grid]")) {
+  // The library's dispatch for one and for two contiguous int32 sequences of 2^20 + 76 steps (4
+  // MB each: the grid bulk tiles on an sm_90 device) and for one of 2^22 + 2 (16 MB: the large
+  // shape), carries in and out, both directions; exact against a host loop.
+  using problem = cd::generic_problem<int, int, int>;
+  for (index_t sequences : {1, 2}) {
+    for (index_t length : {(index_t(1) << 20) + 76, (index_t(1) << 22) + 2}) {
+      if (sequences == 2 && length > (index_t(1) << 21)) continue;
+      PARSCAN_TEST_RNG(r, "grid bulk int32 " + std::to_string(sequences) + " " + std::to_string(length));
+      const std::size_t n = static_cast<std::size_t>(sequences * length);
+      std::vector<int> x(n), carry{5, -7};
+      carry.resize(static_cast<std::size_t>(sequences));
+      for (auto& v : x) v = static_cast<int>(r.uniform(-1000.0, 1000.0));
+      parscan_test::guarded_buffer<int> dx(x), dout(n), dcarry(carry), dtotal(static_cast<std::size_t>(sequences));
+      const auto l = parscan::sequence_layout::time_contiguous(sequences, length);
+      for (int variant = 0; variant < 6; ++variant) {  // inclusive, exclusive, reduce; both directions
+        const bool reverse = variant >= 3;
+        const auto kind = variant % 3 == 0 ? parscan::scan_kind::inclusive
+                          : variant % 3 == 1 ? parscan::scan_kind::exclusive
+                                             : parscan::scan_kind::reduce;
+        INFO("sequences=" << sequences << " length=" << length << " reverse=" << reverse << " kind=" << int(kind));
+        parscan::scan_options<int> opts;
+        opts.dir = reverse ? parscan::direction::reverse : parscan::direction::forward;
+        opts.carry_in = dcarry.data();
+        opts.carry_out = dtotal.data();
+        const bool reduce = kind == parscan::scan_kind::reduce;
+        const problem P =
+            problem::from({kind, dx.data(), l, reduce ? nullptr : dout.data(), l, opts, 0, kind != parscan::scan_kind::inclusive});
+        REQUIRE(P.stages_bulk_input());
+        REQUIRE(cd::dispatch_scan(P, parscan::sum_op<int>{}, sequences, parscan::cuda_backend{}) ==
+                parscan::status::success);
+        PARSCAN_TEST_SYNC();
+        if (reduce) {
+          std::vector<int> want(carry);
+          for (index_t s = 0; s < sequences; ++s)
+            for (index_t t = 0; t < length; ++t) want[static_cast<std::size_t>(s)] += x[static_cast<std::size_t>(s * length + t)];
+          check_reduce_totals(dtotal, want);
+        } else {
+          check_int32_sums(x, carry, sequences, length, reverse, kind == parscan::scan_kind::exclusive, dout, dtotal);
+        }
+      }
+    }
+  }
+}

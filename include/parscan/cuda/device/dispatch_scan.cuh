@@ -10,6 +10,7 @@
 #include "../runtime.cuh"
 #include "../agent/bulk_reduce_spans.cuh"
 #include "../agent/bulk_tiles.cuh"
+#include "../agent/grid_bulk_tiles.cuh"
 #include "../agent/chained_tiles.cuh"
 #include "../agent/grid_tiles.cuh"
 #include "../agent/lane_loop.cuh"
@@ -221,6 +222,24 @@ using bulk_shape =
 template <class Problem>
 using bulk_reduce_shape = bulk_shape_of<Problem, 8, 40 * 1024, 2>;
 
+/// Grid bulk tiles (agent/grid_bulk_tiles.cuh) take inputs of at least this many bytes (all
+/// inputs of all sequences), where the register grid tiles' small shape (up to 2 MB for 4-byte
+/// sums) no longer fits. Their two shapes: 16 KB tiles, four blocks an SM (about 8 MB on an H200),
+/// else, for scans, 44 KB tiles, five an SM (the bulk tiles' shape, about 29 MB). Measured on an
+/// H200 against the paths they replace (bench_scan, µs): scans of 2^20 steps int32 9.2 against
+/// 10.1, int64 13.1 against 16.9, affine<float> 12.8 against 16.3, the 12-byte struct 22.6
+/// against 29.2; of 2^21 int64 20.3 against 29.0; of 2^22 int32 20.5 against 23.8. Reduces
+/// gained only on the small shape (int64 and affine<float> at 2^20: 8.4–8.8 against 10.6); on the
+/// large one they lost to the tile-blocks reduce (int32 at 2^22: 11.6 against 9.8).
+#ifndef PARSCAN_GRID_BULK_MIN_BYTES
+#define PARSCAN_GRID_BULK_MIN_BYTES (std::size_t(2) << 20)
+#endif
+constexpr std::size_t grid_bulk_min_bytes = PARSCAN_GRID_BULK_MIN_BYTES;
+template <class Problem>
+using small_grid_bulk_shape = bulk_shape_of<Problem, 8, 16 * 1024, 4>;
+template <class Problem>
+using large_grid_bulk_shape = bulk_shape_of<Problem, 8, 44 * 1024, 5>;
+
 /// For sequences no longer than one 32-step-per-warp tile: one run per lane, so a short
 /// sequence does not leave most of its warp idle (T = 128 ran 2.2× faster so). Problems that
 /// stage take these sequences as segment tiles (launch_segment_tiles); the shape's loop_tile
@@ -335,6 +354,12 @@ std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
     if constexpr (256 % sizeof(typename Problem::bulk_element) == 0) {  // the tile-blocks reduce's partials
       tile_blocks_plan<Problem> tiles;
       if (tiles.of(sequences, length) && tiles.bytes() > most) most = tiles.bytes();
+    }
+    if constexpr (!costly_combine<Problem>) {  // the grid bulk tiles' totals (the small shape has more)
+      const index_t grid_bulk_per_sequence =
+          (length + small_grid_bulk_shape<Problem>::tile - 1) / small_grid_bulk_shape<Problem>::tile;
+      const std::size_t grid_bulk = static_cast<std::size_t>(sequences) * grid_bulk_per_sequence * sizeof(Acc);
+      if (grid_bulk > most) most = grid_bulk;
     }
     if constexpr (shape::bulk_tiles && has_bulk_tiles<Problem>) {
       const index_t bulk_per_sequence = (length + bulk_shape<Problem>::tile - 1) / bulk_shape<Problem>::tile;
@@ -877,6 +902,59 @@ struct grid_tiles_of {
   }
 };
 
+/// Grid bulk tiles (agent/grid_bulk_tiles.cuh) of `shape` (a bulk_shape_of): one block per
+/// tile, staged in shared memory, launched cooperatively, every block resident. Workspace: a
+/// total per tile. Contiguous, 16-byte aligned sequences on sm_90 only (takes).
+template <class shape, class Problem, class Op>
+struct grid_bulk_tiles_of {
+  static constexpr int threads = shape::warps * warp_threads;
+  static constexpr auto scan_kernel = [] {
+    if constexpr (has_bulk_tiles<Problem>)
+      return scan_grid_bulk_tiles_kernel<shape::warps, shape::chunks, shape::min_blocks, Problem, Op>;
+    else
+      return nullptr;
+  }();
+  static constexpr auto reduce_kernel = reduce_grid_bulk_tiles_kernel<shape::warps, shape::chunks, shape::min_blocks, Problem, Op>;
+
+  static bool reduces(const Problem& P) { return P.reduce_only(); }
+  /// Whether this call's sequences can be staged by bulk copies and the kernel runs here. Reduces
+  /// only of elements that divide 16 bytes: a 12-byte struct's reduce measured 6–11% slower so
+  /// than on its other paths (H200, bench_scan, 2^18–2^21 steps).
+  static bool takes(const Problem& P, const device_facts& dev) {
+    if (reduces(P))
+      return bulk_run<typename Problem::bulk_element> > 1 && P.stages_bulk_input() &&
+             built_for_bulk_copies<reduce_kernel>(dev.device);
+    if constexpr (has_bulk_tiles<Problem>) return P.stages_bulk() && built_for_bulk_copies<scan_kernel>(dev.device);
+    return false;
+  }
+  static index_t tiles_per_sequence(const Problem& P) { return (P.length + shape::tile - 1) / shape::tile; }
+  /// Whether `sequences` sequences' tiles are all resident at once.
+  static bool fits(const Problem& P, index_t sequences, const device_facts& dev) {
+    const index_t tiles = sequences * tiles_per_sequence(P);  // sequences < resident warps: no overflow
+    int per_sm = 0;
+    if (reduces(P)) {
+      prefer_shared_memory<reduce_kernel>();
+      per_sm = blocks_per_multiprocessor<reduce_kernel>(threads, dev.device, shape::smem);
+    } else if constexpr (has_bulk_tiles<Problem>) {
+      prefer_shared_memory<scan_kernel>();
+      per_sm = blocks_per_multiprocessor<scan_kernel>(threads, dev.device, shape::smem);
+    }
+    return per_sm > 0 && tiles <= static_cast<index_t>(per_sm) * dev.multiprocessors;
+  }
+  static status launch(const Problem& P, const Op& op, index_t sequences, const cuda_backend& be) {
+    const index_t per_sequence = tiles_per_sequence(P), tiles = sequences * per_sequence;
+    workspace_lease ws(be);
+    if (status s = ws.acquire(static_cast<std::size_t>(tiles) * sizeof(typename Problem::acc_type));
+        s != status::success)
+      return s;
+    auto* const totals = static_cast<typename Problem::acc_type*>(ws.get());
+    if (reduces(P)) return launch_cooperative(reduce_kernel, tiles, threads, shape::smem, be, P, op, totals, per_sequence);
+    if constexpr (has_bulk_tiles<Problem>)
+      return launch_cooperative(scan_kernel, tiles, threads, shape::smem, be, P, op, totals, per_sequence);
+    return status::unsupported;  // unreachable: takes() refused
+  }
+};
+
 /// The three grid tile shapes of `shape`: its own small one (scan_workspace_bytes counts its
 /// tiles, the most), the same runs on twice the warps, and the chained tile.
 template <class shape, class Problem, class Op>
@@ -1006,6 +1084,17 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
       using middle = middle_grid_tiles<shape, Problem, Op>;
       using large = large_grid_tiles<shape, Problem, Op>;
       if (small::fits(P, sequences, shape::grid_tiles, dev)) return small::launch(P, op, sequences, be);
+      if constexpr (shape::bulk_reduce && has_bulk_input<Problem> && !costly_combine<Problem>) {
+        using small_bulk = grid_bulk_tiles_of<small_grid_bulk_shape<Problem>, Problem, Op>;
+        using large_bulk = grid_bulk_tiles_of<large_grid_bulk_shape<Problem>, Problem, Op>;
+        const std::size_t bytes = static_cast<std::size_t>(sequences) * static_cast<std::size_t>(P.length) *
+                                  Problem::bulk_tensors * sizeof(typename Problem::bulk_element);
+        if (bytes >= grid_bulk_min_bytes && small_bulk::takes(P, dev)) {
+          if (small_bulk::fits(P, sequences, dev)) return small_bulk::launch(P, op, sequences, be);
+          if (!small_bulk::reduces(P) && large_bulk::fits(P, sequences, dev))
+            return large_bulk::launch(P, op, sequences, be);
+        }
+      }
       if (middle::fits(P, sequences, 2 * shape::grid_tiles, dev)) return middle::launch(P, op, sequences, be);
       if (large::fits(P, sequences, shape::grid_tiles, dev)) return large::launch(P, op, sequences, be);
     }
