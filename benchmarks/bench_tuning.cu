@@ -8,6 +8,7 @@
 //                       [--phases: the bulk tiles' phases timed, with and without the look-back's wait]
 //                       [--bulk-mid: the bulk tiles' shapes against CUB at 2^22, 2^24, 2^26]
 //                       [--eight-mb: int64 sum of 2^20 and int32 sum of 2^21, library and CUB (for ncu)]
+//                       [--grid-bulk: the grid bulk tiles' shapes against the library and CUB, 4-16 MB each way]
 //                       [--channel-last: the generic channel-last sum, one sequence a lane against lane packs]
 //                       [--chunk-stages: the chunk loop's tiles against deeper ones (generic sum, recurrence)]
 //                       [--wide-rows: the chunk loop's tiles against rows of 256 bytes (generic sum, recurrence)]
@@ -1177,6 +1178,74 @@ void reduce_shapes(int log2n, double tol, result_sink& sink, bool spans = false,
 
 }  // namespace
 
+// Inclusive scans of 2^log2n steps through the grid bulk tiles (agent/grid_bulk_tiles.cuh) in
+// several shapes, launched directly, against the library's dispatch and CUB, each call rotating
+// over enough buffer pairs to start cold in L2 as bench_scan's calls do (docs/performance.md,
+// "Grid bulk tiles").
+template <class T>
+void grid_bulk_shapes(int log2n, double tol, result_sink& sink) {
+  using problem = cd::generic_problem<T, T, T>;
+  using op_t = typename generic_case<T>::op_t;
+  const index_t n = index_t(1) << log2n;
+  int l2 = 0;
+  BENCH_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+  const int rotation = 2 + static_cast<int>(3 * static_cast<double>(l2) / (2.0 * n * sizeof(T)));
+  std::vector<generic_case<T>> cases(static_cast<std::size_t>(rotation), generic_case<T>{generic_case<T>::label, n});
+  std::vector<problem> problems;
+  for (auto& c : cases) {
+    c.alloc();
+    problems.push_back(problem::from({parscan::scan_kind::inclusive, c.in, parscan::sequence_layout::contiguous(n),
+                                      c.out, parscan::sequence_layout::contiguous(n), {}, T{}, false}));
+  }
+  const auto timed = [&](const std::string& name, auto&& launch) {  // launch(problem, case) -> success
+    BENCH_CHECK(cudaMemset(cases[0].out, 0xff, n * sizeof(T)));
+    if (!launch(problems[0], cases[0])) return;
+    BENCH_CHECK(cudaDeviceSynchronize());
+    const double err = cases[0].check();
+    if (!(err <= tol))
+      ++sink.failures, std::printf("FAILED %s %s: error %.3g\n", cases[0].name.c_str(), name.c_str(), err);
+    const double us = bench::median_us([&](int i) {
+      const std::size_t k = static_cast<std::size_t>(i % rotation);
+      if (!launch(problems[k], cases[k])) std::exit(1);
+    }, 15, 2);
+    cases[0].record(name, us, err, sink);
+  };
+  std::size_t cub_bytes = 0;
+  BENCH_CHECK(cub::DeviceScan::InclusiveScan(nullptr, cub_bytes, cases[0].in, cases[0].out, op_t{}, n));
+  void* tmp = nullptr;
+  BENCH_CHECK(cudaMalloc(&tmp, cub_bytes));
+  timed("cub", [&](const problem&, const generic_case<T>& c) {
+    BENCH_CHECK(cub::DeviceScan::InclusiveScan(tmp, cub_bytes, c.in, c.out, op_t{}, n));
+    return true;
+  });
+  timed("library", [&](const problem& P, const generic_case<T>&) {
+    return cd::dispatch_scan(P, op_t{}, 1, workspace_backend()) == parscan::status::success;
+  });
+  const cd::device_facts dev = cd::current_device();
+  const auto shape = [&](auto tiles, const std::string& name) {
+    using tiles_t = decltype(tiles);
+    if (!tiles_t::takes(problems[0], dev) || !tiles_t::fits(problems[0], 1, dev)) {
+      std::printf("%s: not resident at 2^%d\n", name.c_str(), log2n);
+      return;
+    }
+    timed(name, [&](const problem& P, const generic_case<T>&) {
+      return tiles_t::launch(P, op_t{}, 1, workspace_backend()) == parscan::status::success;
+    });
+  };
+  using small = cd::bulk_shape_of<problem, 8, 16 * 1024, 4>;
+  using narrow = cd::bulk_shape_of<problem, 4, 16 * 1024, 8>;
+  using narrow_small = cd::bulk_shape_of<problem, 4, 8 * 1024, 12>;
+  using middle = cd::bulk_shape_of<problem, 8, 32 * 1024, 5>;
+  using large = cd::bulk_shape_of<problem, 8, 44 * 1024, 5>;
+  shape(cd::grid_bulk_tiles_of<small, problem, op_t>{}, "grid bulk 8w 16KB (4/SM)");
+  shape(cd::grid_bulk_tiles_of<narrow, problem, op_t>{}, "grid bulk 4w 16KB (8/SM)");
+  shape(cd::grid_bulk_tiles_of<narrow_small, problem, op_t>{}, "grid bulk 4w 8KB (12/SM)");
+  shape(cd::grid_bulk_tiles_of<middle, problem, op_t>{}, "grid bulk 8w 32KB (5/SM)");
+  shape(cd::grid_bulk_tiles_of<large, problem, op_t>{}, "grid bulk 8w 44KB (5/SM)");
+  BENCH_CHECK(cudaFree(tmp));
+  for (auto& c : cases) c.release();
+}
+
 int main(int argc, char** argv) {
   result_sink out{bench::copy_bandwidth_gbs()};
   using L = parscan::sequence_layout;
@@ -1222,6 +1291,13 @@ int main(int argc, char** argv) {
       bulk_against_cub<long long>("int64 sum", log2n, 0, out);
       bulk_against_cub<parscan::affine<float>>("affine scan", log2n, 1e-4, out);
     }
+    return report();
+  }
+  if (bench::has_flag(argc, argv, "--grid-bulk")) {  // the grid bulk tiles' shapes, 4-16 MB each way
+    for (int log2n : {20, 21}) grid_bulk_shapes<int>(log2n, 0, out);
+    for (int log2n : {19, 20}) grid_bulk_shapes<long long>(log2n, 0, out);
+    grid_bulk_shapes<parscan::affine<float>>(20, 1e-4, out);
+    grid_bulk_shapes<int>(22, 0, out);
     return report();
   }
   if (bench::has_flag(argc, argv, "--eight-mb")) {  // 8 MB each way, the library against CUB (for ncu)

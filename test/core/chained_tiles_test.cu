@@ -8,6 +8,8 @@
 // two-pass reduce gets spans of several tiles, a partial last span and a partial last tile.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -537,64 +539,102 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: tile-blocks reduce folds runs, lanes
   check_tile_blocks_in_order<mat2_u32, mat2_u32_op>(6, 7, mat2);
 }
 
-/// Scans (inclusive, exclusive) and reduces of affine maps modulo 2^32 (exact, not commutative)
-/// over `sequences` time-contiguous sequences of `length` steps through the grid bulk tiles of
-/// Shape (agent/grid_bulk_tiles.cuh), launched directly, both directions, with the carries in
-/// and out in one array (the in-place chaining of chunks): every element and carry against a
-/// host loop, written, guards intact.
-template <class Shape>
-static void check_grid_bulk_maps(index_t sequences, index_t length) {
-  using problem = cd::generic_problem<affine_u32, affine_u32, affine_u32>;
-  using tiles = cd::grid_bulk_tiles_of<Shape, problem, affine_u32_op>;
-  const cd::device_facts dev = cd::current_device();
-  REQUIRE(dev.st == parscan::status::success);
-  PARSCAN_TEST_RNG(r, "grid bulk tiles " + std::to_string(Shape::tile) + " " + std::to_string(length));
+// Upper triangular 2×2 matrices [[a, b], [0, c]] modulo 2^32: 12 bytes, exact and not
+// commutative; their bulk runs are four elements in three 16-byte words (bulk_run).
+struct tri_u32 {
+  unsigned a, b, c;
+};
+struct tri_u32_op {  // op(earlier, later) = later · earlier
+  PARSCAN_HD tri_u32 operator()(const tri_u32& e, const tri_u32& l) const {
+    return {l.a * e.a, l.a * e.b + l.b * e.c, l.c * e.c};
+  }
+};
+static_assert(sizeof(tri_u32) == 12 && cd::bulk_run<tri_u32> == 4, "12-byte runs of three words");
+
+/// A random element with odd diagonal words (products never collapse to 0).
+template <class E, class Rng>
+static E random_map(Rng& r) {
+  const auto word = [&] { return static_cast<unsigned>(r.uniform(0.0, 4294967295.0)); };
+  if constexpr (std::is_same_v<E, affine_u32>) return {word() | 1u, word()};
+  else return {word() | 1u, word(), word() | 1u};
+}
+
+/// Scans (inclusive, exclusive) and reduces of E under Op (exact, not commutative) over
+/// `sequences` time-contiguous sequences of `length` steps, launched by `launch(P)`, both
+/// directions, with the carries in and out in one array (the in-place chaining of chunks):
+/// every element and carry against a host loop, bitwise, written, guards intact. `kinds`: the
+/// scan kinds to run.
+template <class E, class Op, class Launch>
+static void check_bulk_maps(const std::string& what, index_t sequences, index_t length,
+                            const std::vector<parscan::scan_kind>& kinds, Launch&& launch) {
+  using problem = cd::generic_problem<E, E, E>;
+  PARSCAN_TEST_RNG(r, what + " " + std::to_string(length));
   const auto at = [](index_t i) { return static_cast<std::size_t>(i); };
   const std::size_t n = at(sequences * length);
-  std::vector<affine_u32> x(n), carry(at(sequences));
-  const auto word = [&] { return static_cast<unsigned>(r.uniform(0.0, 4294967295.0)); };
-  for (auto& v : x) v = {word() | 1u, word()};  // odd a: the product never collapses to 0
-  for (auto& v : carry) v = {word() | 1u, word()};
-  parscan_test::guarded_buffer<affine_u32> dx(x), dout(n), dcarry(carry);
+  std::vector<E> x(n), carry(at(sequences));
+  for (auto& v : x) v = random_map<E>(r);
+  for (auto& v : carry) v = random_map<E>(r);
+  parscan_test::guarded_buffer<E> dx(x), dout(n), dcarry(carry);
   const auto l = parscan::sequence_layout::time_contiguous(sequences, length);
+  const auto same = [](const E& u, const E& v) { return std::memcmp(&u, &v, sizeof(E)) == 0; };
   for (bool reverse : {false, true}) {
-    for (auto kind : {parscan::scan_kind::inclusive, parscan::scan_kind::exclusive, parscan::scan_kind::reduce}) {
+    for (auto kind : kinds) {
       const bool reduce = kind == parscan::scan_kind::reduce, exclusive = kind == parscan::scan_kind::exclusive;
-      INFO("tile=" << Shape::tile << " length=" << length << " reverse=" << reverse << " kind=" << int(kind));
+      INFO(what << ": length=" << length << " sequences=" << sequences << " reverse=" << reverse
+                << " kind=" << int(kind));
       dcarry.upload(carry);
-      parscan::scan_options<affine_u32> opts;
+      parscan::scan_options<E> opts;
       opts.dir = reverse ? parscan::direction::reverse : parscan::direction::forward;
       opts.carry_in = dcarry.data();
       opts.carry_out = dcarry.data();
-      const problem P =
-          problem::from({kind, dx.data(), l, reduce ? nullptr : dout.data(), l, opts, affine_u32{}, kind != parscan::scan_kind::inclusive});
-      REQUIRE(tiles::takes(P, dev));
-      REQUIRE(tiles::fits(P, sequences, dev));
-      REQUIRE(tiles::launch(P, affine_u32_op{}, sequences, parscan::cuda_backend{}) == parscan::status::success);
+      const problem P = problem::from(
+          {kind, dx.data(), l, reduce ? nullptr : dout.data(), l, opts, E{}, kind != parscan::scan_kind::inclusive});
+      REQUIRE(P.stages_bulk_input());
+      REQUIRE(launch(P) == parscan::status::success);
       PARSCAN_TEST_SYNC();
       CHECK(dcarry.guards_intact());
       if (!reduce) {
         CHECK(dout.all_written());
         CHECK(dout.guards_intact());
       }
-      const std::vector<affine_u32> got = reduce ? std::vector<affine_u32>{} : dout.download(), total = dcarry.download();
+      const std::vector<E> got = reduce ? std::vector<E>{} : dout.download(), total = dcarry.download();
       std::size_t wrong = 0;
       for (index_t s = 0; s < sequences; ++s) {
-        affine_u32 run = carry[at(s)];
+        E run = carry[at(s)];
         for (index_t i = 0; i < length; ++i) {
           const std::size_t e = at(s * length + (reverse ? length - 1 - i : i));
-          if (exclusive) wrong += got[e].a != run.a || got[e].b != run.b;
-          run = affine_u32_op{}(run, x[e]);
-          if (kind == parscan::scan_kind::inclusive) wrong += got[e].a != run.a || got[e].b != run.b;
+          if (exclusive) wrong += !same(got[e], run);
+          run = Op{}(run, x[e]);
+          if (kind == parscan::scan_kind::inclusive) wrong += !same(got[e], run);
         }
         INFO("sequence " << s);
-        CHECK(total[at(s)].a == run.a);
-        CHECK(total[at(s)].b == run.b);
+        CHECK(same(total[at(s)], run));
       }
       CHECK(wrong == 0);
       dout.repoison();
     }
   }
+}
+
+static const std::vector<parscan::scan_kind> every_kind{parscan::scan_kind::inclusive, parscan::scan_kind::exclusive,
+                                                        parscan::scan_kind::reduce};
+
+/// check_bulk_maps through the grid bulk tiles of Shape (agent/grid_bulk_tiles.cuh), launched
+/// directly: scans and reduces.
+template <class Shape, class E, class Op>
+static void check_grid_bulk_maps(index_t sequences, index_t length) {
+  using problem = cd::generic_problem<E, E, E>;
+  using tiles = cd::grid_bulk_tiles_of<Shape, problem, Op>;
+  const cd::device_facts dev = cd::current_device();
+  REQUIRE(dev.st == parscan::status::success);
+  check_bulk_maps<E, Op>("grid bulk tiles of " + std::to_string(Shape::tile), sequences, length, every_kind,
+                         [&](const problem& P) {
+                           // (The dispatch keeps reduces of elements that do not divide 16 bytes
+                           // off this path; launched directly, it must still be right.)
+                           if (!P.reduce_only() || 16 % sizeof(E) == 0) REQUIRE(tiles::takes(P, dev));
+                           REQUIRE(tiles::fits(P, sequences, dev));
+                           return tiles::launch(P, Op{}, sequences, parscan::cuda_backend{});
+                         });
 }
 
 TEST_CASE(PARSCAN_TEST_NAME("chained tiles: grid bulk tiles scan and reduce in order with carries in place"),
@@ -609,11 +649,43 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: grid bulk tiles scan and reduce in o
   REQUIRE(dev.st == parscan::status::success);
   REQUIRE(cd::built_for_bulk_copies<cd::scan_grid_bulk_tiles_kernel<small::warps, small::chunks, small::min_blocks,
                                                                     problem, affine_u32_op>>(dev.device));
-  check_grid_bulk_maps<small>(3, 4 * small::tile + 3 * 32 * 2 * small::chunks + 6);
-  check_grid_bulk_maps<large>(3, 4 * large::tile + 5 * 32 * 2 * large::chunks + 4);
-  check_grid_bulk_maps<small>(1, small::tile);
-  check_grid_bulk_maps<small>(1, 2 * small::tile * dev.multiprocessors + 77);
-  check_grid_bulk_maps<large>(1, 3 * large::tile * dev.multiprocessors + 1);
+  check_grid_bulk_maps<small, affine_u32, affine_u32_op>(3, 4 * small::tile + 3 * 32 * 2 * small::chunks + 6);
+  check_grid_bulk_maps<large, affine_u32, affine_u32_op>(3, 4 * large::tile + 5 * 32 * 2 * large::chunks + 4);
+  check_grid_bulk_maps<small, affine_u32, affine_u32_op>(1, small::tile);
+  check_grid_bulk_maps<small, affine_u32, affine_u32_op>(1, 2 * small::tile * dev.multiprocessors + 77);
+  check_grid_bulk_maps<large, affine_u32, affine_u32_op>(1, 3 * large::tile * dev.multiprocessors + 1);
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("chained tiles: 12-byte elements in runs of three 16-byte words"),
+          PARSCAN_TEST_TAGS("[scan][chained][bulk]")) {
+  // Upper triangular matrices mod 2^32 through each kernel that reads runs (bulk_run = 4): the
+  // bulk tiles (look-backs over 40 tiles), the grid bulk tiles (both shapes) and the bulk
+  // reduce, launched directly. Lengths: three sequences of whole runs (a multiple of 4 keeps
+  // every sequence 16-byte aligned) ending inside a lane's run of a partial tile, and one
+  // sequence ending mid-run (its last 12-byte element copied by hand).
+  using problem = cd::generic_problem<tri_u32, tri_u32, tri_u32>;
+  using op_t = tri_u32_op;
+  using bulk = cd::bulk_shape<problem>;
+  using small = cd::small_grid_bulk_shape<problem>;
+  using large = cd::large_grid_bulk_shape<problem>;
+  const cd::device_facts dev = cd::current_device();
+  REQUIRE(dev.st == parscan::status::success);
+  REQUIRE(cd::built_for_bulk_copies<cd::bulk_tiles_kernel<problem, op_t>>(dev.device));
+  const std::vector<parscan::scan_kind> scans{parscan::scan_kind::inclusive, parscan::scan_kind::exclusive};
+  for (index_t sequences : {3, 1}) {
+    const index_t tail = sequences == 3 ? 5 * 32 * 4 + 8 : 7;  // five warps' runs and two runs; or mid-run
+    check_bulk_maps<tri_u32, op_t>("bulk tiles, 12-byte", sequences, 40 * bulk::tile + tail, scans,
+                                   [&](const problem& P) {
+                                     REQUIRE(P.stages_bulk());
+                                     return cd::launch_bulk_tiles(P, op_t{}, sequences, dev, parscan::cuda_backend{});
+                                   });
+    check_bulk_maps<tri_u32, op_t>("bulk reduce, 12-byte", sequences, 9 * cd::bulk_reduce_shape<problem>::tile + tail,
+                                   {parscan::scan_kind::reduce}, [&](const problem& P) {
+                                     return cd::launch_bulk_reduce(P, op_t{}, sequences, dev, parscan::cuda_backend{});
+                                   });
+    check_grid_bulk_maps<small, tri_u32, op_t>(sequences, 6 * small::tile + tail);
+    check_grid_bulk_maps<large, tri_u32, op_t>(sequences, 4 * large::tile + tail);
+  }
 }
 
 TEST_CASE(PARSCAN_TEST_NAME("chained tiles: int32 scans and reduces of a few megabytes through the library"),
@@ -643,8 +715,8 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: int32 scans and reduces of a few meg
         opts.carry_in = dcarry.data();
         opts.carry_out = dtotal.data();
         const bool reduce = kind == parscan::scan_kind::reduce;
-        const problem P =
-            problem::from({kind, dx.data(), l, reduce ? nullptr : dout.data(), l, opts, 0, kind != parscan::scan_kind::inclusive});
+        const problem P = problem::from(
+            {kind, dx.data(), l, reduce ? nullptr : dout.data(), l, opts, 0, kind != parscan::scan_kind::inclusive});
         REQUIRE(P.stages_bulk_input());
         REQUIRE(cd::dispatch_scan(P, parscan::sum_op<int>{}, sequences, parscan::cuda_backend{}) ==
                 parscan::status::success);
@@ -652,7 +724,8 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: int32 scans and reduces of a few meg
         if (reduce) {
           std::vector<int> want(carry);
           for (index_t s = 0; s < sequences; ++s)
-            for (index_t t = 0; t < length; ++t) want[static_cast<std::size_t>(s)] += x[static_cast<std::size_t>(s * length + t)];
+            for (index_t t = 0; t < length; ++t)
+              want[static_cast<std::size_t>(s)] += x[static_cast<std::size_t>(s * length + t)];
           check_reduce_totals(dtotal, want);
         } else {
           check_int32_sums(x, carry, sequences, length, reverse, kind == parscan::scan_kind::exclusive, dout, dtotal);

@@ -922,7 +922,7 @@ struct grid_bulk_tiles_of {
   /// than on its other paths (H200, bench_scan, 2^18–2^21 steps).
   static bool takes(const Problem& P, const device_facts& dev) {
     if (reduces(P))
-      return bulk_run<typename Problem::bulk_element> > 1 && P.stages_bulk_input() &&
+      return 16 % sizeof(typename Problem::bulk_element) == 0 && P.stages_bulk_input() &&
              built_for_bulk_copies<reduce_kernel>(dev.device);
     if constexpr (has_bulk_tiles<Problem>) return P.stages_bulk() && built_for_bulk_copies<scan_kernel>(dev.device);
     return false;
