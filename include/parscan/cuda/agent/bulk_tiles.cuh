@@ -23,15 +23,13 @@
 // tiles in blockIdx order instead of claimed, and a sleep between look-back polls changed
 // nothing (window chain).
 //
-// Layout. A tile is Warps × Chunks chunks of 32 runs of V elements (bulk_run: V·sizeof(E) is
-// one to four 16-byte words, or V = 1 for elements of which four words hold no whole run), in
-// processing order; lane l of warp w reads run l of each of its Chunks chunks, so the
-// shared-memory reads of a warp are consecutive bytes, free of bank conflicts (runs of three
-// words too: eight lanes' 16-byte reads 48 bytes apart fall in distinct banks). Memory tile m
-// holds elements [m·tile, (m+1)·tile) of the sequence; processing tile k is memory tile k
-// (forward) or tiles − 1 − k (reverse), so every bulk copy starts on a tile boundary, 16-byte
-// aligned, and only a sequence's last memory tile is partial (its final bytes past a 16-byte
-// multiple are copied by hand).
+// Layout. A tile is Warps × Chunks chunks of 32 runs of V elements (V·sizeof(E) = 16 bytes, or
+// V = 1 for elements that do not divide 16 bytes), in processing order; lane l of warp w reads
+// run l of each of its Chunks chunks, so the shared-memory reads of a warp are consecutive
+// bytes, free of bank conflicts. Memory tile m holds elements [m·tile, (m+1)·tile) of the
+// sequence; processing tile k is memory tile k (forward) or tiles − 1 − k (reverse), so every
+// bulk copy starts on a tile boundary, 16-byte aligned, and only a sequence's last memory tile
+// is partial (its final bytes past a 16-byte multiple are copied by hand).
 #pragma once
 
 #include <cstdint>
@@ -46,25 +44,10 @@
 
 namespace parscan::cuda_detail {
 
-/// Bytes of the shortest run of whole elements of type E that is whole 16-byte words.
+/// Elements of type E per run: one 16-byte shared-memory access, or 1 for sizes that do not
+/// divide 16 bytes (a 12- or 32-byte struct).
 template <class E>
-constexpr std::size_t bulk_run_bytes = [] {
-  std::size_t bytes = sizeof(E);
-  while (bytes % 16 != 0) bytes += sizeof(E);
-  return bytes;
-}();
-
-/// Elements of type E per run: the shortest run of whole 16-byte shared-memory accesses, up to
-/// four of them (a 12-byte struct: four elements in three accesses), or else 1 (a 20- or 32-byte
-/// struct). With one element a lane per chunk, the 12-byte struct's scan spent a warp scan of
-/// three 4-byte words on every 32 elements (docs/performance.md, "Runs of 12-byte elements").
-template <class E>
-constexpr int bulk_run = bulk_run_bytes<E> <= 64 ? static_cast<int>(bulk_run_bytes<E> / sizeof(E)) : 1;
-
-/// 16-byte words in a run of bulk_run<E> elements (0 where a run is one element that is not
-/// whole words).
-template <class E>
-constexpr int bulk_run_words = bulk_run<E> > 1 ? static_cast<int>(bulk_run<E> * sizeof(E) / 16) : 0;
+constexpr int bulk_run = 16 % sizeof(E) == 0 ? static_cast<int>(16 / sizeof(E)) : 1;
 
 /// Chunks per warp for tiles of about TileBytes bytes over Warps warps.
 template <class E, int Warps, int TileBytes>
@@ -120,8 +103,8 @@ struct alignas(16) bulk_tile_smem {
 
 /// Reads the run of V steps at processing position p of a tile of `count` steps staged in
 /// `tile` (input n at tile + n·tensor_bytes), in processing order. Full runs of a full tile are
-/// one to four 16-byte accesses per input (bulk_run_words); otherwise one element at a time, and
-/// only those before `count`. `reverse` comes as a value, not read from P here: reading P.reverse in these
+/// one 16-byte access per input; otherwise one element at a time, and only those before
+/// `count`. `reverse` comes as a value, not read from P here: reading P.reverse in these
 /// helpers changed the int32 sum's SASS and cost it 1.5–2 points of copy at 2^28 (H100, three
 /// builds in one run: 85.6–85.9% before, 83.2–84.4% so, 84.8–85.5% with the value).
 template <int V, bool Full, class Problem>
@@ -133,16 +116,11 @@ __device__ PARSCAN_INLINE void read_bulk_run(const Problem& P, const unsigned ch
   if constexpr (Full && V > 1) {
     // count is a multiple of V here, so the reversed run is aligned too.
     const index_t lo = reverse ? count - V - p : p;
-    constexpr int words = bulk_run_words<E>;
     E raw[N][V];
 #pragma unroll
     for (int n = 0; n < N; ++n) {
-      const uint4* const at = reinterpret_cast<const uint4*>(reinterpret_cast<const E*>(tile + n * tensor_bytes) + lo);
-#pragma unroll
-      for (int i = 0; i < words; ++i) {
-        const uint4 w = at[i];
-        memcpy(reinterpret_cast<unsigned char*>(raw[n]) + 16 * i, &w, sizeof(w));
-      }
+      const uint4 w = *reinterpret_cast<const uint4*>(reinterpret_cast<const E*>(tile + n * tensor_bytes) + lo);
+      memcpy(raw[n], &w, sizeof(w));
     }
     // Each arm converts into x itself (renaming, no moves); one arm with a computed index
     // would put raw in local memory.
@@ -188,13 +166,9 @@ __device__ PARSCAN_INLINE void write_bulk_run(const Problem& P, typename Problem
 #pragma unroll
       for (int v = 0; v < V; ++v) raw[v] = P.bulk_result(x[v]);
     }
-    static_assert(V * sizeof(O) % 16 == 0, "a run of outputs is whole 16-byte words, as its inputs");
-#pragma unroll
-    for (int i = 0; i < static_cast<int>(V * sizeof(O) / 16); ++i) {
-      uint4 w;
-      memcpy(&w, reinterpret_cast<const unsigned char*>(raw) + 16 * i, sizeof(w));
-      reinterpret_cast<uint4*>(o + lo)[i] = w;
-    }
+    uint4 w;
+    memcpy(&w, raw, sizeof(w));
+    *reinterpret_cast<uint4*>(o + lo) = w;
   } else {
 #pragma unroll
     for (int v = 0; v < V; ++v)

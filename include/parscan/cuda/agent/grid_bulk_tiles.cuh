@@ -10,9 +10,9 @@
 // Here a block's tile costs the copy engine one instruction and no registers, four or five
 // blocks an SM hold 64–220 KB of it, and the whole input is in flight from the first cycle:
 //  - scan_grid_bulk_tiles_kernel: each block stages its tile, reduces it from shared memory
-//    (reduce_bulk_tile) and writes its total; after the grid barrier the block folds the totals
-//    of the sequence's tiles before it (block_fold_values: all loaded at once, one fixed order)
-//    and scans its tile from shared memory (scan_bulk_runs).
+//    (reduce_bulk_tile) and writes its total; after the grid barrier warp 0 folds the totals of
+//    the sequence's tiles before it (warp_fold_totals: all loaded at once, one fixed order) and
+//    the block scans its tile from shared memory (scan_bulk_runs).
 //  - reduce_grid_bulk_tiles_kernel: the same totals and barrier; the block of each sequence's
 //    first tile folds that sequence's totals (fold_partials).
 // Every order of combination is fixed by the tile decomposition, so results are bitwise the
@@ -22,6 +22,7 @@
 #include <cooperative_groups.h>
 
 #include "bulk_tiles.cuh"
+#include "grid_tiles.cuh"
 #include "reduce_spans.cuh"
 
 namespace parscan::cuda_detail {
@@ -69,14 +70,7 @@ __global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
   maybe<Acc> carry{Acc{}, false};
   if (threadIdx.x < warp_threads) carry = P.initial(w.s);
   cooperative_groups::this_grid().sync();
-  // The totals before this tile, up to a few hundred, loaded by the whole block in one round trip
-  // (a warp alone took two or three); w.k is the same in every thread.
-  maybe<Acc> before{Acc{}, false};
-  if (w.k > 0) before = {block_fold_values<Warps * warp_threads>(totals + (t - w.k), w.k, op), true};
-  if (threadIdx.x < warp_threads) {
-    before.value = shfl_idx(before.value, 0);
-    spread_bulk_prefix(combine(carry, before, op), op, sm);
-  }
+  if (threadIdx.x < warp_threads) spread_bulk_prefix(combine(carry, warp_fold_totals(totals + (t - w.k), w.k, op), op), op, sm);
   __syncthreads();  // the warps' prefixes
   auto* const out = P.bulk_out(w.s) + w.begin;
   const bool last_tile = w.k == tiles_per_sequence - 1;

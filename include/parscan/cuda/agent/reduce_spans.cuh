@@ -85,26 +85,18 @@ __device__ PARSCAN_INLINE maybe<Acc> fold_in_batches(const Acc* values, index_t 
   return fold;
 }
 
-/// values[0] ⊕ … ⊕ values[count-1] (count ≥ 1) by a whole block of Threads threads, valid in
-/// thread 0: thread i folds a fixed run of them in order (all its loads in flight at once where
-/// the run is at most eight), then block_ordered_reduce. Every thread of the block calls it.
-template <int Threads, class Acc, class Op>
-__device__ PARSCAN_INLINE Acc block_fold_values(const Acc* values, index_t count, const Op& op) {
-  const index_t per_thread = (count + Threads - 1) / Threads;
-  const index_t first = threadIdx.x * per_thread;
-  const index_t end = first + per_thread < count ? first + per_thread : count;
-  const maybe<Acc> fold = fold_in_batches(values, first, end, op);
-  const index_t threads_with = (count + per_thread - 1) / per_thread;
-  return block_ordered_reduce<Threads>(fold.value, threads_with, op);
-}
-
-/// Sequence s's `count` partials folded by a whole block of Threads threads (block_fold_values),
-/// after the sequence's carry in; finishes s.
+/// Sequence s's `count` partials folded by a whole block of Threads threads (thread i a fixed run
+/// of them, in order, then block_ordered_reduce), after the sequence's carry in; finishes s.
 template <int Threads, class Problem, class Op>
 __device__ PARSCAN_INLINE void fold_partials(const Problem& P, const Op& op, index_t s,
                                              const typename Problem::acc_type* partials, index_t count) {
   using Acc = typename Problem::acc_type;
-  const Acc total = block_fold_values<Threads>(partials, count, op);
+  const index_t per_thread = (count + Threads - 1) / Threads;
+  const index_t first = threadIdx.x * per_thread;
+  const index_t end = first + per_thread < count ? first + per_thread : count;
+  const maybe<Acc> fold = fold_in_batches(partials, first, end, op);
+  const index_t threads_with = (count + per_thread - 1) / per_thread;
+  const Acc total = block_ordered_reduce<Threads>(fold.value, threads_with, op);
   if (threadIdx.x == 0) P.finish(s, combine(P.initial(s), maybe<Acc>{total, true}, op).value);
 }
 
