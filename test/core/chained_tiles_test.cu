@@ -6,6 +6,8 @@
 // recurrences with x0, forward and reverse, with and without head pads; the result must match a
 // float64 loop, write every element and no guard, and be bitwise identical when run again. The
 // two-pass reduce gets spans of several tiles, a partial last span and a partial last tile.
+// The grid bulk tiles (every tile staged at once, one grid barrier) and 12-byte elements on the
+// kernels that stage whole tiles get exact, non-commutative maps with carries in place.
 #include <cmath>
 #include <cstdint>
 #include <cstring>

@@ -70,7 +70,8 @@ __global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
   maybe<Acc> carry{Acc{}, false};
   if (threadIdx.x < warp_threads) carry = P.initial(w.s);
   cooperative_groups::this_grid().sync();
-  if (threadIdx.x < warp_threads) spread_bulk_prefix(combine(carry, warp_fold_totals(totals + (t - w.k), w.k, op), op), op, sm);
+  if (threadIdx.x < warp_threads)
+    spread_bulk_prefix(combine(carry, warp_fold_totals(totals + (t - w.k), w.k, op), op), op, sm);
   __syncthreads();  // the warps' prefixes
   auto* const out = P.bulk_out(w.s) + w.begin;
   const bool last_tile = w.k == tiles_per_sequence - 1;

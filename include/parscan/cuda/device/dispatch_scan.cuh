@@ -914,7 +914,8 @@ struct grid_bulk_tiles_of {
     else
       return nullptr;
   }();
-  static constexpr auto reduce_kernel = reduce_grid_bulk_tiles_kernel<shape::warps, shape::chunks, shape::min_blocks, Problem, Op>;
+  static constexpr auto reduce_kernel =
+      reduce_grid_bulk_tiles_kernel<shape::warps, shape::chunks, shape::min_blocks, Problem, Op>;
 
   static bool reduces(const Problem& P) { return P.reduce_only(); }
   /// Whether this call's sequences can be staged by bulk copies and the kernel runs here. Reduces
@@ -948,7 +949,8 @@ struct grid_bulk_tiles_of {
         s != status::success)
       return s;
     auto* const totals = static_cast<typename Problem::acc_type*>(ws.get());
-    if (reduces(P)) return launch_cooperative(reduce_kernel, tiles, threads, shape::smem, be, P, op, totals, per_sequence);
+    if (reduces(P))
+      return launch_cooperative(reduce_kernel, tiles, threads, shape::smem, be, P, op, totals, per_sequence);
     if constexpr (has_bulk_tiles<Problem>)
       return launch_cooperative(scan_kernel, tiles, threads, shape::smem, be, P, op, totals, per_sequence);
     return status::unsupported;  // unreachable: takes() refused
@@ -1073,11 +1075,13 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
     if (P.reduce_only()) return launch_thread_span_reduce(P, op, sequences, be);
     if (P.length >= thread_span_scan_min_length) return launch_thread_span_scan(P, op, sequences, be);
   }
-  // Grid tiles for inputs of at most shape::grid_tiles tiles of the small shape, or else twice
-  // as many of the middle one, or else as many of the large one, that all fit on the device at
-  // once (grid_tiles_of::fits); sequences of one chained tile only while there are no more of
-  // them than SMs (each one's block then has an SM that would idle; many one-tile sequences keep
-  // a warp each). The recurrences' Problems keep their paths (see grid_tiles_take).
+  // Grid tiles for inputs of at most shape::grid_tiles tiles of the small shape; past it, from
+  // grid_bulk_min_bytes, grid bulk tiles where the sequences stage whole and every tile fits on
+  // the device at once (grid_bulk_tiles_of); or else grid tiles of twice as many of the middle
+  // shape, or as many of the large one, that all fit at once (grid_tiles_of::fits); sequences of
+  // one chained tile only while there are no more of them than SMs (each one's block then has an
+  // SM that would idle; many one-tile sequences keep a warp each). The recurrences' Problems keep
+  // their paths (see grid_tiles_take).
   if constexpr (shape::grid_tiles > 0 && grid_tiles_take<Problem>) {
     if (tiles_per_sequence > 1 || sequences <= dev.multiprocessors) {
       using small = small_grid_tiles<shape, Problem, Op>;
