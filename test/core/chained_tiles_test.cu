@@ -649,8 +649,7 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: grid bulk tiles scan and reduce in o
   using large = cd::large_grid_bulk_shape<problem>;
   const cd::device_facts dev = cd::current_device();
   REQUIRE(dev.st == parscan::status::success);
-  REQUIRE(cd::built_for_bulk_copies<cd::scan_grid_bulk_tiles_kernel<small::warps, small::chunks, small::min_blocks,
-                                                                    problem, affine_u32_op>>(dev.device));
+  REQUIRE(cd::built_for_bulk_copies<cd::grid_bulk_tiles_of<small, problem, affine_u32_op>::scan_kernel>(dev.device));
   check_grid_bulk_maps<small, affine_u32, affine_u32_op>(3, 4 * small::tile + 3 * 32 * 2 * small::chunks + 6);
   check_grid_bulk_maps<large, affine_u32, affine_u32_op>(3, 4 * large::tile + 5 * 32 * 2 * large::chunks + 4);
   check_grid_bulk_maps<small, affine_u32, affine_u32_op>(1, small::tile);

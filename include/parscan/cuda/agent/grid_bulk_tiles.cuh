@@ -9,12 +9,12 @@
 // in shared memory but chain their look-back through the one wave that such an input makes.
 // Here a block's tile costs the copy engine one instruction and no registers, four or five
 // blocks an SM hold 64–220 KB of it, and the whole input is in flight from the first cycle:
-//  - scan_grid_bulk_tiles_kernel: each block stages its tile, reduces it from shared memory
-//    (reduce_bulk_tile) and writes its total; after the grid barrier warp 0 folds the totals of
-//    the sequence's tiles before it (warp_fold_totals: all loaded at once, one fixed order) and
-//    the block scans its tile from shared memory (scan_bulk_runs).
-//  - reduce_grid_bulk_tiles_kernel: the same totals and barrier; the block of each sequence's
-//    first tile folds that sequence's totals (fold_partials).
+//  - grid_bulk_tiles_kernel<true, …> (scans): each block stages its tile, reduces it from shared
+//    memory (reduce_bulk_tile) and writes its total; after the grid barrier warp 0 folds the
+//    totals of the sequence's tiles before it (warp_fold_totals: all loaded at once, one fixed
+//    order) and the block scans its tile from shared memory (scan_bulk_runs).
+//  - grid_bulk_tiles_kernel<false, …> (reduces): the same totals and barrier; the block of each
+//    sequence's first tile folds that sequence's totals (fold_partials).
 // Every order of combination is fixed by the tile decomposition, so results are bitwise the
 // same from run to run.
 #pragma once
@@ -50,12 +50,14 @@ __device__ PARSCAN_INLINE void stage_and_total(const Problem& P, const Op& op, c
   if (threadIdx.x == 0) totals[blockIdx.x] = total;
 }
 
-/// Block b scans tile b (tile k of sequence b / tiles_per_sequence), staged in dynamic shared
-/// memory (bulk_tile_steps · sizeof(E) bytes per input), its prefix folded from the totals of the
-/// tiles before it after the grid barrier. Launched cooperatively, a block a tile.
-template <int Warps, int Chunks, int MinBlocks, class Problem, class Op>
+/// Block b stages tile b (tile k of sequence b / tiles_per_sequence) in dynamic shared memory
+/// (bulk_tile_steps · sizeof(E) bytes per input) and writes its total; after the grid barrier,
+/// with Scans, it scans the tile from the totals of the tiles before it, or else the block of
+/// each sequence's first tile folds the sequence's totals (fold_partials) and finishes the
+/// reduce. Launched cooperatively, a block a tile.
+template <bool Scans, int Warps, int Chunks, int MinBlocks, class Problem, class Op>
 __global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
-    scan_grid_bulk_tiles_kernel(Problem P, Op op, typename Problem::acc_type* totals, index_t tiles_per_sequence) {
+    grid_bulk_tiles_kernel(Problem P, Op op, typename Problem::acc_type* totals, index_t tiles_per_sequence) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Acc = typename Problem::acc_type;
   constexpr index_t tile_steps = bulk_tile_steps<typename Problem::bulk_element, Warps, Chunks>;
@@ -65,40 +67,25 @@ __global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
   const index_t t = blockIdx.x;
   const bulk_tile_place w = place_bulk_tile(P, t, tiles_per_sequence, tile_steps);
   stage_and_total<Warps, Chunks>(P, op, w, tile, totals, sm);
-  // The carry in before the barrier: the sequence's last tile writes the carry out after it,
-  // and the two may be one array (chunks chained in place).
-  maybe<Acc> carry{Acc{}, false};
-  if (threadIdx.x < warp_threads) carry = P.initial(w.s);
-  cooperative_groups::this_grid().sync();
-  if (threadIdx.x < warp_threads)
-    spread_bulk_prefix(combine(carry, warp_fold_totals(totals + (t - w.k), w.k, op), op), op, sm);
-  __syncthreads();  // the warps' prefixes
-  auto* const out = P.bulk_out(w.s) + w.begin;
-  const bool last_tile = w.k == tiles_per_sequence - 1;
-  if (w.count == tile_steps) scan_bulk_runs<true, Warps, Chunks>(P, op, w.s, last_tile, tile, out, w.count, sm);
-  else scan_bulk_runs<false, Warps, Chunks>(P, op, w.s, last_tile, tile, out, w.count, sm);
+  if constexpr (Scans) {
+    // The carry in before the barrier: the sequence's last tile writes the carry out after it,
+    // and the two may be one array (chunks chained in place).
+    maybe<Acc> carry{Acc{}, false};
+    if (threadIdx.x < warp_threads) carry = P.initial(w.s);
+    cooperative_groups::this_grid().sync();
+    if (threadIdx.x < warp_threads)
+      spread_bulk_prefix(combine(carry, warp_fold_totals(totals + (t - w.k), w.k, op), op), op, sm);
+    __syncthreads();  // the warps' prefixes
+    auto* const out = P.bulk_out(w.s) + w.begin;
+    const bool last_tile = w.k == tiles_per_sequence - 1;
+    if (w.count == tile_steps) scan_bulk_runs<true, Warps, Chunks>(P, op, w.s, last_tile, tile, out, w.count, sm);
+    else scan_bulk_runs<false, Warps, Chunks>(P, op, w.s, last_tile, tile, out, w.count, sm);
+  } else {
+    cooperative_groups::this_grid().sync();
+    if (w.k == 0) fold_partials<Warps * warp_threads>(P, op, w.s, totals + t, tiles_per_sequence);
+  }
 #else
   __trap();  // never launched: grid_bulk_tiles_of checks that the kernel was built for sm_90
-#endif
-}
-
-/// The reduce: block b writes tile b's total to totals[b]; after the grid barrier the block of
-/// each sequence's first tile folds the sequence's totals (fold_partials) and finishes it.
-template <int Warps, int Chunks, int MinBlocks, class Problem, class Op>
-__global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
-    reduce_grid_bulk_tiles_kernel(Problem P, Op op, typename Problem::acc_type* totals, index_t tiles_per_sequence) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  using Acc = typename Problem::acc_type;
-  constexpr index_t tile_steps = bulk_tile_steps<typename Problem::bulk_element, Warps, Chunks>;
-  extern __shared__ __align__(128) unsigned char tile[];
-  __shared__ bulk_tile_smem<Acc, Warps> storage;
-  const index_t t = blockIdx.x;
-  const bulk_tile_place w = place_bulk_tile(P, t, tiles_per_sequence, tile_steps);
-  stage_and_total<Warps, Chunks>(P, op, w, tile, totals, storage.get());
-  cooperative_groups::this_grid().sync();
-  if (w.k == 0) fold_partials<Warps * warp_threads>(P, op, w.s, totals + t, tiles_per_sequence);
-#else
-  __trap();
 #endif
 }
 

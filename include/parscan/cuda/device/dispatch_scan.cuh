@@ -910,12 +910,12 @@ struct grid_bulk_tiles_of {
   static constexpr int threads = shape::warps * warp_threads;
   static constexpr auto scan_kernel = [] {
     if constexpr (has_bulk_tiles<Problem>)
-      return scan_grid_bulk_tiles_kernel<shape::warps, shape::chunks, shape::min_blocks, Problem, Op>;
+      return grid_bulk_tiles_kernel<true, shape::warps, shape::chunks, shape::min_blocks, Problem, Op>;
     else
       return nullptr;
   }();
   static constexpr auto reduce_kernel =
-      reduce_grid_bulk_tiles_kernel<shape::warps, shape::chunks, shape::min_blocks, Problem, Op>;
+      grid_bulk_tiles_kernel<false, shape::warps, shape::chunks, shape::min_blocks, Problem, Op>;
 
   static bool reduces(const Problem& P) { return P.reduce_only(); }
   /// Whether this call's sequences can be staged by bulk copies and the kernel runs here. Reduces
