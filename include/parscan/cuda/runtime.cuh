@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "../backend.hpp"
+#include "../config.hpp"
 #include "../status.hpp"
 
 namespace parscan {
@@ -103,6 +104,9 @@ inline cuda_backend backend_after(const cuda_backend& be, const workspace_lease&
   }
   return rest;
 }
+
+/// The most blocks a launch takes (gridDim.x).
+constexpr index_t max_grid = 0x7fffffff;
 
 struct device_facts {
   int device = 0;

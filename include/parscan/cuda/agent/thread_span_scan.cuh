@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "../block/block_prefix.cuh"
+#include "../runtime.cuh"
 #include "thread_span_reduce.cuh"
 
 namespace parscan::cuda_detail {
@@ -45,8 +46,8 @@ struct thread_span_scan_plan {
     span_steps = thread_span_scan_steps(sequences, length, run);
     const index_t spans = (length + span_steps - 1) / span_steps;
     blocks_per_sequence = (spans + thread_span_block - 1) / thread_span_block;
-    return !__builtin_mul_overflow(sequences, blocks_per_sequence, &blocks) && blocks <= 0x7fffffff &&
-           sequences <= 0x7fffffff;
+    return !__builtin_mul_overflow(sequences, blocks_per_sequence, &blocks) && blocks <= max_grid &&
+           sequences <= max_grid;
   }
   std::size_t prefixes_bytes() const {
     return aligned(static_cast<std::size_t>(blocks) * thread_span_block * sizeof(Acc));

@@ -265,9 +265,6 @@ inline index_t reduce_tiles_per_span(index_t tiles_per_sequence) {
 template <class Problem>
 constexpr bool grid_tiles_take = can_reduce_only<Problem>;
 
-/// The most blocks a launch takes.
-constexpr index_t max_grid = 0x7fffffff;
-
 /// The tile-blocks reduce's shape (agent/tile_blocks_reduce.cuh): 256 threads × 16 accesses of
 /// 16 bytes, 64 KB tiles, the partials' fold launched to start early (programmatic stream
 /// serialization). H200, bench_tuning --reduce-shapes, two runs, time against CUB's: int32 sum
