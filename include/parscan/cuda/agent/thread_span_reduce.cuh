@@ -70,6 +70,17 @@ __device__ PARSCAN_INLINE maybe<typename Problem::acc_type> fold_thread_span(con
   return mine;
 }
 
+/// The steps [first, end) of thread threadIdx.x's span in block b of its sequence (a sequence of
+/// `length` steps in spans of span_steps; empty past the end).
+struct thread_span {
+  index_t first, end;
+};
+template <int Threads>
+__device__ PARSCAN_INLINE thread_span thread_span_of(index_t b, index_t span_steps, index_t length) {
+  const index_t first = (b * Threads + threadIdx.x) * span_steps, span_end = first + span_steps;
+  return {first, span_end < length ? span_end : length};
+}
+
 /// The threads of block b (of blocks_per_sequence a sequence) whose spans hold steps: a prefix
 /// of the block, at least one.
 template <int Threads>
@@ -89,6 +100,8 @@ __global__ void __launch_bounds__(Threads, MinBlocks)
                                index_t blocks_per_sequence) {
   using Acc = typename Problem::acc_type;
   const index_t s = blockIdx.x / blocks_per_sequence, b = blockIdx.x % blocks_per_sequence;
+  // The span written out, not thread_span_of: through the helper this kernel's SASS grew by 24
+  // instructions (the scan's passes compile the same either way), and its times were measured so.
   const index_t first = (b * Threads + threadIdx.x) * span_steps;
   const index_t span_end = first + span_steps, length = P.length;
   const maybe<Acc> mine = fold_thread_span<Ahead>(P, op, P.at(s), first, span_end < length ? span_end : length);

@@ -70,9 +70,8 @@ __global__ void __launch_bounds__(Threads, MinBlocks)
                                    index_t blocks_per_sequence) {
   using Acc = typename Problem::acc_type;
   const index_t s = blockIdx.x / blocks_per_sequence, b = blockIdx.x % blocks_per_sequence;
-  const index_t first = (b * Threads + threadIdx.x) * span_steps;
-  const index_t span_end = first + span_steps, length = P.length;
-  const index_t end = span_end < length ? span_end : length;
+  const index_t length = P.length;
+  const auto [first, end] = thread_span_of<Threads>(b, span_steps, length);
   const maybe<Acc> mine = fold_thread_span<thread_span_ahead>(P, op, P.at(s), first, end);
   Acc inclusive;
   block_exclusive_prefix<Threads>(mine.value, op, inclusive);
@@ -128,9 +127,8 @@ __global__ void __launch_bounds__(Threads, MinBlocks)
   using Acc = typename Problem::acc_type;
   constexpr int V = Problem::run;
   const index_t s = blockIdx.x / blocks_per_sequence, b = blockIdx.x % blocks_per_sequence;
-  const index_t first = (b * Threads + threadIdx.x) * span_steps;
-  const index_t span_end = first + span_steps, length = P.length;
-  const index_t end = span_end < length ? span_end : length;
+  const index_t length = P.length;
+  const auto [first, end] = thread_span_of<Threads>(b, span_steps, length);
   maybe<Acc> running{Acc{}, false};
   if (first < end) {
     running = carries[blockIdx.x];
