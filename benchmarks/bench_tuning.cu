@@ -9,7 +9,6 @@
 //                       [--bulk-mid: the bulk tiles' shapes against CUB at 2^22, 2^24, 2^26]
 //                       [--eight-mb: int64 sum of 2^20 and int32 sum of 2^21, library and CUB (for ncu)]
 //                       [--grid-bulk: the grid bulk tiles' shapes against the library and CUB, 4-16 MB each way]
-//                       [--grid-rounds: the grid bulk tiles in rounds against the library and CUB, 32-256 MB]
 //                       [--channel-last: the generic channel-last sum, one sequence a lane against lane packs]
 //                       [--chunk-stages: the chunk loop's tiles against deeper ones (generic sum, recurrence)]
 //                       [--wide-rows: the chunk loop's tiles against rows of 256 bytes (generic sum, recurrence)]
@@ -1183,11 +1182,8 @@ void reduce_shapes(int log2n, double tol, result_sink& sink, bool spans = false,
 // several shapes, launched directly, against the library's dispatch and CUB, each call rotating
 // over enough buffer pairs to start cold in L2 as bench_scan's calls do (docs/performance.md,
 // "Grid bulk tiles").
-// With `rounds`, the grid bulk tiles in rounds (past one resident wave) instead of the
-// shapes, the tiles read twice kept in L2 with the evict-last priority and not, and the chained
-// bulk tiles.
 template <class T>
-void grid_bulk_shapes(int log2n, double tol, result_sink& sink, bool rounds = false) {
+void grid_bulk_shapes(int log2n, double tol, result_sink& sink) {
   using problem = cd::generic_problem<T, T, T>;
   using op_t = typename generic_case<T>::op_t;
   const index_t n = index_t(1) << log2n;
@@ -1226,20 +1222,6 @@ void grid_bulk_shapes(int log2n, double tol, result_sink& sink, bool rounds = fa
     return cd::dispatch_scan(P, op_t{}, 1, workspace_backend()) == parscan::status::success;
   });
   const cd::device_facts dev = cd::current_device();
-  if (rounds) {
-    timed("bulk tiles", [&](const problem& P, const generic_case<T>&) {  // the chained path they replace
-      return cd::launch_bulk_tiles(P, op_t{}, 1, dev, workspace_backend()) == parscan::status::success;
-    });
-    using bulk_rounds = cd::grid_bulk_rounds_of<cd::bulk_shape_of<problem, 8, 44 * 1024, 5>, problem, op_t>;
-    for (const bool keep : {true, false})
-      timed(keep ? "grid bulk rounds, L2 evict-last" : "grid bulk rounds, L2 normal",
-            [&](const problem& P, const generic_case<T>&) {
-              return bulk_rounds::launch(P, op_t{}, 1, dev, workspace_backend(), keep) == parscan::status::success;
-            });
-    BENCH_CHECK(cudaFree(tmp));
-    for (auto& c : cases) c.release();
-    return;
-  }
   const auto shape = [&](auto tiles, const std::string& name) {
     using tiles_t = decltype(tiles);
     if (!tiles_t::takes(problems[0], dev) || !tiles_t::fits(problems[0], 1, dev)) {
@@ -1309,12 +1291,6 @@ int main(int argc, char** argv) {
       bulk_against_cub<long long>("int64 sum", log2n, 0, out);
       bulk_against_cub<parscan::affine<float>>("affine scan", log2n, 1e-4, out);
     }
-    return report();
-  }
-  if (bench::has_flag(argc, argv, "--grid-rounds")) {  // the grid bulk tiles in rounds, 32-256 MB each way
-    for (int log2n : {23, 24, 25, 26}) grid_bulk_shapes<int>(log2n, 0, out, true);
-    for (int log2n : {22, 23, 24, 25}) grid_bulk_shapes<long long>(log2n, 0, out, true);
-    for (int log2n : {23, 24}) grid_bulk_shapes<parscan::affine<float>>(log2n, 1e-3, out, true);
     return report();
   }
   if (bench::has_flag(argc, argv, "--grid-bulk")) {  // the grid bulk tiles' shapes, 4-16 MB each way

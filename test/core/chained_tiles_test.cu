@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
-#include <utility>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -658,46 +657,6 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: grid bulk tiles scan and reduce in o
   check_grid_bulk_maps<large, affine_u32, affine_u32_op>(1, 3 * large::tile * dev.multiprocessors + 1);
 }
 
-/// check_bulk_maps through the grid bulk tiles in rounds (the large shape), launched directly on
-/// at most `blocks` blocks (0: the resident grid), the tiles read twice kept in L2 or not.
-template <class E, class Op>
-static void check_grid_rounds_maps(index_t sequences, index_t length, index_t blocks) {
-  using problem = cd::generic_problem<E, E, E>;
-  using rounds = cd::grid_bulk_rounds_of<cd::large_grid_bulk_shape<problem>, problem, Op>;
-  const cd::device_facts dev = cd::current_device();
-  REQUIRE(dev.st == parscan::status::success);
-  for (bool keep : {true, false}) {
-    check_bulk_maps<E, Op>("grid bulk rounds on " + std::to_string(blocks) + " blocks, keep " + std::to_string(keep),
-                           sequences, length, {parscan::scan_kind::inclusive, parscan::scan_kind::exclusive},
-                           [&](const problem& P) {
-                             REQUIRE(rounds::takes(P, dev));
-                             return rounds::launch(P, Op{}, sequences, dev, parscan::cuda_backend{}, keep, blocks);
-                           });
-  }
-}
-
-TEST_CASE(PARSCAN_TEST_NAME("chained tiles: grid bulk tiles in rounds scan in order with carries in place"),
-          PARSCAN_TEST_TAGS("[scan][chained][bulk][grid]")) {
-  // A non-commutative exact 8-byte map: three sequences of four whole tiles and a partial one on
-  // 7 blocks (15 tiles: block 0 takes three rounds, the others two, and a block's tiles lie in
-  // different sequences); one sequence of an odd length on 4 blocks (ten tiles: rounds of 3 and
-  // 2, the last 8 bytes copied by hand); and one sequence of a resident wave and 37 tiles more on
-  // the resident grid. A 16-byte map (a run of one element) on 5 blocks.
-  using problem = cd::generic_problem<affine_u32, affine_u32, affine_u32>;
-  using large = cd::large_grid_bulk_shape<problem>;
-  const cd::device_facts dev = cd::current_device();
-  REQUIRE(dev.st == parscan::status::success);
-  REQUIRE(cd::built_for_bulk_copies<cd::grid_bulk_rounds_of<large, problem, affine_u32_op>::kernel>(dev.device));
-  check_grid_rounds_maps<affine_u32, affine_u32_op>(3, 4 * large::tile + 3 * 32 * 2 * large::chunks + 6, 7);
-  check_grid_rounds_maps<affine_u32, affine_u32_op>(1, 9 * large::tile + 1, 4);
-  const int per_sm = cd::blocks_per_multiprocessor<cd::grid_bulk_rounds_of<large, problem, affine_u32_op>::kernel>(
-      large::warps * 32, dev.device, large::smem);
-  REQUIRE(per_sm > 0);
-  check_grid_rounds_maps<affine_u32, affine_u32_op>(1, (per_sm * dev.multiprocessors + 37) * large::tile + 5, 0);
-  using mat2_large = cd::large_grid_bulk_shape<cd::generic_problem<mat2_u32, mat2_u32, mat2_u32>>;
-  check_grid_rounds_maps<mat2_u32, mat2_u32_op>(2, 5 * mat2_large::tile + 1000, 5);
-}
-
 TEST_CASE(PARSCAN_TEST_NAME("chained tiles: 12-byte elements through every kernel that stages tiles"),
           PARSCAN_TEST_TAGS("[scan][chained][bulk]")) {
   // Upper triangular matrices mod 2^32 (no GPU test had a 12-byte element on these paths)
@@ -733,46 +692,45 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: 12-byte elements through every kerne
 TEST_CASE(PARSCAN_TEST_NAME("chained tiles: int32 scans and reduces of a few megabytes through the library"),
           PARSCAN_TEST_TAGS("[scan][chained][bulk][grid]")) {
   // The library's dispatch for one and for two contiguous int32 sequences of 2^20 + 76 steps (4
-  // MB each: the grid bulk tiles on an sm_90 device), for one of 2^22 + 2 (16 MB: the large
-  // shape) and for one of 2^24 + 6 and two of 2^23 + 2 (64 MB: the grid bulk tiles in rounds),
-  // carries in and out, both directions; exact against a host loop.
+  // MB each: the grid bulk tiles on an sm_90 device) and for one of 2^22 + 2 (16 MB: the large
+  // shape), carries in and out, both directions; exact against a host loop.
   using problem = cd::generic_problem<int, int, int>;
-  const std::pair<index_t, index_t> calls[] = {{1, (index_t(1) << 20) + 76}, {2, (index_t(1) << 20) + 76},
-                                               {1, (index_t(1) << 22) + 2},  {1, (index_t(1) << 24) + 6},
-                                               {2, (index_t(1) << 23) + 2}};
-  for (const auto& [sequences, length] : calls) {
-    PARSCAN_TEST_RNG(r, "grid bulk int32 " + std::to_string(sequences) + " " + std::to_string(length));
-    const std::size_t n = static_cast<std::size_t>(sequences * length);
-    std::vector<int> x(n), carry{5, -7};
-    carry.resize(static_cast<std::size_t>(sequences));
-    for (auto& v : x) v = static_cast<int>(r.uniform(-1000.0, 1000.0));
-    parscan_test::guarded_buffer<int> dx(x), dout(n), dcarry(carry), dtotal(static_cast<std::size_t>(sequences));
-    const auto l = parscan::sequence_layout::time_contiguous(sequences, length);
-    for (int variant = 0; variant < 6; ++variant) {  // inclusive, exclusive, reduce; both directions
-      const bool reverse = variant >= 3;
-      const auto kind = variant % 3 == 0 ? parscan::scan_kind::inclusive
-                        : variant % 3 == 1 ? parscan::scan_kind::exclusive
-                                           : parscan::scan_kind::reduce;
-      INFO("sequences=" << sequences << " length=" << length << " reverse=" << reverse << " kind=" << int(kind));
-      parscan::scan_options<int> opts;
-      opts.dir = reverse ? parscan::direction::reverse : parscan::direction::forward;
-      opts.carry_in = dcarry.data();
-      opts.carry_out = dtotal.data();
-      const bool reduce = kind == parscan::scan_kind::reduce;
-      const problem P = problem::from(
-          {kind, dx.data(), l, reduce ? nullptr : dout.data(), l, opts, 0, kind != parscan::scan_kind::inclusive});
-      REQUIRE(P.stages_bulk_input());
-      REQUIRE(cd::dispatch_scan(P, parscan::sum_op<int>{}, sequences, parscan::cuda_backend{}) ==
-              parscan::status::success);
-      PARSCAN_TEST_SYNC();
-      if (reduce) {
-        std::vector<int> want(carry);
-        for (index_t s = 0; s < sequences; ++s)
-          for (index_t t = 0; t < length; ++t)
-            want[static_cast<std::size_t>(s)] += x[static_cast<std::size_t>(s * length + t)];
-        check_reduce_totals(dtotal, want);
-      } else {
-        check_int32_sums(x, carry, sequences, length, reverse, kind == parscan::scan_kind::exclusive, dout, dtotal);
+  for (index_t sequences : {1, 2}) {
+    for (index_t length : {(index_t(1) << 20) + 76, (index_t(1) << 22) + 2}) {
+      if (sequences == 2 && length > (index_t(1) << 21)) continue;
+      PARSCAN_TEST_RNG(r, "grid bulk int32 " + std::to_string(sequences) + " " + std::to_string(length));
+      const std::size_t n = static_cast<std::size_t>(sequences * length);
+      std::vector<int> x(n), carry{5, -7};
+      carry.resize(static_cast<std::size_t>(sequences));
+      for (auto& v : x) v = static_cast<int>(r.uniform(-1000.0, 1000.0));
+      parscan_test::guarded_buffer<int> dx(x), dout(n), dcarry(carry), dtotal(static_cast<std::size_t>(sequences));
+      const auto l = parscan::sequence_layout::time_contiguous(sequences, length);
+      for (int variant = 0; variant < 6; ++variant) {  // inclusive, exclusive, reduce; both directions
+        const bool reverse = variant >= 3;
+        const auto kind = variant % 3 == 0 ? parscan::scan_kind::inclusive
+                          : variant % 3 == 1 ? parscan::scan_kind::exclusive
+                                             : parscan::scan_kind::reduce;
+        INFO("sequences=" << sequences << " length=" << length << " reverse=" << reverse << " kind=" << int(kind));
+        parscan::scan_options<int> opts;
+        opts.dir = reverse ? parscan::direction::reverse : parscan::direction::forward;
+        opts.carry_in = dcarry.data();
+        opts.carry_out = dtotal.data();
+        const bool reduce = kind == parscan::scan_kind::reduce;
+        const problem P = problem::from(
+            {kind, dx.data(), l, reduce ? nullptr : dout.data(), l, opts, 0, kind != parscan::scan_kind::inclusive});
+        REQUIRE(P.stages_bulk_input());
+        REQUIRE(cd::dispatch_scan(P, parscan::sum_op<int>{}, sequences, parscan::cuda_backend{}) ==
+                parscan::status::success);
+        PARSCAN_TEST_SYNC();
+        if (reduce) {
+          std::vector<int> want(carry);
+          for (index_t s = 0; s < sequences; ++s)
+            for (index_t t = 0; t < length; ++t)
+              want[static_cast<std::size_t>(s)] += x[static_cast<std::size_t>(s * length + t)];
+          check_reduce_totals(dtotal, want);
+        } else {
+          check_int32_sums(x, carry, sequences, length, reverse, kind == parscan::scan_kind::exclusive, dout, dtotal);
+        }
       }
     }
   }

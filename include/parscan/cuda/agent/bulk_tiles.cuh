@@ -323,16 +323,6 @@ __device__ PARSCAN_INLINE void stage_bulk_tile(const bulk_sources<Tensors>& src,
   for (int n = 0; n < Tensors; ++n) loaded.copy(tile + n * tensor_bytes, src.at[n], w.bulk_bytes);
 }
 
-/// The same, the copied lines given an L2 eviction `policy` (l2_policy).
-template <int Tensors>
-__device__ PARSCAN_INLINE void stage_bulk_tile(const bulk_sources<Tensors>& src, const bulk_tile_place& w,
-                                               unsigned char* tile, index_t tensor_bytes, const bulk_barrier& loaded,
-                                               std::uint64_t policy) {
-  loaded.expect(Tensors * w.bulk_bytes);
-#pragma unroll
-  for (int n = 0; n < Tensors; ++n) loaded.copy(tile + n * tensor_bytes, src.at[n], w.bulk_bytes, policy);
-}
-
 /// Every thread: completes the staging of tile w in `tile` — copies by hand each input's bytes
 /// past the bulk copy's 16-byte multiple, waits for the copies of phase `parity` — then a block
 /// barrier, so the whole tile is visible to every thread. (Given the Problem instead of the

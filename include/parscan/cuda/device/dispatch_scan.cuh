@@ -240,22 +240,6 @@ using small_grid_bulk_shape = bulk_shape_of<Problem, 8, 16 * 1024, 4>;
 template <class Problem>
 using large_grid_bulk_shape = bulk_shape_of<Problem, 8, 44 * 1024, 5>;
 
-/// Scans past one resident wave of the large grid bulk shape and up to this many bytes of
-/// input take the grid bulk tiles in rounds (grid_bulk_rounds_kernel): every byte is read
-/// twice, the second time from shared memory (the last round) or, mostly, from L2, so the
-/// design pays where the look-back's wait costs the chained bulk tiles more than the re-reads.
-#ifndef PARSCAN_GRID_BULK_ROUNDS_MAX_BYTES
-#define PARSCAN_GRID_BULK_ROUNDS_MAX_BYTES (std::size_t(160) << 20)
-#endif
-constexpr std::size_t grid_bulk_rounds_max_bytes = PARSCAN_GRID_BULK_ROUNDS_MAX_BYTES;
-
-/// Bytes of all the inputs of `sequences` sequences of `length` steps staged by bulk copies.
-template <class Problem>
-std::size_t bulk_input_bytes(index_t sequences, index_t length) {
-  return static_cast<std::size_t>(sequences) * static_cast<std::size_t>(length) * Problem::bulk_tensors *
-         sizeof(typename Problem::bulk_element);
-}
-
 /// For sequences no longer than one 32-step-per-warp tile: one run per lane, so a short
 /// sequence does not leave most of its warp idle (T = 128 ran 2.2× faster so). Problems that
 /// stage take these sequences as segment tiles (launch_segment_tiles); the shape's loop_tile
@@ -373,13 +357,6 @@ std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
           (length + small_grid_bulk_shape<Problem>::tile - 1) / small_grid_bulk_shape<Problem>::tile;
       const std::size_t grid_bulk = static_cast<std::size_t>(sequences) * grid_bulk_per_sequence * sizeof(Acc);
       if (grid_bulk > most) most = grid_bulk;
-      using rounds_shape = large_grid_bulk_shape<Problem>;
-      if (bulk_input_bytes<Problem>(sequences, length) <= grid_bulk_rounds_max_bytes) {
-        const index_t rounds_tiles = sequences * ((length + rounds_shape::tile - 1) / rounds_shape::tile);
-        const std::size_t rounds =
-            grid_bulk_rounds_state<Acc, rounds_shape::warps>::bytes(rounds_tiles, sequences);
-        if (rounds > most) most = rounds;
-      }
     }
     if constexpr (shape::bulk_tiles && has_bulk_tiles<Problem>) {
       const index_t bulk_per_sequence = (length + bulk_shape<Problem>::tile - 1) / bulk_shape<Problem>::tile;
@@ -977,49 +954,6 @@ struct grid_bulk_tiles_of {
   }
 };
 
-/// Grid bulk tiles of `shape` in rounds (grid_bulk_rounds_kernel): scans only, every block
-/// resident and launched cooperatively, a block per tile of the first wave. Workspace:
-/// grid_bulk_rounds_state. Only elements that divide 16 bytes: CUDA 13.0's ptxas crashed
-/// (a segmentation fault, at -O1 and above) on the kernel of a 12-byte element.
-template <class shape, class Problem, class Op>
-struct grid_bulk_rounds_of {
-  static constexpr int threads = shape::warps * warp_threads;
-  using state = grid_bulk_rounds_state<typename Problem::acc_type, shape::warps>;
-  static constexpr bool built = [] {
-    if constexpr (has_bulk_tiles<Problem>) return 16 % sizeof(typename Problem::bulk_element) == 0;
-    return false;
-  }();
-  static constexpr auto kernel = [] {
-    if constexpr (built)
-      return grid_bulk_rounds_kernel<shape::warps, shape::chunks, shape::min_blocks, Problem, Op>;
-    else
-      return nullptr;
-  }();
-
-  static bool takes(const Problem& P, const device_facts& dev) {
-    if constexpr (built) return !P.reduce_only() && P.stages_bulk() && built_for_bulk_copies<kernel>(dev.device);
-    return false;
-  }
-  /// keep_in_l2: the tiles read twice loaded with the L2's evict-last priority (the default;
-  /// bench_tuning times both). max_blocks > 0: at most that many blocks (the tests' many rounds).
-  static status launch(const Problem& P, const Op& op, index_t sequences, const device_facts& dev,
-                       const cuda_backend& be, bool keep_in_l2 = true, index_t max_blocks = 0) {
-    if constexpr (built) {
-      const index_t per_sequence = (P.length + shape::tile - 1) / shape::tile, tiles = sequences * per_sequence;
-      prefer_shared_memory<kernel>();
-      const int per_sm = blocks_per_multiprocessor<kernel>(threads, dev.device, shape::smem);
-      if (per_sm <= 0) return status::unsupported;
-      index_t blocks = static_cast<index_t>(per_sm) * dev.multiprocessors;
-      if (max_blocks > 0 && max_blocks < blocks) blocks = max_blocks;
-      workspace_lease ws(be);
-      if (status s = ws.acquire(state::bytes(tiles, sequences)); s != status::success) return s;
-      return launch_cooperative(kernel, tiles < blocks ? tiles : blocks, threads, shape::smem, be, P, op,
-                                state::carve(ws.get(), tiles), per_sequence, tiles, keep_in_l2);
-    }
-    return status::unsupported;  // unreachable: takes() refused
-  }
-};
-
 /// The three grid tile shapes of `shape`: its own small one (scan_workspace_bytes counts its
 /// tiles, the most), the same runs on twice the warps, and the chained tile.
 template <class shape, class Problem, class Op>
@@ -1140,8 +1074,7 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
   }
   // Grid tiles for inputs of at most shape::grid_tiles tiles of the small shape; past it, from
   // grid_bulk_min_bytes, grid bulk tiles where the sequences stage whole and every tile fits on
-  // the device at once (grid_bulk_tiles_of), or, for scans of few sequences up to
-  // grid_bulk_rounds_max_bytes, in rounds (grid_bulk_rounds_of); or else grid tiles of twice as many of the middle
+  // the device at once (grid_bulk_tiles_of); or else grid tiles of twice as many of the middle
   // shape, or as many of the large one, that all fit at once (grid_tiles_of::fits); sequences of
   // one chained tile only while there are no more of them than SMs (each one's block then has an
   // SM that would idle; many one-tile sequences keep a warp each). The recurrences' Problems keep
@@ -1155,14 +1088,12 @@ status dispatch_with(const Problem& P, const Op& op, index_t sequences, const cu
       if constexpr (shape::bulk_reduce && has_bulk_input<Problem> && !costly_combine<Problem>) {
         using small_bulk = grid_bulk_tiles_of<small_grid_bulk_shape<Problem>, Problem, Op>;
         using large_bulk = grid_bulk_tiles_of<large_grid_bulk_shape<Problem>, Problem, Op>;
-        using bulk_rounds = grid_bulk_rounds_of<large_grid_bulk_shape<Problem>, Problem, Op>;
-        const std::size_t bytes = bulk_input_bytes<Problem>(sequences, P.length);
+        const std::size_t bytes = static_cast<std::size_t>(sequences) * static_cast<std::size_t>(P.length) *
+                                  Problem::bulk_tensors * sizeof(typename Problem::bulk_element);
         if (bytes >= grid_bulk_min_bytes && small_bulk::takes(P, dev)) {
           if (small_bulk::fits(P, sequences, dev)) return small_bulk::launch(P, op, sequences, be);
           if (!small_bulk::reduces(P) && large_bulk::fits(P, sequences, dev))
             return large_bulk::launch(P, op, sequences, be);
-          if (bytes <= grid_bulk_rounds_max_bytes && sequences <= dev.multiprocessors && bulk_rounds::takes(P, dev))
-            return bulk_rounds::launch(P, op, sequences, dev, be);
         }
       }
       if (middle::fits(P, sequences, 2 * shape::grid_tiles, dev)) return middle::launch(P, op, sequences, be);

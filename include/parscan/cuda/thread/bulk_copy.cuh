@@ -36,17 +36,6 @@ struct bulk_barrier {
   __device__ PARSCAN_INLINE void copy(void* dst, const void* src, unsigned bytes) const {
     if (bytes > 0) cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, dst, src, bytes, word);
   }
-  /// The same with an L2 eviction priority for the copied lines (`policy`, from l2_policy).
-  __device__ PARSCAN_INLINE void copy(void* dst, const void* src, unsigned bytes, std::uint64_t policy) const {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (bytes > 0)
-      asm volatile(
-          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
-          ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(dst))), "l"(src), "r"(bytes),
-          "r"(static_cast<unsigned>(__cvta_generic_to_shared(word))), "l"(policy)
-          : "memory");
-#endif
-  }
   /// Any thread: waits for the load of phase `parity` (0, 1, 0, … for successive loads) to
   /// complete; the bytes are then visible to it.
   __device__ PARSCAN_INLINE void wait(unsigned parity = 0) const {
@@ -54,22 +43,6 @@ struct bulk_barrier {
     }
   }
 };
-
-/// L2 eviction priorities that a load can give the lines it brings (createpolicy, sm_80 on):
-/// data read again soon is evicted last, data read for the last time first.
-enum class l2_priority { evict_first, evict_normal, evict_last };
-__device__ PARSCAN_INLINE std::uint64_t l2_policy(l2_priority priority) {
-  std::uint64_t policy = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if (priority == l2_priority::evict_last)
-    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-  else if (priority == l2_priority::evict_first)
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  else
-    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(policy));
-#endif
-  return policy;
-}
 
 /// Whether p starts on a 16-byte boundary, and so does every sequence of layout l after it
 /// (elements of `element_bytes`): where bulk copies can start.
