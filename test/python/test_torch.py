@@ -22,6 +22,23 @@ ON_CUDA = torch.cuda.is_available() and parscan.built_with_cuda
 DEVICES = ["cpu"] + (["cuda"] if ON_CUDA else [])
 
 
+def test_parscan_imported_before_torch_runs():
+    """A fresh process that imports parscan before torch (a CUDA build loading its extension
+    before NumPy crashed in torch's import) and runs a gated forward on every device here."""
+    import subprocess
+    import sys
+
+    code = ("import parscan\nimport parscan.torch\nimport torch\n"
+            f"for d in {DEVICES!r}:\n"
+            "    a = torch.rand(2, 16, 4, device=d)\n"
+            "    x = parscan.torch.gated_recurrence(a, a, dim=1)\n"
+            "    assert torch.allclose(x[:, 0], a[:, 0])\n"
+            "print('ran')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "ran"
+
+
 @pytest.fixture
 def gen(rng):
     g = torch.Generator()

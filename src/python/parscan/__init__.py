@@ -6,6 +6,13 @@ JAX arrays in ``parscan.jax`` (XLA FFI custom calls with custom_vjp). docs/pytho
 details; every function states its contract in its docstring.
 """
 
+# NumPy's extension before ours: on the GPU machine (CUDA 13.0 toolkit, PyTorch 2.11 with its own
+# CUDA 13 wheels, Python 3.12) a process that loaded _core before NumPy crashed (SIGSEGV) when it
+# then imported torch, in torch's own import, whether _core had bound the toolkit's or PyTorch's
+# copies of libcudart and cuBLAS; NumPy first, then _core, then torch, or torch first, ran.
+# Not root-caused (no native debugger there); test_torch.py's import-order test keeps it covered.
+import numpy  # noqa: F401
+
 from . import _core
 from ._numpy_api import (cumulative, gated_recurrence, gated_recurrence_backward, log_recurrence,
                          log_recurrence_backward, matrix_chain, matrix_recurrence, matrix_recurrence_backward, reduce)
