@@ -25,6 +25,7 @@ DEVICES = ["cpu"] + (["cuda"] if ON_CUDA else [])
 def test_parscan_imported_before_torch_runs():
     """A fresh process that imports parscan before torch (a CUDA build loading its extension
     before NumPy crashed in torch's import) and runs a gated forward on every device here."""
+    import os
     import subprocess
     import sys
 
@@ -34,7 +35,10 @@ def test_parscan_imported_before_torch_runs():
             "    x = parscan.torch.gated_recurrence(a, a, dim=1)\n"
             "    assert torch.allclose(x[:, 0], a[:, 0])\n"
             "print('ran')\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    env = dict(os.environ)  # the child finds this parscan however this process found it
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(parscan.__file__))] +
+                                        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "ran"
 
