@@ -7,12 +7,12 @@ details; every function states its contract in its docstring.
 """
 
 # NumPy's extension before ours: on the GPU machine (Python 3.12, PyTorch 2.11, the module built
-# by its /opt/gcc g++ 13.3 against the system's libstdc++) a process that loaded _core before
-# NumPy crashed (SIGSEGV) when it then imported torch, inside torch's own import; a host-only
-# build did the same, so it is not the CUDA libraries. NumPy first, then _core, then torch (or
-# torch first) ran. Not root-caused (no native debugger there); pytorch/pytorch#109923 reports
-# the same order-dependent crash for modules carrying their own copy of libstdc++ parts.
-# test_torch.py's import-order test runs the failing order in a fresh process.
+# there) a process that loaded _core before NumPy crashed (SIGSEGV) when it then imported torch,
+# inside torch's own import; a host-only build did the same, so it is not the CUDA libraries.
+# NumPy first, then _core, then torch (or torch first) ran. Not root-caused (no native debugger
+# there); pytorch/pytorch#109923 reports the same order-dependent crash for modules carrying
+# their own copy of libstdc++ parts. test_torch.py's import-order test runs the failing order in
+# a fresh process.
 import numpy  # noqa: F401
 
 from . import _core
