@@ -2,6 +2,10 @@
 fullgraph=True, bad input; on CUDA (where available) the CUDA backend against the CPU, on the
 current stream, and inside a captured CUDA graph. Skipped where PyTorch is not installed."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -23,12 +27,8 @@ DEVICES = ["cpu"] + (["cuda"] if ON_CUDA else [])
 
 
 def test_parscan_imported_before_torch_runs():
-    """A fresh process that imports parscan before torch (a CUDA build loading its extension
-    before NumPy crashed in torch's import) and runs a gated forward on every device here."""
-    import os
-    import subprocess
-    import sys
-
+    """A fresh process that imports parscan before torch and runs a gated forward on every device
+    here: with the extension loaded before NumPy, torch's import crashed (CUDA and host builds)."""
     code = ("import parscan\nimport parscan.torch\nimport torch\n"
             f"for d in {DEVICES!r}:\n"
             "    a = torch.rand(2, 16, 4, device=d)\n"
