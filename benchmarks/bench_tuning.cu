@@ -309,6 +309,7 @@ template <class Problem, int Warps, int TileBytes, int MinBlocks>
 struct large_bulk_shape {
   using element = typename Problem::bulk_element;
   using chain_state = cd::first_ready_state<typename Problem::acc_type>;
+  static constexpr cd::bulk_start start = cd::bulk_start::early;
   static constexpr int warps = Warps;
   static constexpr int min_blocks = MinBlocks;
   static constexpr int chunks = cd::bulk_chunks_for<element, warps, TileBytes / Problem::bulk_tensors>;
@@ -462,6 +463,22 @@ void generic_bulk(const generic_case<T>& c, double tol, result_sink& sink) {
   using op_t = typename generic_case<T>::op_t;
   const cd::device_facts dev = cd::current_device();
   generic_timed(c, bulk_variant_name<problem, op_t, shape>(dev), tol, sink, [&](const auto& P) {
+    return cd::launch_bulk_tiles<problem, op_t, shape>(P, op_t{}, 1, dev, workspace_backend());
+  });
+}
+
+// The library's bulk tiles shape for T, started as Start says (after a memset of the look-back
+// state, or launched early after a grid that zeroes it: cd::bulk_start).
+template <cd::bulk_start Start, class T>
+void generic_bulk_start(const generic_case<T>& c, double tol, result_sink& sink) {
+  using problem = cd::generic_problem<T, T, T>;
+  using library = cd::bulk_shape<problem>;
+  using shape = cd::bulk_shape_of<problem, library::warps, library::smem, library::min_blocks, false, Start>;
+  static_assert(shape::tile == library::tile, "the library's tile");
+  using op_t = typename generic_case<T>::op_t;
+  const cd::device_facts dev = cd::current_device();
+  const char* start = Start == cd::bulk_start::after_memset ? "after a memset" : "launched early";
+  generic_timed(c, bulk_variant_name<problem, op_t, shape>(dev) + ", " + start, tol, sink, [&](const auto& P) {
     return cd::launch_bulk_tiles<problem, op_t, shape>(P, op_t{}, 1, dev, workspace_backend());
   });
 }
@@ -1290,6 +1307,21 @@ int main(int argc, char** argv) {
       bulk_against_cub<int>("int32 sum", log2n, 0, out);
       bulk_against_cub<long long>("int64 sum", log2n, 0, out);
       bulk_against_cub<parscan::affine<float>>("affine scan", log2n, 1e-4, out);
+    }
+    return report();
+  }
+  if (bench::has_flag(argc, argv, "--bulk-start")) {  // how the bulk tiles start, 16-256 MB, against CUB
+    const auto starts = [&](const auto& c, double tol) {
+      generic_bulk_start<cd::bulk_start::after_memset>(c, tol, out);
+      generic_bulk_start<cd::bulk_start::early>(c, tol, out);
+      generic_bulk_start<cd::bulk_start::after_memset>(c, tol, out);  // again: the spread within the run
+      generic_bulk_start<cd::bulk_start::early>(c, tol, out);
+    };
+    for (int log2n : {22, 23, 24, 25, 26}) {
+      against_cub<int>("int32 sum", log2n, 0, out, [&](const auto& c) { starts(c, 0); });
+      against_cub<long long>("int64 sum", log2n - 1, 0, out, [&](const auto& c) { starts(c, 0); });
+      against_cub<parscan::affine<float>>("affine scan", log2n - 1, 1e-4, out,
+                                          [&](const auto& c) { starts(c, 1e-4); });
     }
     return report();
   }

@@ -689,6 +689,55 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: 12-byte elements through every kerne
   }
 }
 
+/// check_bulk_maps through bulk tiles of the library's shape for affine_u32 started as Start says,
+/// with the look-back's state in a caller's workspace whose every word holds an inclusive
+/// prefix's tag over a wrong value (and whose tile counter holds a large number) until the
+/// launch zeroes it: a record never zeroed gives a wrong prefix, a counter never zeroed leaves
+/// tiles unwritten. (Whether a block waits for the zeroing grid is not observable here: that
+/// grid ends long before the first look-back.)
+template <cd::bulk_start Start>
+static void check_bulk_start(index_t sequences, index_t length) {
+  using problem = cd::generic_problem<affine_u32, affine_u32, affine_u32>;
+  using library = cd::bulk_shape<problem>;
+  using shape = cd::bulk_shape_of<problem, library::warps, library::smem, library::min_blocks, false, Start>;
+  static_assert(shape::tile == library::tile, "the library's tile");
+  const cd::device_facts dev = cd::current_device();
+  REQUIRE(dev.st == parscan::status::success);
+  const std::vector<unsigned long long> stale(std::size_t(1) << 17, (2ull << 32) | 0x9e3779b9u);
+  parscan_test::guarded_buffer<unsigned long long> workspace(stale.size());
+  parscan::cuda_backend be{};
+  be.workspace = workspace.data();
+  be.workspace_bytes = stale.size() * sizeof(unsigned long long);
+  const index_t tiles = sequences * ((length + shape::tile - 1) / shape::tile);
+  REQUIRE(static_cast<std::size_t>(tiles) * 8 + 512 <= be.workspace_bytes);
+  check_bulk_maps<affine_u32, affine_u32_op>(
+      "bulk tiles started as " + std::to_string(int(Start)), sequences, length,
+      {parscan::scan_kind::inclusive, parscan::scan_kind::exclusive}, [&](const problem& P) {
+        workspace.upload(stale);
+        REQUIRE(P.stages_bulk());
+        return cd::launch_bulk_tiles<problem, affine_u32_op, shape>(P, affine_u32_op{}, sequences, dev, be);
+      });
+  CHECK(workspace.guards_intact());
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("chained tiles: bulk tiles after a memset or launched early, on a stale state"),
+          PARSCAN_TEST_TAGS("[scan][chained][bulk]")) {
+  // Each way a bulk tiles' launch can start (cd::bulk_start). One sequence of more tiles than
+  // the grid has blocks (so blocks claim tiles after their first), and two whose tiles together
+  // are, each ending in a partial tile.
+  using problem = cd::generic_problem<affine_u32, affine_u32, affine_u32>;
+  using shape = cd::bulk_shape<problem>;
+  const cd::device_facts dev = cd::current_device();
+  REQUIRE(dev.st == parscan::status::success);
+  REQUIRE(cd::built_for_bulk_copies<cd::bulk_tiles_kernel<problem, affine_u32_op>>(dev.device));
+  const index_t grid = 5 * static_cast<index_t>(dev.multiprocessors);  // at most, for this shape
+  for (const auto& [sequences, length] : {std::pair<index_t, index_t>{1, (grid + 37) * shape::tile + 1030},
+                                          std::pair<index_t, index_t>{2, (grid / 2 + 40) * shape::tile + 6}}) {
+    check_bulk_start<cd::bulk_start::after_memset>(sequences, length);
+    check_bulk_start<cd::bulk_start::early>(sequences, length);
+  }
+}
+
 TEST_CASE(PARSCAN_TEST_NAME("chained tiles: int32 scans and reduces of a few megabytes through the library"),
           PARSCAN_TEST_TAGS("[scan][chained][bulk][grid]")) {
   // The library's dispatch for one and for two contiguous int32 sequences of 2^20 + 76 steps (4

@@ -38,6 +38,7 @@
 
 #include "../../config.hpp"
 #include "../thread/bulk_copy.cuh"
+#include "../thread/grid_dependency.cuh"
 #include "../warp/warp_shuffle.cuh"
 #include "first_ready_chain.cuh"
 #include "window_chain.cuh"
@@ -371,7 +372,13 @@ __global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
   __shared__ bulk_tile_smem<Acc, Warps> storage;
   auto& sm = storage.get();
   const bulk_barrier loaded{&sm.loaded};
-  if (threadIdx.x == 0) loaded.init();
+  if (threadIdx.x == 0) {
+    loaded.init();
+    // Launched to start early, after the grid that zeroes the state and the counter
+    // (launch_bulk_tiles), the block has started while that grid runs: it waits for it before
+    // its first claim. (In a plain launch the wait returns at once.)
+    wait_for_prerequisite_grids();
+  }
   for (unsigned parity = 0;; parity ^= 1u) {
     // Also keeps the next load out of shared memory until every thread is done with this tile.
     if (threadIdx.x == 0) sm.claimed = atomicAdd(tile_counter, 1u);

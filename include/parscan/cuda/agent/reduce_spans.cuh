@@ -3,6 +3,7 @@
 #pragma once
 
 #include "../block/tile_scan.cuh"
+#include "../thread/grid_dependency.cuh"
 #include "tile_reduce.cuh"
 
 namespace parscan::cuda_detail {
@@ -98,22 +99,6 @@ __device__ PARSCAN_INLINE void fold_partials(const Problem& P, const Op& op, ind
   const index_t threads_with = (count + per_thread - 1) / per_thread;
   const Acc total = block_ordered_reduce<Threads>(fold.value, threads_with, op);
   if (threadIdx.x == 0) P.finish(s, combine(P.initial(s), maybe<Acc>{total, true}, op).value);
-}
-
-/// Lets a grid launched after this one with programmatic stream serialization start now, before
-/// this one ends (griddepcontrol.launch_dependents: a hint; nothing before sm_90).
-__device__ PARSCAN_INLINE void allow_dependent_grids() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
-/// Waits until the grids this one was launched after have finished and their writes are visible
-/// (griddepcontrol.wait; returns at once where the launch allowed no early start).
-__device__ PARSCAN_INLINE void wait_for_prerequisite_grids() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
 }
 
 /// Second pass: one block per sequence folds its spans' partials (fold_partials) and finishes.

@@ -12,6 +12,7 @@
 #include "../agent/bulk_tiles.cuh"
 #include "../agent/grid_bulk_tiles.cuh"
 #include "../agent/chained_tiles.cuh"
+#include "../agent/clear_state.cuh"
 #include "../agent/grid_tiles.cuh"
 #include "../agent/lane_loop.cuh"
 #include "../agent/lane_tiles.cuh"
@@ -172,8 +173,21 @@ constexpr index_t thread_span_scan_min_length = PARSCAN_THREAD_SPAN_SCAN_MIN_LEN
 /// own 1 KB or less), and at least MinBlocks blocks per SM allowed by the kernel's registers
 /// (the grid is as many blocks as are resident at once, so this bounds the registers and sets
 /// the blocks per SM).
-template <class Problem, int Warps, int TileBytes, int MinBlocks, bool WindowChain = false>
+/// How a bulk tiles' launch starts: after a memset of the look-back's state, or `early`, after a
+/// grid that zeroes it and lets the scan's grid start at once (agent/clear_state.cuh): its
+/// blocks wait for that grid before their first claim. Measured on an H200 (bench_tuning
+/// --bulk-start, two calls of three or four runs, medians): early took about 1 µs off a call
+/// from 8 to 128 MB (−0.3 to 3.1 µs by size and call), the int32 sum of 2^24 steps 59.1–59.4 µs
+/// → 57.6–58.0 (CUB 60.6–60.7). A block that takes tile blockIdx.x first and waits only before
+/// its look-back gained up to 1.8 µs more at 16 MB, but is safe only where every block is
+/// resident at once, and launched cooperatively to ensure that it lost up to 10.8 µs
+/// (docs/performance.md, "The look-back state zeroed by a grid that lets the scan start").
+enum class bulk_start { after_memset, early };
+
+template <class Problem, int Warps, int TileBytes, int MinBlocks, bool WindowChain = false,
+          bulk_start Start = bulk_start::early>
 struct bulk_shape_of {
+  static constexpr bulk_start start = Start;
   using element = typename Problem::bulk_element;
   using chain_state = std::conditional_t<WindowChain, window_chain_state<typename Problem::acc_type>,
                                          first_ready_state<typename Problem::acc_type>>;
@@ -368,16 +382,14 @@ std::size_t scan_workspace_bytes(index_t sequences, index_t length) {
   return most + 256;
 }
 
-/// Claims workspace for the tile state and the tile counter, and zeroes both on the stream.
+/// Claims workspace for the tile state and the tile counter and zeroes, in one memset, the
+/// counter (the first 256 bytes) and the state's status words after it (the values need none).
 template <class State>
 status prepare_tiles(workspace_lease& ws, index_t tiles, State& st, unsigned*& counter, const cuda_backend& be) {
-  const std::size_t state_bytes = State::bytes(tiles);
-  if (status s = ws.acquire(state_bytes + 256); s != status::success) return s;
-  st = State::carve(ws.get(), tiles);
-  counter = reinterpret_cast<unsigned*>(static_cast<char*>(ws.get()) + state_bytes);
-  if (status s = report(cudaMemsetAsync(st.status, 0, State::status_bytes(tiles), be.stream)); s != status::success)
-    return s;
-  return report(cudaMemsetAsync(counter, 0, sizeof(unsigned), be.stream));
+  if (status s = ws.acquire(State::bytes(tiles) + 256); s != status::success) return s;
+  counter = static_cast<unsigned*>(ws.get());
+  st = State::carve(static_cast<char*>(ws.get()) + 256, tiles);
+  return report(cudaMemsetAsync(ws.get(), 0, 256 + State::status_bytes(tiles), be.stream));
 }
 
 /// Launches `kernel` on `blocks` blocks (capped at the grid limit) with `smem` bytes of dynamic
@@ -385,6 +397,26 @@ status prepare_tiles(workspace_lease& ws, index_t tiles, State& st, unsigned*& c
 template <class Kernel, class... Args>
 status launch(Kernel kernel, index_t blocks, int threads, int smem, const cuda_backend& be, const Args&... args) {
   kernel<<<static_cast<unsigned>(blocks < max_grid ? blocks : max_grid), threads, smem, be.stream>>>(args...);
+  return check_launch();
+}
+
+/// Launches `kernel` like launch(), allowed to start before the grid ahead of it in the stream
+/// ends (programmatic stream serialization): its threads must wait for that grid
+/// (wait_for_prerequisite_grids) before they touch what it writes.
+template <class... Params, class... Args>
+status launch_early(void (*kernel)(Params...), index_t blocks, int threads, int smem, const cuda_backend& be,
+                    const Args&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(blocks < max_grid ? blocks : max_grid));
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = static_cast<std::size_t>(smem);
+  config.stream = be.stream;
+  cudaLaunchAttribute early{};
+  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  early.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &early;
+  config.numAttrs = 1;
+  if (status s = report(cudaLaunchKernelEx(&config, kernel, args...)); s != status::success) return s;
   return check_launch();
 }
 
@@ -607,17 +639,22 @@ status launch_persistent_chained(const Problem& P, const Op& op, index_t sequenc
   }
 }
 
+/// How claimed_chain::prepare zeroes the state: a cudaMemsetAsync, or a grid that lets the next
+/// one, launched with launch_early, start before it ends (agent/clear_state.cuh).
+enum class zeroed_by { memset, early_grid };
+
 /// The tiles, look-back state (window_chain_state or first_ready_state) and tile counter of a
 /// launch of tiles claimed in order (one tile per block, or bulk tiles): counts the tiles and
-/// claims and zeroes (one memset: the counter in the first 256 bytes, the state after it)
-/// workspace for them.
+/// claims and zeroes (the counter in the first 256 bytes, the state after it, in one memset or
+/// one clear_state_kernel) workspace for them.
 template <class State>
 struct claimed_chain {
   index_t tiles_per_sequence = 0, windows_per_sequence = 0, total_tiles = 0;
   State st{};
   unsigned* counter = nullptr;
 
-  status prepare(workspace_lease& ws, index_t sequences, index_t tiles_per_seq, const cuda_backend& be) {
+  status prepare(workspace_lease& ws, index_t sequences, index_t tiles_per_seq, const cuda_backend& be,
+                 zeroed_by zeroing = zeroed_by::memset) {
     tiles_per_sequence = tiles_per_seq;
     windows_per_sequence = (tiles_per_sequence + chain_window - 1) / chain_window;
     if (__builtin_mul_overflow(sequences, tiles_per_sequence, &total_tiles) || total_tiles > max_grid)
@@ -626,7 +663,13 @@ struct claimed_chain {
     if (status s = ws.acquire(state_bytes + 256); s != status::success) return s;
     counter = static_cast<unsigned*>(ws.get());
     st = State::carve(static_cast<char*>(ws.get()) + 256, total_tiles, sequences * windows_per_sequence);
-    return report(cudaMemsetAsync(ws.get(), 0, state_bytes + 256, be.stream));
+    if (zeroing == zeroed_by::memset) return report(cudaMemsetAsync(ws.get(), 0, state_bytes + 256, be.stream));
+    // A few 16-byte words a thread: 12 KB for an int32 sum of 2^24 steps in one block.
+    const index_t words = static_cast<index_t>((state_bytes + 256) / 16);
+    constexpr index_t per_block = 4 * clear_state_threads;
+    const index_t blocks = (words + per_block - 1) / per_block;
+    return launch(clear_state_kernel<clear_state_threads>, blocks < 1024 ? blocks : 1024, clear_state_threads, 0, be,
+                  static_cast<uint4*>(ws.get()), words);
   }
 };
 
@@ -680,22 +723,30 @@ constexpr auto bulk_tiles_kernel =
     scan_bulk_tiles_kernel<shape::warps, shape::chunks, shape::min_blocks, Problem, Op, typename shape::chain_state>;
 
 /// Bulk tiles (agent/bulk_tiles.cuh): a persistent grid of resident blocks claiming tiles in
-/// order, a plain launch; shared memory gets its largest share of the SM (the tiles in flight
-/// live there).
+/// order; shared memory gets its largest share of the SM (the tiles in flight live there). The
+/// look-back's state is zeroed as shape::start says.
 template <class Problem, class Op, class shape = bulk_shape<Problem>>
 status launch_bulk_tiles(const Problem& P, const Op& op, index_t sequences, const device_facts& dev,
                          const cuda_backend& be) {
   constexpr auto kernel = bulk_tiles_kernel<Problem, Op, shape>;
   constexpr int threads = shape::warps * warp_threads;
+  constexpr bool early = shape::start != bulk_start::after_memset;
   prefer_shared_memory<kernel>();
   const int per_sm = blocks_per_multiprocessor<kernel>(threads, dev.device, shape::smem);
   if (per_sm == 0) return status::exceeds_device_limits;
   workspace_lease ws(be);
   claimed_chain<typename shape::chain_state> c;
-  if (status s = c.prepare(ws, sequences, (P.length + shape::tile - 1) / shape::tile, be); s != status::success) return s;
+  if (status s = c.prepare(ws, sequences, (P.length + shape::tile - 1) / shape::tile, be,
+                           early ? zeroed_by::early_grid : zeroed_by::memset);
+      s != status::success)
+    return s;
   const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
-  return launch(kernel, resident < c.total_tiles ? resident : c.total_tiles, threads, shape::smem, be, P, op, c.st,
-                c.counter, c.tiles_per_sequence, c.windows_per_sequence, c.total_tiles);
+  const index_t blocks = resident < c.total_tiles ? resident : c.total_tiles;
+  if constexpr (early)
+    return launch_early(kernel, blocks, threads, shape::smem, be, P, op, c.st, c.counter, c.tiles_per_sequence,
+                        c.windows_per_sequence, c.total_tiles);
+  return launch(kernel, blocks, threads, shape::smem, be, P, op, c.st, c.counter, c.tiles_per_sequence,
+                c.windows_per_sequence, c.total_tiles);
 }
 
 /// The bulk reduce's kernel: with FoldHere, the one that finishes the reduce itself.
@@ -806,20 +857,8 @@ status launch_tile_blocks_reduce(const Problem& P, const Op& op, index_t sequenc
   if (!programmatic)
     return launch(reduce_partials_kernel<tile_blocks_fold_threads, Problem, Op>, sequences, tile_blocks_fold_threads,
                   0, be, P, op, static_cast<const Acc*>(partials), plan.spans_per_sequence);
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(sequences));
-  config.blockDim = dim3(tile_blocks_fold_threads);
-  config.stream = be.stream;
-  cudaLaunchAttribute early{};
-  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  early.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &early;
-  config.numAttrs = 1;
-  if (status s = report(cudaLaunchKernelEx(&config, tile_blocks_fold_kernel<Problem, Op>, P, op,
-                                           static_cast<const Acc*>(partials), plan.spans_per_sequence));
-      s != status::success)
-    return s;
-  return check_launch();
+  return launch_early(tile_blocks_fold_kernel<Problem, Op>, sequences, tile_blocks_fold_threads, 0, be, P, op,
+                      static_cast<const Acc*>(partials), plan.spans_per_sequence);
 }
 
 /// A reduce of few long sequences in two passes over fixed spans of tiles (reduce_spans_kernel,
