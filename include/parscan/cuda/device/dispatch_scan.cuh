@@ -168,11 +168,6 @@ constexpr bool costly_combine = sizeof(typename Problem::acc_type) > 16;
 #endif
 constexpr index_t thread_span_scan_min_length = PARSCAN_THREAD_SPAN_SCAN_MIN_LENGTH;
 
-/// A bulk tiles' shape: Warps warps and about TileBytes bytes of elements a tile (over all the
-/// Problem's inputs), within the 48 KB a block may take without opting in (with the kernel's
-/// own 1 KB or less), and at least MinBlocks blocks per SM allowed by the kernel's registers
-/// (the grid is as many blocks as are resident at once, so this bounds the registers and sets
-/// the blocks per SM).
 /// How a bulk tiles' launch starts: after a memset of the look-back's state, or `early`, after a
 /// grid that zeroes it and lets the scan's grid start at once (agent/clear_state.cuh): its
 /// blocks wait for that grid before their first claim. Measured on an H200 (bench_tuning
@@ -184,6 +179,11 @@ constexpr index_t thread_span_scan_min_length = PARSCAN_THREAD_SPAN_SCAN_MIN_LEN
 /// (docs/performance.md, "The look-back state zeroed by a grid that lets the scan start").
 enum class bulk_start { after_memset, early };
 
+/// A bulk tiles' shape: Warps warps and about TileBytes bytes of elements a tile (over all the
+/// Problem's inputs), within the 48 KB a block may take without opting in (with the kernel's
+/// own 1 KB or less), and at least MinBlocks blocks per SM allowed by the kernel's registers
+/// (the grid is as many blocks as are resident at once, so this bounds the registers and sets
+/// the blocks per SM). Start: how its launch starts (bulk_start; the library's shapes start early).
 template <class Problem, int Warps, int TileBytes, int MinBlocks, bool WindowChain = false,
           bulk_start Start = bulk_start::early>
 struct bulk_shape_of {
