@@ -693,8 +693,8 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: 12-byte elements through every kerne
 /// with the look-back's state in a caller's workspace whose every word holds an inclusive
 /// prefix's tag over a wrong value (and whose tile counter holds a large number) until the
 /// launch zeroes it: a record never zeroed gives a wrong prefix, a counter never zeroed leaves
-/// tiles unwritten. (Whether a block waits for the zeroing grid is not observable here: that
-/// grid ends long before the first look-back.)
+/// tiles unwritten. (Whether a block waits for the zeroing grid is not observable here, since
+/// that grid ends long before a first claim: the next case slows it down.)
 template <cd::bulk_start Start>
 static void check_bulk_start(index_t sequences, index_t length) {
   using problem = cd::generic_problem<affine_u32, affine_u32, affine_u32>;
@@ -736,6 +736,63 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: bulk tiles after a memset or launche
     check_bulk_start<cd::bulk_start::after_memset>(sequences, length);
     check_bulk_start<cd::bulk_start::early>(sequences, length);
   }
+}
+
+/// Zeroes `count` 16-byte words like clear_state_kernel, lets the next grid start at once as it
+/// does, but zeroes only after `cycles` SM clock cycles: a grid that ends long after the bulk
+/// tiles launched behind it have started.
+__global__ void slow_clear_kernel(uint4* words, index_t count, long long cycles) {
+  cd::allow_dependent_grids();
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+  for (index_t i = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<index_t>(gridDim.x) * blockDim.x)
+    words[i] = uint4{0u, 0u, 0u, 0u};
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("chained tiles: bulk tiles launched early wait for the grid that zeroes their state"),
+          PARSCAN_TEST_TAGS("[scan][chained][bulk]")) {
+  // The library's launch, with its zeroing grid slowed down to about a millisecond: the bulk
+  // tiles are launched early behind it (launch_early) on a state of stale inclusive-prefix
+  // records and a large tile counter. A block that claimed a tile or read a record before that
+  // grid ended would skip tiles or take a wrong prefix.
+  using problem = cd::generic_problem<affine_u32, affine_u32, affine_u32>;
+  using shape = cd::bulk_shape<problem>;
+  using state = shape::chain_state;
+  constexpr auto kernel = cd::bulk_tiles_kernel<problem, affine_u32_op>;
+  constexpr int threads = shape::warps * cd::warp_threads;
+  const cd::device_facts dev = cd::current_device();
+  REQUIRE(dev.st == parscan::status::success);
+  REQUIRE(cd::built_for_bulk_copies<kernel>(dev.device));
+  cd::prefer_shared_memory<kernel>();
+  const int per_sm = cd::blocks_per_multiprocessor<kernel>(threads, dev.device, shape::smem);
+  REQUIRE(per_sm > 0);
+  const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
+  const index_t tiles = resident + 37, length = tiles * shape::tile + 1030;
+  const std::vector<unsigned long long> stale(std::size_t(1) << 17, (2ull << 32) | 0x9e3779b9u);
+  parscan_test::guarded_buffer<unsigned long long> workspace(stale.size());
+  const index_t total_tiles = tiles + 1, windows = (total_tiles + cd::chain_window - 1) / cd::chain_window;
+  const std::size_t bytes = state::bytes(total_tiles, windows) + 256;
+  REQUIRE(bytes <= stale.size() * sizeof(unsigned long long));
+  int khz = 0;
+  REQUIRE(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev.device) == cudaSuccess);
+  check_bulk_maps<affine_u32, affine_u32_op>(
+      "bulk tiles behind a slow zeroing grid", 1, length,
+      {parscan::scan_kind::inclusive, parscan::scan_kind::exclusive}, [&](const problem& P) {
+        workspace.upload(stale);
+        REQUIRE(P.stages_bulk());
+        auto* const base = reinterpret_cast<char*>(workspace.data());
+        unsigned* const counter = reinterpret_cast<unsigned*>(base);
+        const state st = state::carve(base + 256, total_tiles, windows);
+        slow_clear_kernel<<<1, 256>>>(reinterpret_cast<uint4*>(base), static_cast<index_t>(bytes / 16),
+                                      static_cast<long long>(khz));  // about a millisecond
+        REQUIRE(cudaGetLastError() == cudaSuccess);
+        const index_t blocks = resident < total_tiles ? resident : total_tiles;
+        return cd::launch_early(kernel, blocks, threads, shape::smem, parscan::cuda_backend{}, P, affine_u32_op{}, st,
+                                counter, total_tiles, windows, total_tiles);
+      });
+  CHECK(workspace.guards_intact());
 }
 
 TEST_CASE(PARSCAN_TEST_NAME("chained tiles: int32 scans and reduces of a few megabytes through the library"),
