@@ -535,8 +535,8 @@ inline bool lane_loop_fills(index_t sequences, int multiprocessors) {
 /// recurrence/recurrence_lane_packs.cuh and generic/generic_lane_packs.cuh) over `sequences` of
 /// its sequences: the staged lane tiles, or the lane loop for sequences of one staged tile in
 /// groups too few to fill the device. There the staged lane tiles would run a tile a group too,
-/// with no look-back to overlap, after a workspace lease from the pool, two memsets and a
-/// cooperative launch: host work that a call on a few kilobytes cannot hide. The lane loop runs
+/// with no look-back to overlap, after a workspace lease from the pool, a memset (two when this
+/// was measured) and a cooperative launch: host work that a call on a few kilobytes cannot hide. The lane loop runs
 /// the same tile a group from one plain launch, with no workspace (a (1, 8, 32) channel-last
 /// gated forward on an H200: 10.4–10.9 µs of host time a call before, 4.3 after, an empty launch
 /// 3.3–4.4; docs/performance.md, "Tiny calls at the launch floor").
