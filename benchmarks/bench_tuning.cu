@@ -4,9 +4,11 @@
 // is checked against a float64 loop on two sequences before it is timed.
 //   usage: bench_tuning [--json out.json] [--bulk: only the bulk tiles' shapes, int32 sum and affine<float>]
 //                       [--short: grid tiles against bulk tiles and CUB, 2^13 … 2^23 steps]
-//                       [--few-long: the forward's few long sequences on bulk tiles]
+//                       [--few-long: the forward's few long sequences on bulk tiles; --few-long-tail: with a
+//                        tail of shorter tiles]
 //                       [--phases: the bulk tiles' phases timed, with and without the look-back's wait]
 //                       [--bulk-mid: the bulk tiles' shapes against CUB at 2^22, 2^24, 2^26]
+//                       [--bulk-tail: the bulk tiles with their last tiles cut shorter, 32-256 MB, against CUB]
 //                       [--eight-mb: int64 sum of 2^20 and int32 sum of 2^21, library and CUB (for ncu)]
 //                       [--grid-bulk: the grid bulk tiles' shapes against the library and CUB, 4-16 MB each way]
 //                       [--channel-last: the generic channel-last sum, one sequence a lane against lane packs]
@@ -290,6 +292,22 @@ void recurrence_bulk(const forward_case<T>& c, double tol, result_sink& out) {
     return cd::launch_bulk_tiles<problem, op_t, shape>(P, op_t{}, c.l.num_sequences(), dev, workspace_backend());
   });
 }
+// The same with its sequences' last tiles cut to about TailTileBytes, the tail `eighths` eighths of
+// a wave of the grid's tiles long over all sequences (cd::bulk_tiling).
+template <int Warps, int TileBytes, int MinBlocks, int TailTileBytes, class T>
+void recurrence_bulk_tail(const forward_case<T>& c, int eighths, double tol, result_sink& out) {
+  using problem = cd::recurrence_forward_problem<T>;
+  using shape = cd::bulk_shape_of<problem, Warps, TileBytes, MinBlocks, false, cd::bulk_start::early, TailTileBytes>;
+  using op_t = parscan::affine_op<T>;
+  const cd::device_facts dev = cd::current_device();
+  const auto P = c.problem();
+  const std::string name = bulk_variant_name<problem, op_t, shape>(dev) + ", tail " + std::to_string(eighths) +
+                           "/8 wave of " + std::to_string(TailTileBytes / 1024) + " KB tiles";
+  time_call<T>(c, name, tol, out, [&] {
+    return cd::launch_bulk_tiles<problem, op_t, shape>(P, op_t{}, c.l.num_sequences(), dev, workspace_backend(),
+                                                       eighths);
+  });
+}
 
 // Channel-last forward in lane packs of K channels on the staged lane tiles (the library packs
 // 2-byte types two to a lane: channels_per_lane).
@@ -314,6 +332,8 @@ struct large_bulk_shape {
   static constexpr int min_blocks = MinBlocks;
   static constexpr int chunks = cd::bulk_chunks_for<element, warps, TileBytes / Problem::bulk_tensors>;
   static constexpr index_t tile = cd::bulk_tile_steps<element, warps, chunks>;
+  static constexpr int tail_chunks = 0, tail_eighths = 0;
+  static constexpr index_t tail_tile = 0;
   static constexpr int smem = static_cast<int>(Problem::bulk_tensors * cd::bulk_tensor_bytes<Problem, tile>);
 };
 template <int Warps, int TileBytes, int MinBlocks, class T>
@@ -480,6 +500,24 @@ void generic_bulk_start(const generic_case<T>& c, double tol, result_sink& sink)
   const char* start = Start == cd::bulk_start::after_memset ? "after a memset" : "launched early";
   generic_timed(c, bulk_variant_name<problem, op_t, shape>(dev) + ", " + start, tol, sink, [&](const auto& P) {
     return cd::launch_bulk_tiles<problem, op_t, shape>(P, op_t{}, 1, dev, workspace_backend());
+  });
+}
+
+// The library's bulk tiles shape for T with its last tiles cut to about TailTileBytes, the tail
+// `eighths` eighths of a wave of the grid's tiles long (cd::bulk_tiling).
+template <int TailTileBytes, class T>
+void generic_bulk_tail(const generic_case<T>& c, int eighths, double tol, result_sink& sink) {
+  using problem = cd::generic_problem<T, T, T>;
+  using library = cd::bulk_shape<problem>;
+  using shape = cd::bulk_shape_of<problem, library::warps, library::smem, library::min_blocks, false,
+                                  cd::bulk_start::early, TailTileBytes>;
+  static_assert(shape::tile == library::tile, "the library's tile");
+  using op_t = typename generic_case<T>::op_t;
+  const cd::device_facts dev = cd::current_device();
+  const std::string name = bulk_variant_name<problem, op_t, shape>(dev) + ", tail " + std::to_string(eighths) +
+                           "/8 wave of " + std::to_string(shape::tail_tile * sizeof(T) / 1024) + " KB tiles";
+  generic_timed(c, name, tol, sink, [&](const auto& P) {
+    return cd::launch_bulk_tiles<problem, op_t, shape>(P, op_t{}, 1, dev, workspace_backend(), eighths);
   });
 }
 
@@ -1325,6 +1363,26 @@ int main(int argc, char** argv) {
     }
     return report();
   }
+  if (bench::has_flag(argc, argv, "--bulk-tail")) {  // the bulk tiles' last tiles cut shorter, 32-256 MB
+    const auto tails = [&](const auto& c, double tol) {
+      using T = std::remove_pointer_t<decltype(c.in)>;
+      generic_bulk_start<cd::bulk_start::early>(c, tol, out);
+      for (int eighths : {1, 2, 3}) {
+        generic_bulk_tail<16 * 1024, T>(c, eighths, tol, out);
+        generic_bulk_tail<20 * 1024, T>(c, eighths, tol, out);
+        generic_bulk_tail<24 * 1024, T>(c, eighths, tol, out);
+        generic_bulk_tail<32 * 1024, T>(c, eighths, tol, out);
+        generic_bulk_start<cd::bulk_start::early>(c, tol, out);  // again: the spread within the run
+      }
+    };
+    for (int log2n : {23, 24, 25, 26}) {
+      against_cub<int>("int32 sum", log2n, 0, out, [&](const auto& c) { tails(c, 0); });
+      against_cub<long long>("int64 sum", log2n - 1, 0, out, [&](const auto& c) { tails(c, 0); });
+      against_cub<parscan::affine<float>>("affine scan", log2n - 1, 1e-4, out,
+                                          [&](const auto& c) { tails(c, 1e-4); });
+    }
+    return report();
+  }
   if (bench::has_flag(argc, argv, "--grid-bulk")) {  // the grid bulk tiles' shapes, 4-16 MB each way
     for (int log2n : {20, 21}) grid_bulk_shapes<int>(log2n, 0, out);
     for (int log2n : {19, 20}) grid_bulk_shapes<long long>(log2n, 0, out);
@@ -1351,6 +1409,33 @@ int main(int argc, char** argv) {
       c.alloc();
       bulk_phases<0>(c, 1e-4, out);
       bulk_phases<1>(c, 1e-4, out);
+      c.release();
+    }
+    return report();
+  }
+  if (bench::has_flag(argc, argv, "--few-long-tail")) {  // the forward's few long sequences with a tail of short tiles
+    const auto tails = [&](auto& c, double tol) {
+      using T = std::remove_pointer_t<decltype(c.a)>;
+      using shape = cd::bulk_shape<cd::recurrence_forward_problem<T>>;
+      constexpr int tile_bytes = shape::smem;
+      for (int round = 0; round < 2; ++round) {
+        time_forward<cd::tile_shape<cd::recurrence_forward_problem<T>>>(c, "library", tol, out);
+        for (int eighths : {1, 4, 16}) {
+          recurrence_bulk_tail<shape::warps, tile_bytes, shape::min_blocks, tile_bytes / 2, T>(c, eighths, tol, out);
+          recurrence_bulk_tail<shape::warps, tile_bytes, shape::min_blocks, tile_bytes * 3 / 4, T>(c, eighths, tol, out);
+        }
+      }
+    };
+    {
+      forward_case<float> c{"fwd (1,16,2^22)", L::time_contiguous(16, index_t(1) << 22)};
+      c.alloc();
+      tails(c, 1e-5);
+      c.release();
+    }
+    {
+      forward_case<parscan::bfloat16> c{"fwd bf16 (1,16,2^22)", L::time_contiguous(16, index_t(1) << 22)};
+      c.alloc();
+      tails(c, 1e-2);
       c.release();
     }
     return report();

@@ -738,6 +738,50 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: bulk tiles after a memset or launche
   }
 }
 
+/// check_bulk_maps through bulk tiles of the library's shape for E whose last tiles are cut to
+/// about a quarter (TailTileBytes 11 KB), the tail `eighths` eighths of a wave of the grid's
+/// tiles long over all sequences (cd::bulk_tiling).
+template <class E, class Op>
+static void check_bulk_tail(index_t sequences, index_t length, int eighths) {
+  using problem = cd::generic_problem<E, E, E>;
+  using library = cd::bulk_shape<problem>;
+  using shape = cd::bulk_shape_of<problem, library::warps, library::smem, library::min_blocks, false,
+                                  cd::bulk_start::early, 11 * 1024>;
+  static_assert(shape::tile == library::tile && shape::tail_tile > 0 && shape::tail_tile < shape::tile / 2,
+                "the library's tile, and tail tiles of about a quarter of it");
+  const cd::device_facts dev = cd::current_device();
+  REQUIRE(dev.st == parscan::status::success);
+  check_bulk_maps<E, Op>("bulk tiles with a tail of " + std::to_string(eighths) + "/8 wave", sequences, length,
+                         {parscan::scan_kind::inclusive, parscan::scan_kind::exclusive}, [&](const problem& P) {
+                           REQUIRE(P.stages_bulk());
+                           return cd::launch_bulk_tiles<problem, Op, shape>(P, Op{}, sequences, dev,
+                                                                            parscan::cuda_backend{}, eighths);
+                         });
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("chained tiles: bulk tiles whose last tiles are shorter"),
+          PARSCAN_TEST_TAGS("[scan][chained][bulk]")) {
+  // How cut_bulk_tiles cuts a sequence, through the kernel: tails of an eighth of a wave, of a
+  // wave, of eight waves (most tiles short) and longer than every sequence (all short); one
+  // sequence of more tiles than the grid has blocks ending in a partial tile, two sequences,
+  // and 12-byte elements (one a run, so the hand-copied bytes past a 16-byte word fall in a tail
+  // tile or, reverse, in a body tile). Forward the partial tile is a tail tile, reverse a body tile.
+  using problem = cd::generic_problem<affine_u32, affine_u32, affine_u32>;
+  using shape = cd::bulk_shape<problem>;
+  const cd::device_facts dev = cd::current_device();
+  REQUIRE(dev.st == parscan::status::success);
+  REQUIRE(cd::built_for_bulk_copies<cd::bulk_tiles_kernel<problem, affine_u32_op>>(dev.device));
+  const index_t grid = 5 * static_cast<index_t>(dev.multiprocessors);  // at most, for this shape
+  for (int eighths : {1, 8, 64, 1 << 20}) {
+    check_bulk_tail<affine_u32, affine_u32_op>(1, (grid + 37) * shape::tile + 1030, eighths);
+    check_bulk_tail<affine_u32, affine_u32_op>(2, (grid / 2 + 40) * shape::tile + 6, eighths);
+  }
+  using tri = cd::bulk_shape_of<cd::generic_problem<tri_u32, tri_u32, tri_u32>, shape::warps, shape::smem,
+                                shape::min_blocks, false, cd::bulk_start::early, 11 * 1024>;
+  check_bulk_tail<tri_u32, tri_u32_op>(1, 40 * tri::tile + 3 * tri::tail_tile + 5, 1);
+  check_bulk_tail<tri_u32, tri_u32_op>(3, 20 * tri::tile + 8, 1 << 20);
+}
+
 /// Zeroes `count` 16-byte words like clear_state_kernel, lets the next grid start at once as it
 /// does, but zeroes only after `cycles` SM clock cycles: a grid that ends long after the bulk
 /// tiles launched behind it have started.
@@ -790,7 +834,7 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: bulk tiles launched early wait for t
         REQUIRE(cudaGetLastError() == cudaSuccess);
         const index_t blocks = resident < total_tiles ? resident : total_tiles;
         return cd::launch_early(kernel, blocks, threads, shape::smem, parscan::cuda_backend{}, P, affine_u32_op{}, st,
-                                counter, total_tiles, windows, total_tiles);
+                                counter, cd::bulk_tiling{total_tiles, total_tiles}, windows, total_tiles);
       });
   CHECK(workspace.guards_intact());
 }

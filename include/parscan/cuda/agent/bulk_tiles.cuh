@@ -177,10 +177,11 @@ __device__ PARSCAN_INLINE void write_bulk_run(const Problem& P, typename Problem
   }
 }
 
-/// Step 1 of a staged tile: each warp's total, chunk by chunk in order (a chunk past the end
+/// Step 1 of a staged tile of Chunks chunks a warp (in a buffer laid out for StagedChunks: the
+/// inputs lie that many chunks' bytes apart): each warp's total, chunk by chunk in order (a chunk past the end
 /// takes no part), into sm.warp_total; then (after a block barrier) the tile's aggregate over
 /// the warps that have elements, returned in every lane of warp 0.
-template <bool Full, int Warps, int Chunks, class Problem, class Op>
+template <bool Full, int Warps, int Chunks, int StagedChunks = Chunks, class Problem, class Op>
 __device__ PARSCAN_INLINE typename Problem::acc_type reduce_bulk_tile(
     const Problem& P, const Op& op, const unsigned char* tile, index_t count,
     bulk_tile_storage<typename Problem::acc_type, Warps>& sm) {
@@ -188,7 +189,7 @@ __device__ PARSCAN_INLINE typename Problem::acc_type reduce_bulk_tile(
   using E = typename Problem::bulk_element;
   constexpr int V = bulk_run<E>;
   constexpr index_t chunk = static_cast<index_t>(warp_threads) * V;
-  constexpr index_t tensor_bytes = bulk_tensor_bytes<Problem, bulk_tile_steps<E, Warps, Chunks>>;
+  constexpr index_t tensor_bytes = bulk_tensor_bytes<Problem, bulk_tile_steps<E, Warps, StagedChunks>>;
   const int lane = lane_id(), warp = static_cast<int>(threadIdx.x) / warp_threads;
   const index_t segment = static_cast<index_t>(warp) * Chunks * chunk;
   maybe<Acc> total{Acc{}, false};
@@ -238,7 +239,7 @@ __device__ PARSCAN_INLINE void spread_bulk_prefix(const maybe<Acc>& prefix, cons
 /// Step 3: the scan from each warp's prefix, into `result` (the output at the tile's first
 /// element). Its chunk loop is step 1's written out again: a shared loop handing each run to a
 /// lambda by reference grew the kernel's PTX by a third (more unrolled shuffles).
-template <bool Full, int Warps, int Chunks, class Problem, class Op>
+template <bool Full, int Warps, int Chunks, int StagedChunks = Chunks, class Problem, class Op>
 __device__ PARSCAN_INLINE void scan_bulk_runs(const Problem& P, const Op& op, index_t s, bool last_tile,
                                               const unsigned char* tile, typename Problem::bulk_output* result,
                                               index_t count, bulk_tile_storage<typename Problem::acc_type, Warps>& sm) {
@@ -246,7 +247,7 @@ __device__ PARSCAN_INLINE void scan_bulk_runs(const Problem& P, const Op& op, in
   using E = typename Problem::bulk_element;
   constexpr int V = bulk_run<E>;
   constexpr index_t chunk = static_cast<index_t>(warp_threads) * V;
-  constexpr index_t tensor_bytes = bulk_tensor_bytes<Problem, bulk_tile_steps<E, Warps, Chunks>>;
+  constexpr index_t tensor_bytes = bulk_tensor_bytes<Problem, bulk_tile_steps<E, Warps, StagedChunks>>;
   const int lane = lane_id(), warp = static_cast<int>(threadIdx.x) / warp_threads;
   const index_t segment = static_cast<index_t>(warp) * Chunks * chunk;
   maybe<Acc> run = sm.warp_prefix[warp];
@@ -279,25 +280,53 @@ __device__ PARSCAN_INLINE void scan_bulk_runs(const Problem& P, const Op& op, in
   }
 }
 
-/// Where tile t of a sequence lies (bulk tiles of `tile_steps` steps).
+/// How the tiles of a sequence are cut: `tiles_per_sequence` tiles, the first `body_tiles` in
+/// processing order of the shape's tile and the rest (the tail) of its tail tile, so the last
+/// tiles a grid claims are short and the grid's blocks finish together (a 44 KB tile's life is
+/// about 17 µs on an H200, and blocks left without a tile idle for most of it).
+struct bulk_tiling {
+  index_t tiles_per_sequence = 0, body_tiles = 0;
+};
+
+/// Where tile t lies (bulk tiles of `tile_steps` steps, tail tiles of `tail_steps`). Memory tiles
+/// start on those boundaries counted from a sequence's first element, so every bulk copy starts
+/// 16-byte aligned: forward the tail lies at the end of memory, reverse at its start, and only
+/// the last memory tile is partial.
 struct bulk_tile_place {
   index_t s, k, begin, count;
   unsigned bytes, bulk_bytes;
 };
-template <class Problem>
-__device__ PARSCAN_INLINE bulk_tile_place place_bulk_tile(const Problem& P, index_t t, index_t tiles_per_sequence,
+template <index_t TailSteps, class Problem>
+__device__ PARSCAN_INLINE bulk_tile_place place_bulk_tile(const Problem& P, index_t t, const bulk_tiling& g,
                                                           index_t tile_steps) {
   bulk_tile_place w;
-  w.s = t / tiles_per_sequence;
-  w.k = t % tiles_per_sequence;
-  const index_t m = P.reverse ? tiles_per_sequence - 1 - w.k : w.k;  // the memory tile
-  w.begin = m * tile_steps;
-  w.count = P.length - w.begin < tile_steps ? P.length - w.begin : tile_steps;
+  w.s = t / g.tiles_per_sequence;
+  w.k = t % g.tiles_per_sequence;
+  index_t steps = tile_steps;
+  if constexpr (TailSteps == 0) {
+    const index_t m = P.reverse ? g.tiles_per_sequence - 1 - w.k : w.k;  // the memory tile
+    w.begin = m * tile_steps;
+  } else {
+    const index_t tail_tiles = g.tiles_per_sequence - g.body_tiles;
+    if (w.k >= g.body_tiles) {
+      steps = TailSteps;
+      w.begin = P.reverse ? (g.tiles_per_sequence - 1 - w.k) * TailSteps
+                          : g.body_tiles * tile_steps + (w.k - g.body_tiles) * TailSteps;
+    } else {
+      w.begin = P.reverse ? tail_tiles * TailSteps + (g.body_tiles - 1 - w.k) * tile_steps : w.k * tile_steps;
+    }
+  }
+  w.count = P.length - w.begin < steps ? P.length - w.begin : steps;
   w.bytes = static_cast<unsigned>(w.count * sizeof(typename Problem::bulk_element));
   w.bulk_bytes = w.bytes & ~15u;
   return w;
 }
-
+/// Where tile t lies in sequences cut into tiles of `tile_steps` alone.
+template <class Problem>
+__device__ PARSCAN_INLINE bulk_tile_place place_bulk_tile(const Problem& P, index_t t, index_t tiles_per_sequence,
+                                                          index_t tile_steps) {
+  return place_bulk_tile<0>(P, t, bulk_tiling{tiles_per_sequence, tiles_per_sequence}, tile_steps);
+}
 
 /// Where a staged tile comes from: each input's first element of the tile.
 template <int Tensors>
@@ -357,16 +386,20 @@ __device__ PARSCAN_INLINE maybe<Acc> bulk_tile_prefix(const window_chain_state<A
 }
 
 /// The persistent kernel: every block claims tiles until none is left; a tile's elements are
-/// staged in dynamic shared memory (bulk_tile_steps · sizeof(E) bytes per input). MinBlocks: the blocks
-/// per SM that its registers must allow. Chain: the look-back's state, first_ready_state or
-/// window_chain_state (windows_per_sequence is the latter's).
-template <int Warps, int Chunks, int MinBlocks, class Problem, class Op, class Chain>
+/// staged in dynamic shared memory (bulk_tile_steps · sizeof(E) bytes per input). Tiles of
+/// Chunks chunks a warp, then (with TailChunks > 0) a tail of tiles of TailChunks (bulk_tiling).
+/// MinBlocks: the blocks per SM that its registers must allow. Chain: the look-back's state,
+/// first_ready_state or window_chain_state (windows_per_sequence is the latter's).
+template <int Warps, int Chunks, int TailChunks, int MinBlocks, class Problem, class Op, class Chain>
 __global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
-    scan_bulk_tiles_kernel(Problem P, Op op, Chain st, unsigned* tile_counter, index_t tiles_per_sequence,
+    scan_bulk_tiles_kernel(Problem P, Op op, Chain st, unsigned* tile_counter, bulk_tiling tiling,
                            index_t windows_per_sequence, index_t total_tiles) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Acc = typename Problem::acc_type;
-  constexpr index_t tile_steps = bulk_tile_steps<typename Problem::bulk_element, Warps, Chunks>;
+  using E = typename Problem::bulk_element;
+  constexpr index_t tile_steps = bulk_tile_steps<E, Warps, Chunks>;
+  constexpr index_t tail_steps = TailChunks > 0 ? bulk_tile_steps<E, Warps, TailChunks> : 0;
+  static_assert(TailChunks < Chunks, "tail tiles are shorter");
   constexpr index_t tensor_bytes = bulk_tensor_bytes<Problem, tile_steps>;
   extern __shared__ __align__(128) unsigned char tile[];
   __shared__ bulk_tile_smem<Acc, Warps> storage;
@@ -385,14 +418,16 @@ __global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
     __syncthreads();
     const index_t t = sm.claimed;
     if (t >= total_tiles) return;  // the same in every thread
-    const bulk_tile_place w = place_bulk_tile(P, t, tiles_per_sequence, tile_steps);
+    const bulk_tile_place w = place_bulk_tile<tail_steps>(P, t, tiling, tile_steps);
     const auto src = bulk_sources_of(P, w);
     if (threadIdx.x == 0) stage_bulk_tile(src, w, tile, tensor_bytes, loaded);
     land_bulk_tile(src, w, tile, tensor_bytes, loaded, parity);
 
-    const bool full = w.count == tile_steps;
-    const Acc aggregate = full ? reduce_bulk_tile<true, Warps, Chunks>(P, op, tile, w.count, sm)
-                               : reduce_bulk_tile<false, Warps, Chunks>(P, op, tile, w.count, sm);
+    // A full tile, a full tail tile, or a partial one of either (the body's loop stops at count).
+    const bool full = w.count == tile_steps, full_tail = TailChunks > 0 && w.count == tail_steps;
+    const Acc aggregate = full        ? reduce_bulk_tile<true, Warps, Chunks, Chunks>(P, op, tile, w.count, sm)
+                          : full_tail ? reduce_bulk_tile<true, Warps, TailChunks, Chunks>(P, op, tile, w.count, sm)
+                                      : reduce_bulk_tile<false, Warps, Chunks, Chunks>(P, op, tile, w.count, sm);
     if (threadIdx.x < warp_threads) {
       const maybe<Acc> prefix =
           bulk_tile_prefix(st, w, t, windows_per_sequence, aggregate, [&] { return P.initial(w.s); }, op);
@@ -400,9 +435,10 @@ __global__ void __launch_bounds__(Warps* warp_threads, MinBlocks)
     }
     __syncthreads();  // the warps' prefixes
     auto* const out = P.bulk_out(w.s) + w.begin;
-    const bool last_tile = w.k == tiles_per_sequence - 1;
-    if (full) scan_bulk_runs<true, Warps, Chunks>(P, op, w.s, last_tile, tile, out, w.count, sm);
-    else scan_bulk_runs<false, Warps, Chunks>(P, op, w.s, last_tile, tile, out, w.count, sm);
+    const bool last_tile = w.k == tiling.tiles_per_sequence - 1;
+    if (full) scan_bulk_runs<true, Warps, Chunks, Chunks>(P, op, w.s, last_tile, tile, out, w.count, sm);
+    else if (full_tail) scan_bulk_runs<true, Warps, TailChunks, Chunks>(P, op, w.s, last_tile, tile, out, w.count, sm);
+    else scan_bulk_runs<false, Warps, Chunks, Chunks>(P, op, w.s, last_tile, tile, out, w.count, sm);
   }
 #else
   __trap();  // never launched: launch_bulk_tiles checks that the kernel was built for sm_90
