@@ -268,6 +268,15 @@ std::string bulk_variant_name(const cd::device_facts& dev) {
          std::to_string(per_sm) + "/SM, " + std::to_string(attr.numRegs) + " regs";
 }
 
+// `eighths` eighths of one wave of the bulk shape's grid on this device, in tiles (the library's
+// tails are 82 tiles long, an eighth of the 660 blocks an H200 holds).
+template <class problem, class op_t, class shape>
+index_t wave_eighths(const cd::device_facts& dev, int eighths) {
+  constexpr auto kernel = cd::bulk_tiles_kernel<problem, op_t, shape>;
+  const int per_sm = cd::blocks_per_multiprocessor<kernel>(shape::warps * 32, dev.device, shape::smem);
+  return static_cast<index_t>(per_sm) * dev.multiprocessors * eighths / 8;
+}
+
 // Few long time-contiguous sequences of the forward: the library's dispatch (bulk tiles, a and b
 // staged whole) against the persistent staged window chain it had before, and bulk tiles of
 // Warps warps, about TileBytes bytes over both inputs, registers for MinBlocks blocks per SM.
@@ -305,7 +314,7 @@ void recurrence_bulk_tail(const forward_case<T>& c, int eighths, double tol, res
                            "/8 wave of " + std::to_string(TailTileBytes / 1024) + " KB tiles";
   time_call<T>(c, name, tol, out, [&] {
     return cd::launch_bulk_tiles<problem, op_t, shape>(P, op_t{}, c.l.num_sequences(), dev, workspace_backend(),
-                                                       eighths);
+                                                       wave_eighths<problem, op_t, shape>(dev, eighths));
   });
 }
 
@@ -332,8 +341,8 @@ struct large_bulk_shape {
   static constexpr int min_blocks = MinBlocks;
   static constexpr int chunks = cd::bulk_chunks_for<element, warps, TileBytes / Problem::bulk_tensors>;
   static constexpr index_t tile = cd::bulk_tile_steps<element, warps, chunks>;
-  static constexpr int tail_chunks = 0, tail_eighths = 0;
-  static constexpr index_t tail_tile = 0;
+  static constexpr int tail_chunks = 0;
+  static constexpr index_t tail_tile = 0, tail_tiles = 0;
   static constexpr int smem = static_cast<int>(Problem::bulk_tensors * cd::bulk_tensor_bytes<Problem, tile>);
 };
 template <int Warps, int TileBytes, int MinBlocks, class T>
@@ -517,7 +526,8 @@ void generic_bulk_tail(const generic_case<T>& c, int eighths, double tol, result
   const std::string name = bulk_variant_name<problem, op_t, shape>(dev) + ", tail " + std::to_string(eighths) +
                            "/8 wave of " + std::to_string(shape::tail_tile * sizeof(T) / 1024) + " KB tiles";
   generic_timed(c, name, tol, sink, [&](const auto& P) {
-    return cd::launch_bulk_tiles<problem, op_t, shape>(P, op_t{}, 1, dev, workspace_backend(), eighths);
+    return cd::launch_bulk_tiles<problem, op_t, shape>(P, op_t{}, 1, dev, workspace_backend(),
+                                                       wave_eighths<problem, op_t, shape>(dev, eighths));
   });
 }
 

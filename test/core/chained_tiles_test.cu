@@ -739,10 +739,10 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: bulk tiles after a memset or launche
 }
 
 /// check_bulk_maps through bulk tiles of the library's shape for E whose last tiles are cut to
-/// about a quarter (TailTileBytes 11 KB), the tail `eighths` eighths of a wave of the grid's
-/// tiles long over all sequences (cd::bulk_tiling).
+/// about a quarter (TailTileBytes 11 KB), the tail `tail_tiles` of the shape's tiles long over
+/// all sequences (cd::bulk_tiling).
 template <class E, class Op>
-static void check_bulk_tail(index_t sequences, index_t length, int eighths) {
+static void check_bulk_tail(index_t sequences, index_t length, index_t tail_tiles) {
   using problem = cd::generic_problem<E, E, E>;
   using library = cd::bulk_shape<problem>;
   using shape = cd::bulk_shape_of<problem, library::warps, library::smem, library::min_blocks, false,
@@ -751,18 +751,18 @@ static void check_bulk_tail(index_t sequences, index_t length, int eighths) {
                 "the library's tile, and tail tiles of about a quarter of it");
   const cd::device_facts dev = cd::current_device();
   REQUIRE(dev.st == parscan::status::success);
-  check_bulk_maps<E, Op>("bulk tiles with a tail of " + std::to_string(eighths) + "/8 wave", sequences, length,
+  check_bulk_maps<E, Op>("bulk tiles with a tail of " + std::to_string(tail_tiles) + " tiles", sequences, length,
                          {parscan::scan_kind::inclusive, parscan::scan_kind::exclusive}, [&](const problem& P) {
                            REQUIRE(P.stages_bulk());
                            return cd::launch_bulk_tiles<problem, Op, shape>(P, Op{}, sequences, dev,
-                                                                            parscan::cuda_backend{}, eighths);
+                                                                            parscan::cuda_backend{}, tail_tiles);
                          });
 }
 
 TEST_CASE(PARSCAN_TEST_NAME("chained tiles: bulk tiles whose last tiles are shorter"),
           PARSCAN_TEST_TAGS("[scan][chained][bulk]")) {
-  // How cut_bulk_tiles cuts a sequence, through the kernel: tails of an eighth of a wave, of a
-  // wave, of eight waves (most tiles short) and longer than every sequence (all short); one
+  // How cut_bulk_tiles cuts a sequence, through the kernel: tails of the library's 82 tiles, of
+  // a wave, of eight waves (most tiles short) and longer than every sequence (all short); one
   // sequence of more tiles than the grid has blocks ending in a partial tile, two sequences,
   // and 12-byte elements (one a run, so the hand-copied bytes past a 16-byte word fall in a tail
   // tile or, reverse, in a body tile). Forward the partial tile is a tail tile, reverse a body tile.
@@ -772,14 +772,14 @@ TEST_CASE(PARSCAN_TEST_NAME("chained tiles: bulk tiles whose last tiles are shor
   REQUIRE(dev.st == parscan::status::success);
   REQUIRE(cd::built_for_bulk_copies<cd::bulk_tiles_kernel<problem, affine_u32_op>>(dev.device));
   const index_t grid = 5 * static_cast<index_t>(dev.multiprocessors);  // at most, for this shape
-  for (int eighths : {1, 8, 64, 1 << 20}) {
-    check_bulk_tail<affine_u32, affine_u32_op>(1, (grid + 37) * shape::tile + 1030, eighths);
-    check_bulk_tail<affine_u32, affine_u32_op>(2, (grid / 2 + 40) * shape::tile + 6, eighths);
+  for (index_t tail_tiles : {index_t(82), grid, 8 * grid, index_t(1) << 30}) {
+    check_bulk_tail<affine_u32, affine_u32_op>(1, (grid + 37) * shape::tile + 1030, tail_tiles);
+    check_bulk_tail<affine_u32, affine_u32_op>(2, (grid / 2 + 40) * shape::tile + 6, tail_tiles);
   }
   using tri = cd::bulk_shape_of<cd::generic_problem<tri_u32, tri_u32, tri_u32>, shape::warps, shape::smem,
                                 shape::min_blocks, false, cd::bulk_start::early, 11 * 1024>;
-  check_bulk_tail<tri_u32, tri_u32_op>(1, 40 * tri::tile + 3 * tri::tail_tile + 5, 1);
-  check_bulk_tail<tri_u32, tri_u32_op>(3, 20 * tri::tile + 8, 1 << 20);
+  check_bulk_tail<tri_u32, tri_u32_op>(1, 40 * tri::tile + 3 * tri::tail_tile + 5, 8);
+  check_bulk_tail<tri_u32, tri_u32_op>(3, 20 * tri::tile + 8, index_t(1) << 30);
 }
 
 /// Zeroes `count` 16-byte words like clear_state_kernel, lets the next grid start at once as it

@@ -26,10 +26,12 @@
 // Layout. A tile is Warps × Chunks chunks of 32 runs of V elements (V·sizeof(E) = 16 bytes, or
 // V = 1 for elements that do not divide 16 bytes), in processing order; lane l of warp w reads
 // run l of each of its Chunks chunks, so the shared-memory reads of a warp are consecutive
-// bytes, free of bank conflicts. Memory tile m holds elements [m·tile, (m+1)·tile) of the
-// sequence; processing tile k is memory tile k (forward) or tiles − 1 − k (reverse), so every
-// bulk copy starts on a tile boundary, 16-byte aligned, and only a sequence's last memory tile
-// is partial (its final bytes past a 16-byte multiple are copied by hand).
+// bytes, free of bank conflicts. A sequence is cut into tiles of Warps × Chunks chunks and then,
+// for the last tiles claimed, a tail of shorter tiles of TailChunks chunks (bulk_tiling); memory
+// tiles start on those boundaries from the sequence's first element, and processing takes them
+// first to last (forward) or last to first (reverse), so every bulk copy starts 16-byte aligned
+// and only a sequence's last memory tile is partial (its final bytes past a 16-byte multiple are
+// copied by hand).
 #pragma once
 
 #include <cstdint>

@@ -184,10 +184,11 @@ enum class bulk_start { after_memset, early };
 /// own 1 KB or less), and at least MinBlocks blocks per SM allowed by the kernel's registers
 /// (the grid is as many blocks as are resident at once, so this bounds the registers and sets
 /// the blocks per SM). Start: how its launch starts (bulk_start; the library's shapes start early).
-/// TailTileBytes (0: none): the tail tiles' bytes (bulk_tiling), and TailEighths the tail's
-/// length, in eighths of one wave of the grid's tiles (of TileBytes) over all sequences.
+/// TailTileBytes (0: none): the tail tiles' bytes (bulk_tiling), and TailTiles the tail's length
+/// over all sequences, in tiles of TileBytes: a number the shape fixes, not the device, so that
+/// where the tiles are cut, and so every result's bits, depend on the problem alone.
 template <class Problem, int Warps, int TileBytes, int MinBlocks, bool WindowChain = false,
-          bulk_start Start = bulk_start::early, int TailTileBytes = 0, int TailEighths = 0>
+          bulk_start Start = bulk_start::early, int TailTileBytes = 0, int TailTiles = 0>
 struct bulk_shape_of {
   static constexpr bulk_start start = Start;
   using element = typename Problem::bulk_element;
@@ -200,7 +201,7 @@ struct bulk_shape_of {
   static constexpr int tail_chunks =
       TailTileBytes > 0 ? bulk_chunks_for<element, warps, TailTileBytes / Problem::bulk_tensors> : 0;
   static constexpr index_t tail_tile = tail_chunks > 0 ? bulk_tile_steps<element, warps, tail_chunks> : 0;
-  static constexpr int tail_eighths = TailEighths;
+  static constexpr index_t tail_tiles = TailTiles;
   static constexpr int smem = static_cast<int>(Problem::bulk_tensors * bulk_tensor_bytes<Problem, tile>);
   static_assert(smem <= 47 * 1024, "bulk tiles fit the default shared memory");
 };
@@ -230,9 +231,9 @@ template <class Problem>
 constexpr bool wide_bulk_runs =
     Problem::bulk_tensors > 1 && sizeof(typename Problem::acc_type) * bulk_run<typename Problem::bulk_element> > 32;
 ///
-/// Every shape but the window chain's ends in a tail of shorter tiles, an eighth of a wave long
-/// over all sequences (bulk_tiling): 24 KB tiles for the generic scans, half tiles for the
-/// recurrence. Measured on an H200 (bench_tuning --bulk-tail and --few-long-tail, µs, medians of
+/// Every shape but the window chain's ends in a tail of shorter tiles (bulk_tiling), 82 of the
+/// shape's tiles long over all sequences (an eighth of the 660 blocks an H200 holds): 24 KB tiles
+/// for the generic scans, half tiles for the recurrence. Measured on an H200 (bench_tuning --bulk-tail and --few-long-tail, µs, medians of
 /// 15 calls, against the same shape without a tail in the same runs): int64 sum 2^24 95.3–98.4
 /// against 102.4–105.7, 2^25 177.3–178.1 against 182.4–187.0; int32 sum 2^25 90.4–90.7 against
 /// 95.6–99.7; affine<float> 2^24 93.5–93.7 against 94.7–98.5; rows of 32 MB within −1.9 to +1.1;
@@ -243,9 +244,9 @@ template <class Problem>
 using bulk_shape = std::conditional_t<
     costly_combine<Problem>, bulk_shape_of<Problem, 8, 40 * 1024, 2, true>,
     std::conditional_t<wide_bulk_runs<Problem>,
-                       bulk_shape_of<Problem, 8, 32 * 1024, 5, false, bulk_start::early, 16 * 1024, 1>,
+                       bulk_shape_of<Problem, 8, 32 * 1024, 5, false, bulk_start::early, 16 * 1024, 82>,
                        bulk_shape_of<Problem, 8, 44 * 1024, 5, false, bulk_start::early,
-                                     Problem::bulk_tensors == 1 ? 24 * 1024 : 20 * 1024, 1>>>;
+                                     Problem::bulk_tensors == 1 ? 24 * 1024 : 20 * 1024, 82>>>;
 
 /// The bulk reduce's shape (agent/bulk_reduce_spans.cuh, two tiles in flight per block): 8 warps,
 /// 40 KB tiles, two blocks per SM, as measured in performance.md ("Bulk reduce"). With the scan's
@@ -763,10 +764,10 @@ inline bulk_tiling cut_bulk_tiles(index_t length, index_t tile, index_t tail, in
 /// Bulk tiles (agent/bulk_tiles.cuh): a persistent grid of resident blocks claiming tiles in
 /// order; shared memory gets its largest share of the SM (the tiles in flight live there). The
 /// look-back's state is zeroed as shape::start says, and the last tiles are cut shorter as
-/// shape::tail_tile and `tail_eighths` say (bulk_tiling).
+/// shape::tail_tile and `tail_tiles` say (bulk_tiling).
 template <class Problem, class Op, class shape = bulk_shape<Problem>>
 status launch_bulk_tiles(const Problem& P, const Op& op, index_t sequences, const device_facts& dev,
-                         const cuda_backend& be, int tail_eighths = shape::tail_eighths) {
+                         const cuda_backend& be, index_t tail_tiles = shape::tail_tiles) {
   constexpr auto kernel = bulk_tiles_kernel<Problem, Op, shape>;
   constexpr int threads = shape::warps * warp_threads;
   constexpr bool early = shape::start != bulk_start::after_memset;
@@ -774,8 +775,8 @@ status launch_bulk_tiles(const Problem& P, const Op& op, index_t sequences, cons
   const int per_sm = blocks_per_multiprocessor<kernel>(threads, dev.device, shape::smem);
   if (per_sm == 0) return status::exceeds_device_limits;
   const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
-  const bulk_tiling tiling = cut_bulk_tiles(P.length, shape::tile, shape::tail_tile,
-                                            resident * shape::tile * tail_eighths / 8 / sequences, P.reverse);
+  const bulk_tiling tiling =
+      cut_bulk_tiles(P.length, shape::tile, shape::tail_tile, tail_tiles * shape::tile / sequences, P.reverse);
   workspace_lease ws(be);
   claimed_chain<typename shape::chain_state> c;
   if (status s =
