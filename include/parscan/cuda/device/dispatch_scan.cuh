@@ -231,22 +231,29 @@ template <class Problem>
 constexpr bool wide_bulk_runs =
     Problem::bulk_tensors > 1 && sizeof(typename Problem::acc_type) * bulk_run<typename Problem::bulk_element> > 32;
 ///
-/// Every shape but the window chain's ends in a tail of shorter tiles (bulk_tiling), 82 of the
+/// Shapes whose elements divide 16 bytes end in a tail of shorter tiles (bulk_tiling), 82 of the
 /// shape's tiles long over all sequences (an eighth of the 660 blocks an H200 holds): 24 KB tiles
-/// for the generic scans, half tiles for the recurrence. Measured on an H200 (bench_tuning --bulk-tail and --few-long-tail, µs, medians of
-/// 15 calls, against the same shape without a tail in the same runs): int64 sum 2^24 95.3–98.4
-/// against 102.4–105.7, 2^25 177.3–178.1 against 182.4–187.0; int32 sum 2^25 90.4–90.7 against
-/// 95.6–99.7; affine<float> 2^24 93.5–93.7 against 94.7–98.5; rows of 32 MB within −1.9 to +1.1;
-/// the recurrence's 16 × 2^22 forward f32 267.5 against 282.9–286.3, bf16 154.6–155.0 against
-/// 161.9–163.0. Tails of 8 KB tiles or of a wave or more lost: each tail tile costs the
-/// look-back a step (performance.md, "A tail of shorter tiles").
+/// for the generic scans, half tiles for the recurrence. Measured on an H200 (bench_tuning
+/// --bulk-tail and --few-long-tail, µs, medians of 15 calls, against the same shape without a
+/// tail in the same runs): int64 sum 2^24 95.3–98.4 against 102.4–105.7, 2^25 177.3–178.1
+/// against 182.4–187.0; int32 sum 2^25 90.4–90.7 against 95.6–99.7; affine<float> 2^24 93.5–93.7
+/// against 94.7–98.5; rows of 32 MB within −1.9 to +1.1; the recurrence's 16 × 2^22 forward f32
+/// 267.5 against 282.9–286.3, bf16 154.6–155.0 against 161.9–163.0. Tails of 8 KB tiles or of a
+/// wave or more lost: each tail tile costs the look-back a step. bench_scan with and without
+/// (alternating): int64 sums at 2^28 1242.9–1246.9 against 1314.1–1315.6, int32 636.2–639.6
+/// against 657.4–668.5. The 12-byte argmax struct's scans ran 3–4% slower with a tail (its
+/// kernel took a stack frame), so elements of one a run take none (performance.md, "A tail of
+/// shorter tiles").
+template <class Problem, int TileBytes, int TailBytes>
+using bulk_shape_with_tail =
+    bulk_shape_of<Problem, 8, TileBytes, 5, false, bulk_start::early,
+                  (bulk_run<typename Problem::bulk_element> > 1 ? TailBytes : 0),
+                  (bulk_run<typename Problem::bulk_element> > 1 ? 82 : 0)>;
 template <class Problem>
 using bulk_shape = std::conditional_t<
     costly_combine<Problem>, bulk_shape_of<Problem, 8, 40 * 1024, 2, true>,
-    std::conditional_t<wide_bulk_runs<Problem>,
-                       bulk_shape_of<Problem, 8, 32 * 1024, 5, false, bulk_start::early, 16 * 1024, 82>,
-                       bulk_shape_of<Problem, 8, 44 * 1024, 5, false, bulk_start::early,
-                                     Problem::bulk_tensors == 1 ? 24 * 1024 : 20 * 1024, 82>>>;
+    std::conditional_t<wide_bulk_runs<Problem>, bulk_shape_with_tail<Problem, 32 * 1024, 16 * 1024>,
+                       bulk_shape_with_tail<Problem, 44 * 1024, Problem::bulk_tensors == 1 ? 24 * 1024 : 20 * 1024>>>;
 
 /// The bulk reduce's shape (agent/bulk_reduce_spans.cuh, two tiles in flight per block): 8 warps,
 /// 40 KB tiles, two blocks per SM, as measured in performance.md ("Bulk reduce"). With the scan's
