@@ -1427,12 +1427,12 @@ int main(int argc, char** argv) {
     const auto tails = [&](auto& c, double tol) {
       using T = std::remove_pointer_t<decltype(c.a)>;
       using shape = cd::bulk_shape<cd::recurrence_forward_problem<T>>;
-      constexpr int tile_bytes = shape::smem;
+      constexpr int tile_bytes = shape::smem, half = tile_bytes / 2, three_quarters = tile_bytes * 3 / 4;
       for (int round = 0; round < 2; ++round) {
         time_forward<cd::tile_shape<cd::recurrence_forward_problem<T>>>(c, "library", tol, out);
         for (int eighths : {1, 4, 16}) {
-          recurrence_bulk_tail<shape::warps, tile_bytes, shape::min_blocks, tile_bytes / 2, T>(c, eighths, tol, out);
-          recurrence_bulk_tail<shape::warps, tile_bytes, shape::min_blocks, tile_bytes * 3 / 4, T>(c, eighths, tol, out);
+          recurrence_bulk_tail<shape::warps, tile_bytes, shape::min_blocks, half, T>(c, eighths, tol, out);
+          recurrence_bulk_tail<shape::warps, tile_bytes, shape::min_blocks, three_quarters, T>(c, eighths, tol, out);
         }
       }
     };

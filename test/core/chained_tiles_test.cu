@@ -720,19 +720,24 @@ static void check_bulk_start(index_t sequences, index_t length) {
   CHECK(workspace.guards_intact());
 }
 
-TEST_CASE(PARSCAN_TEST_NAME("chained tiles: bulk tiles after a memset or launched early, on a stale state"),
-          PARSCAN_TEST_TAGS("[scan][chained][bulk]")) {
-  // Each way a bulk tiles' launch can start (cd::bulk_start). One sequence of more tiles than
-  // the grid has blocks (so blocks claim tiles after their first), and two whose tiles together
-  // are, each ending in a partial tile.
+/// Batches for the library's bulk tiles of affine_u32 on this device (after checking that it and
+/// the build take bulk tiles): one sequence of more tiles than the grid has blocks (so blocks
+/// claim tiles after their first), and two whose tiles together are, each ending in a partial
+/// tile; as (sequences, length) pairs.
+static std::vector<std::pair<index_t, index_t>> affine_bulk_batches() {
   using problem = cd::generic_problem<affine_u32, affine_u32, affine_u32>;
-  using shape = cd::bulk_shape<problem>;
+  constexpr index_t tile = cd::bulk_shape<problem>::tile;
   const cd::device_facts dev = cd::current_device();
   REQUIRE(dev.st == parscan::status::success);
   REQUIRE(cd::built_for_bulk_copies<cd::bulk_tiles_kernel<problem, affine_u32_op>>(dev.device));
   const index_t grid = 5 * static_cast<index_t>(dev.multiprocessors);  // at most, for this shape
-  for (const auto& [sequences, length] : {std::pair<index_t, index_t>{1, (grid + 37) * shape::tile + 1030},
-                                          std::pair<index_t, index_t>{2, (grid / 2 + 40) * shape::tile + 6}}) {
+  return {{1, (grid + 37) * tile + 1030}, {2, (grid / 2 + 40) * tile + 6}};
+}
+
+TEST_CASE(PARSCAN_TEST_NAME("chained tiles: bulk tiles after a memset or launched early, on a stale state"),
+          PARSCAN_TEST_TAGS("[scan][chained][bulk]")) {
+  // Each way a bulk tiles' launch can start (cd::bulk_start), on affine_bulk_batches.
+  for (const auto& [sequences, length] : affine_bulk_batches()) {
     check_bulk_start<cd::bulk_start::after_memset>(sequences, length);
     check_bulk_start<cd::bulk_start::early>(sequences, length);
   }
@@ -762,20 +767,16 @@ static void check_bulk_tail(index_t sequences, index_t length, index_t tail_tile
 TEST_CASE(PARSCAN_TEST_NAME("chained tiles: bulk tiles whose last tiles are shorter"),
           PARSCAN_TEST_TAGS("[scan][chained][bulk]")) {
   // How cut_bulk_tiles cuts a sequence, through the kernel: tails of the library's 82 tiles, of
-  // a wave, of eight waves (most tiles short) and longer than every sequence (all short); one
-  // sequence of more tiles than the grid has blocks ending in a partial tile, two sequences,
-  // and 12-byte elements (one a run, so the hand-copied bytes past a 16-byte word fall in a tail
-  // tile or, reverse, in a body tile). Forward the partial tile is a tail tile, reverse a body tile.
-  using problem = cd::generic_problem<affine_u32, affine_u32, affine_u32>;
-  using shape = cd::bulk_shape<problem>;
-  const cd::device_facts dev = cd::current_device();
-  REQUIRE(dev.st == parscan::status::success);
-  REQUIRE(cd::built_for_bulk_copies<cd::bulk_tiles_kernel<problem, affine_u32_op>>(dev.device));
-  const index_t grid = 5 * static_cast<index_t>(dev.multiprocessors);  // at most, for this shape
-  for (index_t tail_tiles : {index_t(82), grid, 8 * grid, index_t(1) << 30}) {
-    check_bulk_tail<affine_u32, affine_u32_op>(1, (grid + 37) * shape::tile + 1030, tail_tiles);
-    check_bulk_tail<affine_u32, affine_u32_op>(2, (grid / 2 + 40) * shape::tile + 6, tail_tiles);
-  }
+  // a wave, of eight waves (most tiles short) and longer than every sequence (all short), on
+  // affine_bulk_batches; and 12-byte elements (one a run, so the hand-copied bytes past a 16-byte
+  // word fall in a tail tile or, reverse, in a body tile). Forward the partial tile is a tail
+  // tile, reverse a body tile.
+  using shape = cd::bulk_shape<cd::generic_problem<affine_u32, affine_u32, affine_u32>>;
+  const auto batches = affine_bulk_batches();
+  const index_t grid = 5 * static_cast<index_t>(cd::current_device().multiprocessors);
+  for (index_t tail_tiles : {index_t(82), grid, 8 * grid, index_t(1) << 30})
+    for (const auto& [sequences, length] : batches)
+      check_bulk_tail<affine_u32, affine_u32_op>(sequences, length, tail_tiles);
   using tri = cd::bulk_shape_of<cd::generic_problem<tri_u32, tri_u32, tri_u32>, shape::warps, shape::smem,
                                 shape::min_blocks, false, cd::bulk_start::early, 11 * 1024>;
   check_bulk_tail<tri_u32, tri_u32_op>(1, 40 * tri::tile + 3 * tri::tail_tile + 5, 8);

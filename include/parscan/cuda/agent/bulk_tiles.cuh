@@ -290,7 +290,7 @@ struct bulk_tiling {
   index_t tiles_per_sequence = 0, body_tiles = 0;
 };
 
-/// Where tile t lies (bulk tiles of `tile_steps` steps, tail tiles of `tail_steps`). Memory tiles
+/// Where tile t lies (bulk tiles of `tile_steps` steps, tail tiles of TailSteps). Memory tiles
 /// start on those boundaries counted from a sequence's first element, so every bulk copy starts
 /// 16-byte aligned: forward the tail lies at the end of memory, reverse at its start, and only
 /// the last memory tile is partial.
