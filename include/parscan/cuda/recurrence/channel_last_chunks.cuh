@@ -580,6 +580,30 @@ status launch_chunk_loop(const Problem& P, chunk_group g, const device_facts& de
   return with_chunk_width<T, Problem, batch_chunk_jobs>(P, g, dev, go);
 }
 
+/// Workspace bytes of the chained chunk tiles over `rows` batch rows of `channels` channels and
+/// `length` steps of Problem, in the widest of the groups that the call may take (the layouts
+/// alone: an upper bound whatever the pointers turn out to be).
+template <class T, class Problem>
+std::size_t chained_chunk_workspace_bytes(index_t rows, index_t channels, index_t length) {
+  std::size_t most = 0;
+  const auto add = [&](auto loop) {
+    using L = decltype(loop);
+    using S = typename L::shape;
+    using state = window_chain_state<typename L::template chunks<false>::map_type>;
+    const index_t sequences = rows * ((channels + S::group_channels - 1) / S::group_channels) * S::chunks;
+    const index_t tiles = (length + S::rows - 1) / S::rows, windows = (tiles + chain_window - 1) / chain_window;
+    const std::size_t bytes = state::bytes(sequences * tiles, sequences * windows) + 256;
+    if (bytes > most) most = bytes;
+  };
+  if constexpr (chunk_loop_wide_rows<T>) {
+    add(chunk_loop_of<T, Problem, 16, false>{});
+    add(chunk_loop_of<T, Problem, 16, true>{});
+  }
+  add(chunk_loop_of<T, Problem, 8, false>{});
+  add(chunk_loop_of<T, Problem, 4, false>{});
+  return most;
+}
+
 /// The chained chunk tiles (agent/chained_chunk_tiles.cuh) over a batch of channel-last
 /// sequences (P: chunk_loop_fits; g: the chunk loop's group): the same tiles and Chunks as the
 /// chunk loop's, spread over a co-resident grid, with workspace for the look-back's maps.
