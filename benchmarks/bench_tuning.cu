@@ -15,8 +15,7 @@
 //                       [--chunk-stages: the chunk loop's tiles against deeper ones (generic sum, recurrence)]
 //                       [--wide-rows: the chunk loop's tiles against rows of 256 bytes (generic sum, recurrence)]
 //                       [--lengths: the recurrence's channel-last rows at T = 1024, 4096, 16384, the
-//                        library against the chunk loop's tiles; --lengths-narrow: the same at D = 256, float;
-//                        --chained-chunks: the library against the chained chunk tiles, same rows and D = 256]
+//                        library against the chunk loop's tiles; --lengths-narrow: the same at D = 256, float]
 //                       [--packs: the recurrence's channel-last forward in lane packs of 1 … 8 channels]
 //                       [--lane-loop: the channel-last forward and backward, staged lane tiles against the lane loop]
 //                       [--reduce-shapes [--ncu]: the tile-blocks reduce's shapes (sums) and the bulk
@@ -746,50 +745,6 @@ void recurrence_lengths(result_sink& out) {
                                     cd::chunk_loop_shape<T, 2, 2, 16, 3>>{},
                      backward_shapes<T, cd::backward_chunk_shape<T, 8>, cd::chunk_loop_shape<T, 3, 2, 16, 2>,
                                      cd::chunk_loop_shape<T, 3, 3, 16, 2>>{});
-}
-
-// The recurrence's channel-last forward and backward (8, T, D) at T = 1024, 4096 and 16384
-// (--chained-chunks): the library's call against the chained chunk tiles (the chunk loop's
-// tiles spread over the whole device, each tile's state from a look-back) in the chunk loop's
-// group for the call.
-template <class T>
-void recurrence_chained_chunks(result_sink& out, index_t D) {
-  const double tol = sizeof(T) == 2 ? 3e-2 : 1e-4;
-  const std::string type = sizeof(T) == 2 ? "bf16" : "f32";
-  const cd::device_facts dev = cd::current_device();
-  for (index_t t : {index_t(1024), index_t(4096), index_t(16384)}) {
-    const auto l = parscan::sequence_layout::channel_last(8, t, D);
-    const parscan::recurrence_shape sh{8, D, t, parscan::recurrence_layout::channel_last};
-    const std::string at = " (8," + std::to_string(t) + "," + std::to_string(D) + ")";
-    {
-      forward_case<T> c{"fwd " + type + at, l};
-      c.alloc();
-      time_call<T>(c, "library", tol, out, [&] {
-        parscan::gated_forward_args<T> f{};
-        f.shape = sh, f.a = c.a, f.b = c.b, f.x = c.x;
-        return parscan::gated_recurrence_forward(workspace_backend(), f);
-      });
-      const auto P = c.problem();
-      const cd::chunk_group g = cd::chunk_loop_group<T>(P, P.la.groups, dev);
-      if (g.width > 0)
-        time_call<T>(c, "chained chunk tiles, " + std::to_string(16 * g.width) + "-byte rows", tol, out,
-                     [&] { return cd::launch_chained_chunk_tiles<T>(P, g, dev, workspace_backend()); });
-      c.release();
-    }
-    backward_case<T> c{"bwd " + type + at, l};
-    c.alloc();
-    time_call<T>(c, "library", tol, out, [&] {
-      parscan::gated_backward_args<T> g{};
-      g.shape = sh, g.a = c.fwd.a, g.x = c.fwd.x, g.dx = c.dx, g.da = c.da, g.db = c.db;
-      return parscan::gated_recurrence_backward(workspace_backend(), g);
-    });
-    const auto P = c.problem();
-    const cd::chunk_group g = cd::chunk_loop_group<T>(P, P.la.groups, dev);
-    if (g.width > 0)
-      time_call<T>(c, "chained chunk tiles, " + std::to_string(16 * g.width) + "-byte rows", tol, out,
-                   [&] { return cd::launch_chained_chunk_tiles<T>(P, g, dev, workspace_backend()); });
-    c.release();
-  }
 }
 
 // The bulk tiles' shapes around the library's (docs/performance.md, "First-ready tiles").
@@ -1534,12 +1489,6 @@ int main(int argc, char** argv) {
   if (bench::has_flag(argc, argv, "--lengths")) {
     recurrence_lengths<parscan::bfloat16>(out);
     recurrence_lengths<float>(out);
-    return report();
-  }
-  if (bench::has_flag(argc, argv, "--chained-chunks")) {
-    recurrence_chained_chunks<parscan::bfloat16>(out, 1536);
-    recurrence_chained_chunks<float>(out, 1536);
-    recurrence_chained_chunks<float>(out, 256);
     return report();
   }
   if (bench::has_flag(argc, argv, "--lengths-narrow")) {  // D = 256: 64 jobs of 128-byte rows, 128 of 64-byte

@@ -21,7 +21,6 @@
 #include "../../detail/recurrence_math.hpp"
 #include "../../layout.hpp"
 #include "../../numeric.hpp"
-#include "../agent/chained_chunk_tiles.cuh"
 #include "../agent/chunk_loop.cuh"
 #include "../device/dispatch_chunk_loop.cuh"
 #include "../runtime.cuh"
@@ -154,10 +153,11 @@ __device__ PARSCAN_INLINE void write_state(T* p, index_t s, const C (&in)[K]) {
   for (int i = 0; i < K; ++i) p[s + i] = static_cast<T>(in[i]);
 }
 
-/// Each lane's run folded as y_end = A·y_start + B, channel by channel, becomes the fold of the
-/// runs of lanes 0 … this one (a shuffle scan over the lanes).
+/// Given each lane's run folded as y_end = A·y_start + B, channel by channel, and the warp's
+/// carry (the state before lane 0's run, the same in every lane): the state before this lane's
+/// run, and the carry moved past the warp's last lane.
 template <class C, int K>
-__device__ PARSCAN_INLINE void scan_lane_runs(C (&A)[K], C (&B)[K]) {
+__device__ PARSCAN_INLINE void chain_lane_runs(C (&A)[K], C (&B)[K], C (&carry)[K], C (&before)[K]) {
   const int lane = static_cast<int>(threadIdx.x % warp_threads);
 #pragma unroll
   for (int d = 1; d < warp_threads; d *= 2) {
@@ -170,14 +170,6 @@ __device__ PARSCAN_INLINE void scan_lane_runs(C (&A)[K], C (&B)[K]) {
       }
     }
   }
-}
-
-/// Given the scanned runs (scan_lane_runs) and the warp's carry (the state before lane 0's run,
-/// the same in every lane): the state before this lane's run, and the carry moved past the
-/// warp's last lane.
-template <class C, int K>
-__device__ PARSCAN_INLINE void start_lane_runs(const C (&A)[K], const C (&B)[K], C (&carry)[K], C (&before)[K]) {
-  const int lane = static_cast<int>(threadIdx.x % warp_threads);
 #pragma unroll
   for (int i = 0; i < K; ++i) {
     const C end = multiply_add(A[i], carry[i], B[i]);
@@ -185,14 +177,6 @@ __device__ PARSCAN_INLINE void start_lane_runs(const C (&A)[K], const C (&B)[K],
     before[i] = lane == 0 ? carry[i] : up;
     carry[i] = shfl_idx(end, warp_threads - 1);
   }
-}
-
-/// Given each lane's run folded as y_end = A·y_start + B, channel by channel, and the warp's
-/// carry: the state before this lane's run, and the carry moved past the warp's last lane.
-template <class C, int K>
-__device__ PARSCAN_INLINE void chain_lane_runs(C (&A)[K], C (&B)[K], C (&carry)[K], C (&before)[K]) {
-  scan_lane_runs(A, B);
-  start_lane_runs(A, B, carry, before);
 }
 
 }  // namespace chunk_detail
@@ -226,67 +210,6 @@ struct chunks_of {
 #pragma unroll
     for (int j = 0; j < S; ++j) self().fold(word(j), tensor_bytes, j == 0, A, B);
     chunk_detail::chain_lane_runs(A, B, carry, y);
-#pragma unroll
-    for (int j = 0; j < S; ++j) self().step(word(j), tensor_bytes, y);
-  }
-
-  // The chained chunk tiles (agent/chained_chunk_tiles.cuh): the same scan in two halves, with
-  // the state before the tile from a look-back over the maps of the tiles before it.
-  /// A chunk's map over a tile, y_end = a·y_start + b channel by channel, and its composition.
-  struct map_type {
-    C a[K], b[K];
-  };
-  struct map_op {
-    __device__ PARSCAN_INLINE map_type operator()(const map_type& earlier, const map_type& later) const {
-      map_type r;
-#pragma unroll
-      for (int i = 0; i < K; ++i) {
-        r.b[i] = chunk_detail::multiply_add(later.a[i], earlier.b[i], later.b[i]);
-        r.a[i] = product(later.a[i], earlier.a[i]);
-      }
-      return r;
-    }
-  };
-  /// The runs of lanes 0 … this one, folded (fold_runs), until the walk.
-  struct runs_type {
-    C A[K], B[K];
-  };
-  /// Folds the lanes' runs of a tile and scans them over the warp; returns the chunk's map over
-  /// the tile (the last lane's), in every lane.
-  template <int S, class Word>
-  __device__ PARSCAN_INLINE map_type fold_runs(Word&& word, int tensor_bytes, runs_type& r) const {
-#pragma unroll
-    for (int j = 0; j < S; ++j) self().fold(word(j), tensor_bytes, j == 0, r.A, r.B);
-    chunk_detail::scan_lane_runs(r.A, r.B);
-    map_type m;
-#pragma unroll
-    for (int i = 0; i < K; ++i) {
-      m.a[i] = shfl_idx(r.A[i], warp_threads - 1);
-      m.b[i] = shfl_idx(r.B[i], warp_threads - 1);
-    }
-    return m;
-  }
-  /// The carry in of the chunk from sequence s on as a map (a = 0, b = the state), if given.
-  __device__ PARSCAN_INLINE maybe<map_type> carry_map(index_t s) const {
-    if (!self().carry_in()) return {map_type{}, false};
-    map_type m;
-    chunk_detail::read_state(self().carry_in(), s, m.b);
-#pragma unroll
-    for (int i = 0; i < K; ++i) m.a[i] = C(0);
-    return {m, true};
-  }
-  /// The state a prefix map leaves (its b: the carry in's state moved through it, or the state
-  /// from zero); none: zero.
-  __device__ PARSCAN_INLINE static void state_of(const maybe<map_type>& prefix, C (&state)[K]) {
-#pragma unroll
-    for (int i = 0; i < K; ++i) state[i] = prefix.has ? prefix.value.b[i] : C(0);
-  }
-  /// Walks the lanes' runs from the state before the tile (carry, the same in every lane),
-  /// writing the outputs over the staged words; carry becomes the state after the tile.
-  template <int S, class Word>
-  __device__ PARSCAN_INLINE void walk_runs(Word&& word, int tensor_bytes, const runs_type& r, C (&carry)[K]) const {
-    C y[K];
-    chunk_detail::start_lane_runs(r.A, r.B, carry, y);
 #pragma unroll
     for (int j = 0; j < S; ++j) self().step(word(j), tensor_bytes, y);
   }
@@ -576,54 +499,6 @@ template <class T, class Problem>
 status launch_chunk_loop(const Problem& P, chunk_group g, const device_facts& dev, const cuda_backend& be) {
   const auto go = [&](auto, auto shape, const auto& C) {
     return launch_batch_chunk_loop<decltype(shape)>(C, g.jobs, dev, be);
-  };
-  return with_chunk_width<T, Problem, batch_chunk_jobs>(P, g, dev, go);
-}
-
-/// Workspace bytes of the chained chunk tiles over `rows` batch rows of `channels` channels and
-/// `length` steps of Problem, in the widest of the groups that the call may take (the layouts
-/// alone: an upper bound whatever the pointers turn out to be).
-template <class T, class Problem>
-std::size_t chained_chunk_workspace_bytes(index_t rows, index_t channels, index_t length) {
-  std::size_t most = 0;
-  const auto add = [&](auto loop) {
-    using L = decltype(loop);
-    using S = typename L::shape;
-    using state = window_chain_state<typename L::template chunks<false>::map_type>;
-    const index_t sequences = rows * ((channels + S::group_channels - 1) / S::group_channels) * S::chunks;
-    const index_t tiles = (length + S::rows - 1) / S::rows, windows = (tiles + chain_window - 1) / chain_window;
-    const std::size_t bytes = state::bytes(sequences * tiles, sequences * windows) + 256;
-    if (bytes > most) most = bytes;
-  };
-  if constexpr (chunk_loop_wide_rows<T>) {
-    add(chunk_loop_of<T, Problem, 16, false>{});
-    add(chunk_loop_of<T, Problem, 16, true>{});
-  }
-  add(chunk_loop_of<T, Problem, 8, false>{});
-  add(chunk_loop_of<T, Problem, 4, false>{});
-  return most;
-}
-
-/// The chained chunk tiles (agent/chained_chunk_tiles.cuh) over a batch of channel-last
-/// sequences (P: chunk_loop_fits; g: the chunk loop's group): the same tiles and Chunks as the
-/// chunk loop's, spread over a co-resident grid, with workspace for the look-back's maps.
-template <class T, class Problem>
-status launch_chained_chunk_tiles(const Problem& P, chunk_group g, const device_facts& dev, const cuda_backend& be) {
-  const auto go = [&](auto, auto shape, const auto& C) {
-    using S = decltype(shape);
-    using Chunks = std::decay_t<decltype(C)>;
-    constexpr auto kernel = &chained_chunk_tiles_kernel<S, Chunks>;
-    const int per_sm = blocks_per_multiprocessor<kernel>(S::threads, dev.device, S::smem_bytes);
-    if (per_sm == 0) return status::exceeds_device_limits;
-    chunk_tile_grid grid{g.jobs, (P.la.count + S::group_channels - 1) / S::group_channels,
-                         (P.length + S::rows - 1) / S::rows, 0};
-    workspace_lease ws(be);
-    claimed_chain<window_chain_state<typename Chunks::map_type>> c;
-    if (status s = c.prepare(ws, g.jobs * S::chunks, grid.tiles_per_job, be); s != status::success) return s;
-    grid.windows_per_job = c.windows_per_sequence;
-    const index_t resident = static_cast<index_t>(per_sm) * dev.multiprocessors;
-    return launch_cooperative(kernel, resident < grid.tiles() ? resident : grid.tiles(), S::threads, S::smem_bytes, be,
-                              C, c.st, grid);
   };
   return with_chunk_width<T, Problem, batch_chunk_jobs>(P, g, dev, go);
 }
