@@ -88,13 +88,15 @@ struct log_forward_chunks {
     const detail::log_affine_bits_op op;
     const int lane = lane_id();
     acc run[K], e[K];
-    elements(word(0), tensor_bytes, run);
+    static_assert(!converts_once || K * S <= 32, "a run's signs fit a 32-bit mask");
+    converted_signs signs;
+    fold_elements(word(0), tensor_bytes, 0, run, signs);
     // The steps of a run are one dependent chain a channel, so unrolling them buys no overlap
     // the K channels do not already give, and multiplied the kernel's code: unrolled, ncu counted
     // 22% of its warps' stall samples waiting for instructions (no_inst).
 #pragma unroll 1
     for (int j = 1; j < S; ++j) {
-      elements(word(j), tensor_bytes, e);
+      fold_elements(word(j), tensor_bytes, j, e, signs);
 #pragma unroll
       for (int i = 0; i < K; ++i) run[i] = op(run[i], e[i]);
     }
@@ -117,7 +119,7 @@ struct log_forward_chunks {
     }
 #pragma unroll 1
     for (int j = 0; j < S; ++j) {
-      elements(word(j), tensor_bytes, e);
+      walk_elements(word(j), tensor_bytes, j, e, signs);
 #pragma unroll
       for (int i = 0; i < K; ++i) x[i] = op(x[i], e[i]);
       put(word(j), tensor_bytes, x);
@@ -146,6 +148,26 @@ struct log_forward_chunks {
     memcpy(&r, w, sizeof(r));
     return r;
   }
+  /// Float value forms convert a step once: the fold writes the log magnitudes over the values it
+  /// has read (a float log fits a float's slot) and keeps their signs in masks, bit j·K + i for
+  /// step j of the run, channel i; the walk reads them back. ncu put about 45 of the value-form
+  /// kernel's 143 instructions a step in its two logf a step (docs/performance.md). The 16-bit
+  /// types have no room for a float log in their slots and convert twice, cheaply (input_log).
+  static constexpr bool converts_once = Values && sizeof(T) == 4;
+  struct converted_signs {
+    std::uint32_t a = 0, b = 0;
+  };
+  /// A value-form input's log form: logf for float, the special-function unit's log for the
+  /// 16-bit types (its error is far below their rounding; log_recurrence_math.hpp).
+  __device__ PARSCAN_INLINE static signed_log<float> input_log(float v) {
+    if constexpr (sizeof(T) == 4) return detail::log_form_of(v);
+    else return detail::log_form_of_approx(v);
+  }
+  /// A channel's stored a and b in log form, value forms converted.
+  __device__ PARSCAN_INLINE void log_forms(float a, float b, signed_log<float>& la, signed_log<float>& lb) const {
+    la = P.a_val() ? input_log(a) : signed_log<float>{a, false};
+    lb = P.b_val() ? input_log(b) : signed_log<float>{b, false};
+  }
   /// The elements of a staged step, channel by channel (no input signs: they are not staged).
   __device__ PARSCAN_INLINE void elements(const unsigned char* word, int tensor_bytes, acc (&e)[K]) const {
     chunk_detail::chunk_values<T> a, b;
@@ -154,12 +176,49 @@ struct log_forward_chunks {
 #pragma unroll
     for (int i = 0; i < K; ++i) {
       if constexpr (Values) {
-        const signed_log<float> la = detail::input_log_form(a[i], false, P.a_val());
-        const signed_log<float> lb = detail::input_log_form(b[i], false, P.b_val());
+        signed_log<float> la, lb;
+        log_forms(a[i], b[i], la, lb);
         e[i] = acc(la.log_mag, la.neg, lb.log_mag, lb.neg);
       } else {
         e[i] = acc(a[i], false, b[i], false);
       }
+    }
+  }
+  /// The elements of step j of a lane's run as the fold reads them; float value forms are left
+  /// converted in the staged words, their signs in `signs`.
+  __device__ PARSCAN_INLINE void fold_elements(unsigned char* word, int tensor_bytes, int j, acc (&e)[K],
+                                               converted_signs& signs) const {
+    if constexpr (!converts_once) {
+      elements(word, tensor_bytes, e);
+    } else {
+      chunk_detail::chunk_values<T> a, b;
+      chunk_detail::unpack<T>(word, a);
+      chunk_detail::unpack<T>(word + tensor_bytes, b);
+#pragma unroll
+      for (int i = 0; i < K; ++i) {
+        signed_log<float> la, lb;
+        log_forms(a[i], b[i], la, lb);
+        e[i] = acc(la.log_mag, la.neg, lb.log_mag, lb.neg);
+        a[i] = la.log_mag, b[i] = lb.log_mag;
+        signs.a |= static_cast<std::uint32_t>(la.neg) << (j * K + i);
+        signs.b |= static_cast<std::uint32_t>(lb.neg) << (j * K + i);
+      }
+      if (P.a_val()) chunk_detail::pack<T>(a, word);
+      if (P.b_val()) chunk_detail::pack<T>(b, word + tensor_bytes);
+    }
+  }
+  /// The elements of step j as the walk reads them: what fold_elements gave.
+  __device__ PARSCAN_INLINE void walk_elements(const unsigned char* word, int tensor_bytes, int j, acc (&e)[K],
+                                               const converted_signs& signs) const {
+    if constexpr (!converts_once) {
+      elements(word, tensor_bytes, e);
+    } else {
+      chunk_detail::chunk_values<T> la, lb;
+      chunk_detail::unpack<T>(word, la);
+      chunk_detail::unpack<T>(word + tensor_bytes, lb);
+#pragma unroll
+      for (int i = 0; i < K; ++i)
+        e[i] = acc::from_masks(la[i], (signs.a >> (j * K + i) & 1u) << 31, lb[i], (signs.b >> (j * K + i) & 1u) << 31);
     }
   }
   /// A step's outputs into its staged words: log|x| over log|a|; over b, x itself where it is
