@@ -188,23 +188,17 @@ struct log_forward_chunks {
   /// converted in the staged words, their signs in `signs`.
   __device__ PARSCAN_INLINE void fold_elements(unsigned char* word, int tensor_bytes, int j, acc (&e)[K],
                                                converted_signs& signs) const {
-    if constexpr (!converts_once) {
-      elements(word, tensor_bytes, e);
-    } else {
-      chunk_detail::chunk_values<T> a, b;
-      chunk_detail::unpack<T>(word, a);
-      chunk_detail::unpack<T>(word + tensor_bytes, b);
+    elements(word, tensor_bytes, e);
+    if constexpr (converts_once) {
+      chunk_detail::chunk_values<T> la, lb;
 #pragma unroll
       for (int i = 0; i < K; ++i) {
-        signed_log<float> la, lb;
-        log_forms(a[i], b[i], la, lb);
-        e[i] = acc(la.log_mag, la.neg, lb.log_mag, lb.neg);
-        a[i] = la.log_mag, b[i] = lb.log_mag;
-        signs.a |= static_cast<std::uint32_t>(la.neg) << (j * K + i);
-        signs.b |= static_cast<std::uint32_t>(lb.neg) << (j * K + i);
+        la[i] = e[i].log_a, lb[i] = e[i].log_b;
+        signs.a |= e[i].sign_a >> 31 << (j * K + i);
+        signs.b |= e[i].sign_b >> 31 << (j * K + i);
       }
-      if (P.a_val()) chunk_detail::pack<T>(a, word);
-      if (P.b_val()) chunk_detail::pack<T>(b, word + tensor_bytes);
+      if (P.a_val()) chunk_detail::pack<T>(la, word);
+      if (P.b_val()) chunk_detail::pack<T>(lb, word + tensor_bytes);
     }
   }
   /// The elements of step j as the walk reads them: what fold_elements gave.
