@@ -15,7 +15,7 @@
 //                       [--chunk-stages: the chunk loop's tiles against deeper ones (generic sum, recurrence)]
 //                       [--wide-rows: the chunk loop's tiles against rows of 256 bytes (generic sum, recurrence)]
 //                       [--lengths: the recurrence's channel-last rows at T = 1024, 4096, 16384, the
-//                        library against the chunk loop's tiles; --lengths-narrow: the same at D = 256, float]
+//                        library against the chunk loop's tiles in rows of 64, 128 and 256 bytes; --lengths-narrow: the same at D = 256, float]
 //                       [--packs: the recurrence's channel-last forward in lane packs of 1 … 8 channels]
 //                       [--lane-loop: the channel-last forward and backward, staged lane tiles against the lane loop]
 //                       [--reduce-shapes [--ncu]: the tile-blocks reduce's shapes (sums) and the bulk
@@ -741,10 +741,10 @@ void recurrence_lengths(result_sink& out, index_t D, forward_shapes<T, Forward..
 template <class T>
 void recurrence_lengths(result_sink& out) {
   recurrence_lengths(out, 1536,
-                     forward_shapes<T, cd::forward_chunk_shape<T, 8>, cd::chunk_loop_shape<T, 2, 4, 16, 2>,
-                                    cd::chunk_loop_shape<T, 2, 2, 16, 3>>{},
-                     backward_shapes<T, cd::backward_chunk_shape<T, 8>, cd::chunk_loop_shape<T, 3, 2, 16, 2>,
-                                     cd::chunk_loop_shape<T, 3, 3, 16, 2>>{});
+                     forward_shapes<T, cd::forward_chunk_shape<T, 8>, cd::forward_chunk_shape<T, 4>,
+                                    cd::chunk_loop_shape<T, 2, 4, 16, 2>, cd::chunk_loop_shape<T, 2, 2, 16, 3>>{},
+                     backward_shapes<T, cd::backward_chunk_shape<T, 8>, cd::backward_chunk_shape<T, 4>,
+                                     cd::chunk_loop_shape<T, 3, 2, 16, 2>, cd::chunk_loop_shape<T, 3, 3, 16, 2>>{});
 }
 
 // The bulk tiles' shapes around the library's (docs/performance.md, "First-ready tiles").
