@@ -15,7 +15,8 @@
 //                       [--chunk-stages: the chunk loop's tiles against deeper ones (generic sum, recurrence)]
 //                       [--wide-rows: the chunk loop's tiles against rows of 256 bytes (generic sum, recurrence)]
 //                       [--lengths: the recurrence's channel-last rows at T = 1024, 4096, 16384, the
-//                        library against the chunk loop's tiles in rows of 64, 128 and 256 bytes; --lengths-narrow: the same at D = 256, float]
+//                        library against the chunk loop's tiles in rows of 64, 128 and 256 bytes;
+//                        --lengths-narrow: the same at D = 256, float]
 //                       [--packs: the recurrence's channel-last forward in lane packs of 1 … 8 channels]
 //                       [--lane-loop: the channel-last forward and backward, staged lane tiles against the lane loop]
 //                       [--reduce-shapes [--ncu]: the tile-blocks reduce's shapes (sums) and the bulk
