@@ -139,6 +139,19 @@ __device__ inline float unit(std::uint64_t i, std::uint32_t seed) {
   return static_cast<float>(mix(i * 0x9e3779b97f4a7c15ull + seed) >> 40) * (1.0f / 16777216.0f);
 }
 
+/// bench_scan's 12-byte operator, also profiled by bench_tuning --phases: the largest value, its
+/// first index, and how many elements were seen (associative, not commutative in the index).
+struct argmax_count {
+  float value;
+  int index;
+  int count;
+};
+struct argmax_count_op {
+  __host__ __device__ argmax_count operator()(const argmax_count& e, const argmax_count& l) const {
+    return {l.value > e.value ? l.value : e.value, l.value > e.value ? l.index : e.index, e.count + l.count};
+  }
+};
+
 struct row {
   std::string name, dtype, layout, direction;
   std::string shape;

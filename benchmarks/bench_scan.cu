@@ -9,7 +9,7 @@
 // float sums. Every result is checked against a sequential host loop (float64 for floats;
 // exact for the integer and struct operators), for parscan and CUB alike.
 //   usage: bench_scan [--json out.json] [--quick] [--min-log2n K] [--max-log2n K] [--every-size]
-//                     [--only <case name part>|batch]
+//                     [--only <case name part>|batch] [--algorithm inclusive|exclusive|reduce]
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
 #include <thrust/iterator/counting_iterator.h>
@@ -37,16 +37,8 @@ using std::int64_t;
 // The cases: element, operator, how element i is made (same on host and device), init for the
 // exclusive scan and reduce, and how far a result may be from the reference.
 
-struct argmax_count {  // 12 bytes: the largest value, its first index, and how many were seen
-  float value;
-  int index;
-  int count;
-};
-struct argmax_count_op {
-  __host__ __device__ argmax_count operator()(const argmax_count& e, const argmax_count& l) const {
-    return {l.value > e.value ? l.value : e.value, l.value > e.value ? l.index : e.index, e.count + l.count};
-  }
-};
+using bench::argmax_count;
+using bench::argmax_count_op;
 
 constexpr int64_t prime = 1000000007;  // < 2^30, so a·b + c·d fits in int64
 struct mat2 {                          // 32 bytes
@@ -220,6 +212,7 @@ struct context {
   std::vector<bench::row> rows;
   int failures = 0;
   bool quick = false;
+  std::string algorithm;  // --algorithm: only this one (for ncu), else all three
 };
 
 template <class C>
@@ -266,6 +259,7 @@ void run_case(context& ctx, int log2n) {
   BENCH_CHECK(cudaMalloc(&cub_ws, cub_bytes));
 
   for (algo a : {algo::inclusive, algo::exclusive, algo::reduce}) {
+    if (!ctx.algorithm.empty() && ctx.algorithm != algo_name(a)) continue;
     auto run_parscan = [&](int i) {
       const int r = i % rot;
       parscan::status s;
@@ -432,11 +426,13 @@ int main(int argc, char** argv) {
   const int max_log2n = arg_int(argc, argv, "--max-log2n", ctx.quick ? 24 : 30);
   const int min_log2n = arg_int(argc, argv, "--min-log2n", 16);
   const bool every_size = bench::has_flag(argc, argv, "--every-size");  // else 2^16, 2^20, 2^24, 2^28, 2^30
-  const std::string only = [&] {
+  const auto arg_string = [&](const char* flag) {
     for (int i = 1; i + 1 < argc; ++i)
-      if (std::string(argv[i]) == "--only") return std::string(argv[i + 1]);
+      if (std::string(argv[i]) == flag) return std::string(argv[i + 1]);
     return std::string();
-  }();
+  };
+  const std::string only = arg_string("--only");
+  ctx.algorithm = arg_string("--algorithm");
   ctx.copy_gbs = bench::copy_bandwidth_gbs();
   ctx.read_gbs = read_only_gbs();
   auto sizes = [&](auto tag) {

@@ -6,7 +6,7 @@
 //                       [--short: grid tiles against bulk tiles and CUB, 2^13 … 2^23 steps]
 //                       [--few-long: the forward's few long sequences on bulk tiles; --few-long-tail: with a
 //                        tail of shorter tiles]
-//                       [--phases: the bulk tiles' phases timed, with and without the look-back's wait]
+//                       [--phases: the bulk tiles' phases with and without the look-back's wait: int32, affine, argmax]
 //                       [--bulk-mid: the bulk tiles' shapes against CUB at 2^22, 2^24, 2^26]
 //                       [--bulk-tail: the bulk tiles with their last tiles cut shorter, 32-256 MB, against CUB]
 //                       [--eight-mb: int64 sum of 2^20 and int32 sum of 2^21, library and CUB (for ncu)]
@@ -457,6 +457,49 @@ struct generic_case {
   }
 };
 
+// bench_scan's 12-byte argmax struct (value, first index, count), for --phases: element i made on
+// the device and on the host from the same hash, the scan checked exactly at every 4096th step.
+__host__ __device__ inline bench::argmax_count argmax_element(index_t i) {
+  return {static_cast<float>(bench::mix(std::uint64_t(i) * 0x9e3779b97f4a7c15ull + 7u) >> 40),
+          static_cast<int>(i & 0x7fffffff), 1};
+}
+__global__ void fill_argmax(bench::argmax_count* p, index_t n) {
+  for (index_t i = blockIdx.x * index_t(blockDim.x) + threadIdx.x; i < n; i += index_t(gridDim.x) * blockDim.x)
+    p[i] = argmax_element(i);
+}
+struct argmax_case {
+  index_t n;
+  bench::argmax_count *in = nullptr, *out = nullptr;
+  std::vector<bench::argmax_count> ref;  // the inclusive scan at every 4096th step
+  static constexpr index_t stride = 4096;
+  using op_t = bench::argmax_count_op;
+  static constexpr const char* label = "argmax struct";
+  void alloc() {
+    BENCH_CHECK(cudaMalloc(&in, n * sizeof(*in)));
+    BENCH_CHECK(cudaMalloc(&out, n * sizeof(*out)));
+    fill_argmax<<<2048, 256>>>(in, n);
+    BENCH_CHECK(cudaDeviceSynchronize());
+    bench::argmax_count r = argmax_element(0);
+    for (index_t i = 0; i < n; ++i) {
+      if (i > 0) r = op_t{}(r, argmax_element(i));
+      if (i % stride == 0) ref.push_back(r);
+    }
+  }
+  void release() {
+    BENCH_CHECK(cudaFree(in));
+    BENCH_CHECK(cudaFree(out));
+  }
+  double check() const {  // the number of sampled steps that differ
+    double wrong = 0;
+    for (size_t j = 0; j < ref.size(); ++j) {
+      bench::argmax_count got;
+      BENCH_CHECK(cudaMemcpy(&got, out + static_cast<index_t>(j) * stride, sizeof(got), cudaMemcpyDeviceToHost));
+      wrong += got.value != ref[j].value || got.index != ref[j].index || got.count != ref[j].count;
+    }
+    return wrong;
+  }
+};
+
 // One way of scanning c (launch(problem) returns a status), checked and timed as `variant`.
 template <class T, class Launch>
 void generic_timed(const generic_case<T>& c, const std::string& variant, double tol, result_sink& sink,
@@ -833,11 +876,12 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
 // The phases of the library's bulk tiles (in Mode), averaged over the tiles of one launch, three
 // launches (µs at the SM clock), printed: claim and load, reduce, look-back, scan and store; and
 // the launch's time. docs/performance.md, "Where the bulk tiles' time goes".
-template <int Mode, class T>
-void bulk_phases(const generic_case<T>& c, double tol, result_sink& sink) {
+template <int Mode, class Case>
+void bulk_phases(const Case& c, double tol, result_sink& sink) {
+  using T = std::remove_pointer_t<decltype(c.in)>;
   using problem = cd::generic_problem<T, T, T>;
   using shape = cd::bulk_shape<problem>;
-  using op_t = typename generic_case<T>::op_t;
+  using op_t = typename Case::op_t;
   constexpr auto kernel = bulk_phase_probe_kernel<shape::warps, shape::chunks, shape::min_blocks, Mode, problem, op_t,
                                                   typename shape::chain_state>;
   cd::prefer_shared_memory<kernel>();
@@ -1420,6 +1464,13 @@ int main(int argc, char** argv) {
       c.alloc();
       bulk_phases<0>(c, 1e-4, out);
       bulk_phases<1>(c, 1e-4, out);
+      c.release();
+    }
+    {  // (no copy mode: its 16-byte stores take elements that divide 16 bytes)
+      argmax_case c{index_t(1) << 28};
+      c.alloc();
+      bulk_phases<0>(c, 0, out);
+      bulk_phases<1>(c, 0, out);
       c.release();
     }
     return report();
