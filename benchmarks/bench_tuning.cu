@@ -22,6 +22,7 @@
 //                       [--reduce-shapes [--ncu]: the tile-blocks reduce's shapes (sums) and the bulk
 //                        reduce's shapes and finishes against CUB, 2^20 … 2^28 steps (--ncu: 2^24
 //                        only); --reduce-spans: spans of 1 … 32 tiles]
+//                       [--argmax-reduce: the 12-byte argmax's bulk reduce shapes against CUB, 2^20 … 2^24]
 //                       [--in-order [--ncu]: the in-order tile-blocks reduce's shapes, affine<float>,
 //                        against CUB and the library, 2^24 and 2^28 steps (--ncu: 2^24 only)]
 #include <cub/device/device_reduce.cuh>
@@ -1286,6 +1287,86 @@ void reduce_shapes(int log2n, double tol, result_sink& sink, bool spans = false,
   });
 }
 
+// The 12-byte argmax's reduce of 2^log2n elements (--argmax-reduce): CUB, the library's dispatch
+// and the bulk reduce in several tile shapes and both finishes, each call on the next of enough
+// copies of the input to start cold in L2, as bench_scan's calls do; every row checked exactly.
+template <int Warps, int TileBytes, int MinBlocks, bool SameLaunch, class Problem, class Time>
+void argmax_bulk_reduce_row(const std::vector<Problem>& problems, Time&& time) {
+  using op_t = bench::argmax_count_op;
+  using shape = cd::bulk_shape_of<Problem, Warps, TileBytes, MinBlocks>;
+  const cd::device_facts dev = cd::current_device();
+  constexpr auto kernel = cd::bulk_reduce_kernel<Problem, op_t, shape, SameLaunch>;
+  cd::prefer_shared_memory<kernel>();
+  const int per_sm = cd::blocks_per_multiprocessor<kernel>(Warps * 32, dev.device, 2 * shape::smem);
+  const std::string name = "bulk reduce " + std::to_string(Warps) + "w " + std::to_string(shape::smem / 1024) +
+                           " KB " + std::to_string(per_sm) + "/SM" + (SameLaunch ? "" : ", 2 launches");
+  const auto finish = SameLaunch ? cd::bulk_reduce_finish::same_launch : cd::bulk_reduce_finish::second_launch;
+  time(name, [&](int i) {
+    const Problem& P = problems[size_t(i) % problems.size()];
+    return cd::launch_bulk_reduce<Problem, op_t, shape>(P, op_t{}, 1, dev, workspace_backend(), 0, finish);
+  });
+}
+
+void argmax_reduce_shapes(int log2n, result_sink& sink) {
+  using T = bench::argmax_count;
+  using op_t = bench::argmax_count_op;
+  using problem = cd::generic_problem<T, T, T>;
+  const index_t n = index_t(1) << log2n;
+  const std::size_t bytes = std::size_t(n) * sizeof(T);
+  const int copies = bench::rotation_for(bytes);
+  const T init{-1.0f, -1, 0};  // values are at least 0, so init is the identity here
+  T want = init;
+  for (index_t i = 0; i < n; ++i) want = op_t{}(want, argmax_element(i));
+  std::vector<T*> in(size_t(copies), nullptr);
+  T* total = nullptr;
+  BENCH_CHECK(cudaMalloc(&total, sizeof(T)));
+  std::vector<problem> problems;
+  parscan::scan_options<T> opts;
+  opts.carry_out = total;
+  for (T*& p : in) {
+    BENCH_CHECK(cudaMalloc(&p, bytes));
+    fill_argmax<<<2048, 256>>>(p, n);
+    problems.push_back(problem::from({parscan::scan_kind::reduce, p, parscan::sequence_layout::contiguous(n), nullptr,
+                                      parscan::sequence_layout::contiguous(n), opts, init, true}));
+  }
+  BENCH_CHECK(cudaDeviceSynchronize());
+  const auto time = [&](const std::string& name, auto&& run) {
+    BENCH_CHECK(cudaMemset(total, 0, sizeof(T)));
+    if (run(0) != parscan::status::success) std::printf("%s failed\n", name.c_str()), std::exit(1);
+    T got{};
+    BENCH_CHECK(cudaMemcpy(&got, total, sizeof(T), cudaMemcpyDeviceToHost));
+    const double err = got.value == want.value && got.index == want.index && got.count == want.count ? 0 : 1;
+    if (err != 0) ++sink.failures, std::printf("FAILED argmax reduce %s at 2^%d\n", name.c_str(), log2n);
+    const double us = bench::median_us([&](int i) { run(i); }, 25, 3), gbs = double(bytes) / us / 1e3;
+    sink.rows.push_back({"argmax reduce " + name, "12B", "contiguous", "reduce", "2^" + std::to_string(log2n), us, gbs,
+                         100 * gbs / sink.copy, err});
+  };
+  std::size_t cub_bytes = 0;
+  BENCH_CHECK(cub::DeviceReduce::Reduce(nullptr, cub_bytes, in[0], total, n, op_t{}, init));
+  void* tmp = nullptr;
+  BENCH_CHECK(cudaMalloc(&tmp, cub_bytes));
+  time("cub", [&](int i) {
+    std::size_t b = cub_bytes;
+    return cub::DeviceReduce::Reduce(tmp, b, in[size_t(i) % in.size()], total, n, op_t{}, init) == cudaSuccess
+               ? parscan::status::success
+               : parscan::status::exceeds_device_limits;
+  });
+  time("(library)", [&](int i) { return cd::dispatch_scan(problems[size_t(i) % problems.size()], op_t{}, 1,
+                                                          workspace_backend()); });
+  argmax_bulk_reduce_row<8, 40 * 1024, 2, true>(problems, time);
+  argmax_bulk_reduce_row<8, 40 * 1024, 2, false>(problems, time);
+  argmax_bulk_reduce_row<8, 24 * 1024, 3, true>(problems, time);
+  argmax_bulk_reduce_row<8, 20 * 1024, 4, true>(problems, time);
+  argmax_bulk_reduce_row<8, 16 * 1024, 5, true>(problems, time);
+  argmax_bulk_reduce_row<4, 20 * 1024, 5, true>(problems, time);
+  argmax_bulk_reduce_row<4, 16 * 1024, 6, true>(problems, time);
+  argmax_bulk_reduce_row<4, 12 * 1024, 8, true>(problems, time);
+  argmax_bulk_reduce_row<4, 8 * 1024, 8, true>(problems, time);
+  BENCH_CHECK(cudaFree(tmp));
+  BENCH_CHECK(cudaFree(total));
+  for (T* p : in) BENCH_CHECK(cudaFree(p));
+}
+
 }  // namespace
 
 // Inclusive scans of 2^log2n steps through the grid bulk tiles (agent/grid_bulk_tiles.cuh) in
@@ -1384,6 +1465,10 @@ int main(int argc, char** argv) {
     const bool ncu = bench::has_flag(argc, argv, "--ncu");
     for (int log2n : {24, 28})
       if (!ncu || log2n == 24) reduce_shapes<parscan::affine<float>>(log2n, 1e-3, out, false, true);
+    return report();
+  }
+  if (bench::has_flag(argc, argv, "--argmax-reduce")) {  // the 12-byte argmax's reduce shapes, cold in L2
+    for (int log2n : {20, 21, 22, 24}) argmax_reduce_shapes(log2n, out);
     return report();
   }
   if (bench::has_flag(argc, argv, "--reduce-shapes")) {
