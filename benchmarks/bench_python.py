@@ -192,6 +192,21 @@ def floors(torch, large):
                     return g, g
 
             floors.function = EmptyFunction.apply
+
+            # parscan's own forward Function (parscan.torch._function, as the package builds it,
+            # with the same arguments and context) around an allocation only: what the Function
+            # costs a gated forward whose inputs require grad, without the extension's call.
+            import parscan.torch as pt
+
+            def forward_allocating_x(ctx, *args):
+                ctx.set_materialize_grads(False)
+                x = pt._new_dense(args[0])
+                pt._gated_setup_context(ctx, args, (x, None))
+                return x
+
+            floors.parscan_function = pt._function("gated_allocation_only", forward_allocating_x,
+                                                   lambda ctx, dx: (dx, dx, None, None, None, None, None))
+            floors.with_gradient = pt._WITH_GRADIENT_NO_FINAL[pt._gated_forward]
         empty, empty_grad = floors.ops
         a_g, b_g = a.clone().requires_grad_(), b.clone().requires_grad_()
         rows += [("floor: an empty torch custom_op", "f32", 0, lambda: empty(a, b)),
@@ -199,7 +214,11 @@ def floors(torch, large):
                  ("floor: an empty autograd.Function, inputs require grad", "f32", 0,
                   lambda: floors.function(a_g, b_g)),
                  ("floor: a training step through an empty autograd.Function", "f32", 0,
-                  lambda: torch.autograd.grad(floors.function(a_g, b_g), (a_g, b_g), a))]
+                  lambda: torch.autograd.grad(floors.function(a_g, b_g), (a_g, b_g), a)),
+                 ("floor: parscan's gated forward Function allocating x only, inputs require grad", "f32", 0,
+                  lambda: floors.parscan_function(a_g, b_g, None, None, 1, False, "linear")),
+                 ("gated forward, inputs require grad: parscan's Function called directly", "f32", 0,
+                  lambda: floors.with_gradient(a_g, b_g, None, None, 1, False, "linear"))]
     return [(name, dtype, f"{B}x{D}x{T}", moved, fn) for name, dtype, moved, fn in rows]
 
 
