@@ -4,7 +4,7 @@ parscan.jax under jax.jit) and writes JSON in the format of the C++ benchmarks, 
 benchmarks/report.py:
 
     python3 benchmarks/bench_python.py [--json OUT.json] [--runs 50] [--cpp bench_recurrence.json]
-        [--cpp bench_varlen.json] [--cpp bench_call.json] [--jax] [--tiny]
+        [--cpp bench_varlen.json] [--cpp bench_call.json] [--jax] [--tiny] [--host-parts]
 
 Each op runs at a large shape, (B, D, T) = (8, 1536, 4096) laid out channel-last as bench_recurrence's
 "channel-last T=4096" rows are, i.e. a (B, T, D) = (8, 4096, 1536) tensor scanned along dim=1, or its
@@ -27,7 +27,9 @@ operation, dtype and shape then also gets the C++ median and, at the large shape
 python/cpp (the issue's bar: at most 1.03) or, at the tiny one, the difference python - C++
 (bench_call times the same tiny calls from C++ by the host clock, back to back; the issue's bar:
 at most 10 µs). The packed rows take bench_varlen's random lengths, so they meet its rows.
---tiny times the tiny shapes only. Without a CUDA GPU (or a parscan built without CUDA) it says
+--tiny times the tiny shapes only. --host-parts times, by the host's clock alone, the parts of a
+tiny gated forward (its checks, allocation, DLPack exports, the extension's call, the eager-path
+test, the autograd.Function around it), with inputs that require grad and without. Without a CUDA GPU (or a parscan built without CUDA) it says
 so and exits 0.
 """
 import argparse
@@ -222,6 +224,55 @@ def floors(torch, large):
     return [(name, dtype, f"{B}x{D}x{T}", moved, fn) for name, dtype, moved, fn in rows]
 
 
+def host_parts(torch, pt):
+    """(name, host µs per call) of the parts of a tiny gated forward: the median over 9 rounds of
+    5000 back-to-back calls each, by time.perf_counter (the GPU keeps up with these launches)."""
+    import time
+    from torch.utils.dlpack import to_dlpack
+
+    def host_us(fn, n=5000, rounds=9):
+        for _ in range(200):
+            fn()
+        samples = []
+        for _ in range(rounds):
+            t = time.perf_counter()
+            for _ in range(n):
+                fn()
+            samples.append((time.perf_counter() - t) * 1e6 / n)
+            torch.cuda.synchronize()
+        return statistics.median(samples)
+
+    def without_grad(fn):
+        def call():
+            with torch.no_grad():
+                return fn()
+        return call
+
+    a = torch.rand(1, 8, 32, device="cuda") * 0.5 + 0.5
+    b = torch.randn(1, 8, 32, device="cuda")
+    a_g, b_g = a.clone().requires_grad_(), b.clone().requires_grad_()
+    z = torch.empty(1, device="cuda")
+    args, args_g = (a, b, None, None, 1, False, "linear"), (a_g, b_g, None, None, 1, False, "linear")
+    allocate_only = floors.parscan_function  # (floors(torch, False) made it)
+    parts = [
+        ("an empty torch launch", lambda: z.zero_()),
+        ("to_dlpack, a tensor that requires grad", lambda: to_dlpack(a_g)),
+        ("the output's allocation (_new_dense)", lambda: pt._new_dense(a_g)),
+        ("the argument checks (_check_gated)", lambda: pt._check_gated("gated_recurrence", a_g, b_g, 1, "linear")),
+        ("the eager-path test (_eager_path), inputs require grad", lambda: pt._eager_path(args_g)),
+        ("the forward's work (_gated_run: checks, allocation, exports, extension)", lambda: pt._gated_run(*args, False)),
+        ("the same, inputs require grad", lambda: pt._gated_run(*args_g, False)),
+        ("the same under torch.no_grad (as inside the Function)", without_grad(lambda: pt._gated_run(*args_g, False))),
+        ("torch.no_grad's context alone", without_grad(lambda: None)),
+        ("parscan's forward Function allocating x only, inputs require grad", lambda: allocate_only(*args_g)),
+        ("parscan's forward Function called directly, inputs require grad",
+         lambda: pt._WITH_GRADIENT_NO_FINAL[pt._gated_forward](*args_g)),
+        ("gated_recurrence, inputs require grad", lambda: pt.gated_recurrence(a_g, b_g, dim=1)),
+        ("gated_recurrence, no gradient", lambda: pt.gated_recurrence(a, b, dim=1)),
+    ]
+    return [(name, host_us(fn)) for name, fn in parts]
+
+
 def jax_rows(runs, copy_gbs, sizes):
     """The same ops from JAX (parscan.jax under jax.jit, XLA's CUDA stream), timed by the host
     clock around a batch of back-to-back calls ended by block_until_ready (JAX dispatches
@@ -327,6 +378,8 @@ def main():
                              "(repeatable)")
     parser.add_argument("--jax", action="store_true", help="also time the ops from JAX (parscan.jax under jit)")
     parser.add_argument("--tiny", action="store_true", help="only the tiny shapes (the per-call overhead)")
+    parser.add_argument("--host-parts", action="store_true",
+                        help="only the host time of the parts of a tiny gated forward, with and without grad")
     args = parser.parse_args()
     runs = max(20, args.runs)
     if args.jax:  # before anything starts JAX's GPU client: share the GPU with torch
@@ -343,6 +396,22 @@ def main():
               "skipped")
         return 0
     import parscan.torch as pt
+
+    if args.host_parts:
+        floors(torch, False)  # builds the Functions the parts call
+        results = []
+        for name, us in host_parts(torch, pt):
+            print(f"{name:72s} {us:8.2f} us of host time a call")
+            results.append({"case": name, "dtype": "f32", "layout": "channel_last", "direction": "forward",
+                            "shape": "1x32x8", "median_us": round(us, 3), "gbs": 0, "pct_copy": 0, "extra": 0})
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"program": "bench_python host-parts", "gpu": torch.cuda.get_device_name(),
+                           "commit": commit(),
+                           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                           "copy_gbs": 0, "note": "median_us: host time a call (time.perf_counter), no GPU timing",
+                           "results": results}, f, indent=1)
+        return 0
 
     # The baselines, measured like the ops: an empty kernel launch, and a copy of N bytes.
     tiny = torch.empty(1, device="cuda")
