@@ -43,6 +43,10 @@ import sys
 
 
 def commit():
+    """PARSCAN_COMMIT where the caller names the commit (as for the C++ benchmarks: a copy of the
+    tree may carry stale git metadata), else the checkout's HEAD."""
+    if os.environ.get("PARSCAN_COMMIT"):
+        return os.environ["PARSCAN_COMMIT"]
     try:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         return subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
