@@ -29,8 +29,8 @@ python/cpp (the issue's bar: at most 1.03) or, at the tiny one, the difference p
 at most 10 µs). The packed rows take bench_varlen's random lengths, so they meet its rows.
 --tiny times the tiny shapes only. --host-parts times, by the host's clock alone, the parts of a
 tiny gated forward (its checks, allocation, DLPack exports, the extension's call, the eager-path
-test, the autograd.Function around it), with inputs that require grad and without. Without a CUDA GPU (or a parscan built without CUDA) it says
-so and exits 0.
+test, the autograd.Function around it), with inputs that require grad and without. Without a
+CUDA GPU (or a parscan built without CUDA) it says so and exits 0.
 """
 import argparse
 import datetime
@@ -264,7 +264,8 @@ def host_parts(torch, pt):
         ("the output's allocation (_new_dense)", lambda: pt._new_dense(a_g)),
         ("the argument checks (_check_gated)", lambda: pt._check_gated("gated_recurrence", a_g, b_g, 1, "linear")),
         ("the eager-path test (_eager_path), inputs require grad", lambda: pt._eager_path(args_g)),
-        ("the forward's work (_gated_run: checks, allocation, exports, extension)", lambda: pt._gated_run(*args, False)),
+        ("the forward's work (_gated_run: checks, allocation, exports, extension)",
+         lambda: pt._gated_run(*args, False)),
         ("the same, inputs require grad", lambda: pt._gated_run(*args_g, False)),
         ("the same under torch.no_grad (as inside the Function)", without_grad(lambda: pt._gated_run(*args_g, False))),
         ("torch.no_grad's context alone", without_grad(lambda: None)),

@@ -412,10 +412,15 @@ void run_batches(context& ctx) {
   }
 }
 
-int arg_int(int argc, char** argv, const char* flag, int fallback) {
+// The value after `flag`, or "" where it is absent.
+std::string arg_string(int argc, char** argv, const char* flag) {
   for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == flag) return std::atoi(argv[i + 1]);
-  return fallback;
+    if (std::string(argv[i]) == flag) return argv[i + 1];
+  return "";
+}
+int arg_int(int argc, char** argv, const char* flag, int fallback) {
+  const std::string value = arg_string(argc, argv, flag);
+  return value.empty() ? fallback : std::atoi(value.c_str());
 }
 
 }  // namespace
@@ -426,13 +431,8 @@ int main(int argc, char** argv) {
   const int max_log2n = arg_int(argc, argv, "--max-log2n", ctx.quick ? 24 : 30);
   const int min_log2n = arg_int(argc, argv, "--min-log2n", 16);
   const bool every_size = bench::has_flag(argc, argv, "--every-size");  // else 2^16, 2^20, 2^24, 2^28, 2^30
-  const auto arg_string = [&](const char* flag) {
-    for (int i = 1; i + 1 < argc; ++i)
-      if (std::string(argv[i]) == flag) return std::string(argv[i + 1]);
-    return std::string();
-  };
-  const std::string only = arg_string("--only");
-  ctx.algorithm = arg_string("--algorithm");
+  const std::string only = arg_string(argc, argv, "--only");
+  ctx.algorithm = arg_string(argc, argv, "--algorithm");
   ctx.copy_gbs = bench::copy_bandwidth_gbs();
   ctx.read_gbs = read_only_gbs();
   auto sizes = [&](auto tag) {

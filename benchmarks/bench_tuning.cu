@@ -1180,26 +1180,36 @@ struct reduce_case {
   }
 };
 
-// The bulk reduce (agent/bulk_reduce_spans.cuh) of rc in tiles of Warps warps and about
-// TileBytes bytes, registers for MinBlocks blocks per SM, finished in the same launch or a
-// second one, over the library's spans or spans of tiles_per_span tiles.
+// The row name of the bulk reduce (agent/bulk_reduce_spans.cuh) in `shape` launched directly,
+// finished in the same launch or a second one, over spans of tiles_per_span tiles (0: the
+// library's); its kernel is opted in for its shared memory here.
+template <class Problem, class Op, class shape, bool SameLaunch>
+std::string bulk_reduce_name(const cd::device_facts& dev, index_t tiles_per_span) {
+  constexpr auto kernel = cd::bulk_reduce_kernel<Problem, Op, shape, SameLaunch>;
+  cd::prefer_shared_memory<kernel>();
+  const int per_sm = cd::blocks_per_multiprocessor<kernel>(shape::warps * 32, dev.device, 2 * shape::smem);
+  return "bulk reduce " + std::to_string(shape::warps) + "w " + std::to_string(shape::smem / 1024) + " KB " +
+         std::to_string(per_sm) + "/SM" +
+         (tiles_per_span ? ", spans of " + std::to_string(tiles_per_span) : std::string()) +
+         (SameLaunch ? "" : ", 2 launches");
+}
+constexpr cd::bulk_reduce_finish bulk_reduce_finish_of(bool same_launch) {
+  return same_launch ? cd::bulk_reduce_finish::same_launch : cd::bulk_reduce_finish::second_launch;
+}
+
+// The bulk reduce of rc in tiles of Warps warps and about TileBytes bytes, registers for
+// MinBlocks blocks per SM, finished in the same launch or a second one, over the library's spans
+// or spans of tiles_per_span tiles.
 template <int Warps, int TileBytes, int MinBlocks, bool SameLaunch = true, class T>
 void bulk_reduce_row(reduce_case<T>& rc, index_t tiles_per_span = 0) {
   using problem = typename reduce_case<T>::problem;
   using op_t = typename reduce_case<T>::op_t;
   using shape = cd::bulk_shape_of<problem, Warps, TileBytes, MinBlocks>;
   const cd::device_facts dev = cd::current_device();
-  constexpr auto kernel = cd::bulk_reduce_kernel<problem, op_t, shape, SameLaunch>;
-  cd::prefer_shared_memory<kernel>();
-  const int per_sm = cd::blocks_per_multiprocessor<kernel>(Warps * 32, dev.device, 2 * shape::smem);
-  const std::string name = "bulk reduce " + std::to_string(Warps) + "w " + std::to_string(shape::smem / 1024) +
-                           " KB " + std::to_string(per_sm) + "/SM" +
-                           (tiles_per_span ? ", spans of " + std::to_string(tiles_per_span) : std::string()) +
-                           (SameLaunch ? "" : ", 2 launches");
-  const auto finish = SameLaunch ? cd::bulk_reduce_finish::same_launch : cd::bulk_reduce_finish::second_launch;
+  const std::string name = bulk_reduce_name<problem, op_t, shape, SameLaunch>(dev, tiles_per_span);
   rc.time(name, [&](int) {
     if (cd::launch_bulk_reduce<problem, op_t, shape>(rc.P, op_t{}, 1, dev, workspace_backend(), tiles_per_span,
-                                                     finish) != parscan::status::success)
+                                                     bulk_reduce_finish_of(SameLaunch)) != parscan::status::success)
       std::printf("%s failed\n", name.c_str()), std::exit(1);
   });
 }
@@ -1295,15 +1305,10 @@ void argmax_bulk_reduce_row(const std::vector<Problem>& problems, Time&& time) {
   using op_t = bench::argmax_count_op;
   using shape = cd::bulk_shape_of<Problem, Warps, TileBytes, MinBlocks>;
   const cd::device_facts dev = cd::current_device();
-  constexpr auto kernel = cd::bulk_reduce_kernel<Problem, op_t, shape, SameLaunch>;
-  cd::prefer_shared_memory<kernel>();
-  const int per_sm = cd::blocks_per_multiprocessor<kernel>(Warps * 32, dev.device, 2 * shape::smem);
-  const std::string name = "bulk reduce " + std::to_string(Warps) + "w " + std::to_string(shape::smem / 1024) +
-                           " KB " + std::to_string(per_sm) + "/SM" + (SameLaunch ? "" : ", 2 launches");
-  const auto finish = SameLaunch ? cd::bulk_reduce_finish::same_launch : cd::bulk_reduce_finish::second_launch;
-  time(name, [&](int i) {
+  time(bulk_reduce_name<Problem, op_t, shape, SameLaunch>(dev, 0), [&](int i) {
     const Problem& P = problems[size_t(i) % problems.size()];
-    return cd::launch_bulk_reduce<Problem, op_t, shape>(P, op_t{}, 1, dev, workspace_backend(), 0, finish);
+    return cd::launch_bulk_reduce<Problem, op_t, shape>(P, op_t{}, 1, dev, workspace_backend(), 0,
+                                                         bulk_reduce_finish_of(SameLaunch));
   });
 }
 
