@@ -383,7 +383,7 @@ int main(int argc, char** argv) {
     const int rot = bench::rotation_for(bytes);
     chain_case(1, 1000, d, chain_output::total, chain_math::exact, copy, rot);
     if (d == 256 || !quick) chain_case(1, 1000, d, chain_output::total, chain_math::tf32, copy, rot);
-    if (d == 256 && !quick) chain_case(1, 1000, d, chain_output::total, chain_math::bf16, copy, rot);
+    if (d >= 128 && !quick) chain_case(1, 1000, d, chain_output::total, chain_math::bf16, copy, rot);
   }
   // Batches of chains, each against cuBLAS's batched GEMM over the products of its first level.
   for (auto [B, d] : {std::pair<index_t, int>{64, 32}, std::pair<index_t, int>{8, 128}}) {
@@ -411,6 +411,7 @@ int main(int argc, char** argv) {
       if (only_n != 0 && N != only_n) continue;
       recurrence_case<float>(B, L, N, bwd, copy);
       recurrence_case<parscan::bfloat16>(B, L, N, bwd, copy);
+      recurrence_case<parscan::float16>(B, L, N, bwd, copy);  // issue 16: the 16-bit rows, both types
     }
   // --varlen: the packed API on the same (B, L) sequences, f32, next to the batch rows.
   if (bench::has_flag(argc, argv, "--varlen"))

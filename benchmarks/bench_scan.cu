@@ -213,6 +213,7 @@ struct context {
   int failures = 0;
   bool quick = false;
   std::string algorithm;  // --algorithm: only this one (for ncu), else all three
+  bool selected = false;  // --only: cases chosen by name (the 32-byte case then runs at 2^30 too)
 };
 
 template <class C>
@@ -224,8 +225,8 @@ void run_case(context& ctx, int log2n) {
   size_t free_b = 0, total_b = 0;
   BENCH_CHECK(cudaMemGetInfo(&free_b, &total_b));
   const int rot = bench::rotation_for(2 * bytes);
-  if (sizeof(T) > 16 && log2n > 28) {  // 64 GB, and a host check of 2^30 modular products
-    std::printf("%s n=2^%d: skipped (64 GB of buffers)\n", C::name, log2n);
+  if (sizeof(T) > 16 && log2n > 28 && !ctx.selected) {  // 64 GB, and a host check of 2^30 modular products
+    std::printf("%s n=2^%d: skipped in the whole run (64 GB of buffers); run it with --only\n", C::name, log2n);
     return;
   }
   if (2 * bytes * rot + (size_t(1) << 30) > free_b) {
@@ -432,6 +433,7 @@ int main(int argc, char** argv) {
   const int min_log2n = arg_int(argc, argv, "--min-log2n", 16);
   const bool every_size = bench::has_flag(argc, argv, "--every-size");  // else 2^16, 2^20, 2^24, 2^28, 2^30
   const std::string only = arg_string(argc, argv, "--only");
+  ctx.selected = !only.empty();
   ctx.algorithm = arg_string(argc, argv, "--algorithm");
   ctx.copy_gbs = bench::copy_bandwidth_gbs();
   ctx.read_gbs = read_only_gbs();
