@@ -373,7 +373,7 @@ int main(int argc, char** argv) {
     // scan at d = 64: the best rate the chain's arithmetic can run at on cuBLAS.
     for (auto [count, d] : {std::pair<index_t, int>{500, 256}, std::pair<index_t, int>{500, 128},
                             std::pair<index_t, int>{4096, 64}})
-      for (chain_math m : {chain_math::exact, chain_math::tf32})
+      for (chain_math m : {chain_math::exact, chain_math::tf32, chain_math::bf16})
         if (m == chain_math::exact || d >= 128) cublas_batched_case(count, d, m, copy);
   }
 #endif

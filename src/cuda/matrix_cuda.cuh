@@ -747,15 +747,18 @@ mat_list<X> list_of(X* base, index_t batch_stride, index_t step_stride, index_t 
 }
 
 /// The dW pass a 16-byte word a thread (outer_words_kernel, packed_outer_words_kernel) where N
-/// is 4 (4-byte elements on), 8 or 16 and dW's rows are whole aligned 16-byte units: calls
-/// launch(std::integral_constant<int, N>) then and returns true; else false.
+/// is 4, 8 or 16 and each step of dW is whole aligned 16-byte words (outer_word_shape: N = 4 in
+/// the 16-bit types is two rows a word): calls launch(std::integral_constant<int, N>) then and
+/// returns true; else false. (N = 4 in bfloat16 took the element a thread kernel until the
+/// word kernel took whole rows: its backward ran slower than float's, docs/performance.md.)
 template <class T, class F>
 bool outer_by_words(index_t N, const T* dW, index_t batch_stride, index_t step_stride, F&& launch) {
-  if (!rows_on16(dW, N, batch_stride, step_stride)) return false;
+  auto on16 = [](index_t elems) { return static_cast<std::size_t>(elems) * sizeof(T) % 16 == 0; };
+  if (!(on16(N * N) && on16(batch_stride) && on16(step_stride) && reinterpret_cast<std::uintptr_t>(dW) % 16 == 0))
+    return false;
   if (N == 16) return launch(std::integral_constant<int, 16>{}), true;
   if (N == 8) return launch(std::integral_constant<int, 8>{}), true;
-  if constexpr (sizeof(T) >= 4)  // a row of 4 is 16 bytes from 4-byte elements on
-    if (N == 4) return launch(std::integral_constant<int, 4>{}), true;
+  if (N == 4) return launch(std::integral_constant<int, 4>{}), true;
   return false;
 }
 
@@ -844,7 +847,7 @@ status matrix_recurrence_backward(const cuda_backend& be, const matrix_backward_
   r.w_shift = g.reverse ? -1 : 1;
   if (status st = run_engine(r, engine_ws, stream); st != status::success) return st;
 
-  // dW: for N ≤ 2 a thread a step; for N = 4, 8, 16 with 16-byte rows a thread a 16-byte word,
+  // dW: for N ≤ 2 a thread a step; for N = 4, 8, 16 with 16-byte steps a thread a 16-byte word,
   // the words of a block's steps in order; else groups of steps of about 2048 elements, 256
   // threads each (a thread a step measured 1.7× slower at N = 4: its 16 stores a step, 64 bytes
   // apart from the next thread's, each touch 32 sectors; docs/performance.md).
@@ -859,7 +862,8 @@ status matrix_recurrence_backward(const cuda_backend& be, const matrix_backward_
     if (N == 2) return by_step(std::integral_constant<int, 2>{});
     const auto by_word = [&](auto n_tag) {
       constexpr int n = decltype(n_tag)::value;
-      outer_words_kernel<n, T, X, C><<<grid_for(B * ((L + 256 / n - 1) / (256 / n))), 256, 0, stream>>>(
+      constexpr int steps = outer_word_shape<n, T>::steps;
+      outer_words_kernel<n, T, X, C><<<grid_for(B * ((L + steps - 1) / steps)), 256, 0, stream>>>(
           g.dW, blocks_of(p.dW), g.db, blocks_of(p.db), xs, lxs, g.x0, B, L, g.reverse);
     };
     if (outer_by_words(N, g.dW, p.dW.batch_stride, p.dW.step_stride, by_word)) return;
@@ -957,13 +961,14 @@ status matrix_recurrence_backward(const cuda_backend& be, const matrix_varlen_ba
     const auto r = packed_problem<C>(g.W, p.W.step_stride, g.dx, p.dx.step_stride, g.db, p.db.step_stride,
                                      g.dx_final, dbf, s, !g.reverse, g.reverse ? -1 : 1);
     if (status st = run_packed_engine(r, engine_ws, stream); st != status::success) return st;
-    // dW: a thread a 16-byte word where rows are whole aligned 16-byte units (N = 4, 8, 16), as
+    // dW: a thread a 16-byte word where steps are whole aligned 16-byte words (N = 4, 8, 16), as
     // for a batch; else an element a thread.
     const auto outer = [&](const auto* xs, index_t sxs) {
       using X = std::remove_cv_t<std::remove_pointer_t<decltype(xs)>>;
       const auto by_word = [&](auto n_tag) {
         constexpr int n = decltype(n_tag)::value;
-        packed_outer_words_kernel<n, T, X, C><<<grid_for((L + 256 / n - 1) / (256 / n)), 256, 0, stream>>>(
+        constexpr int steps = outer_word_shape<n, T>::steps;
+        packed_outer_words_kernel<n, T, X, C><<<grid_for((L + steps - 1) / steps), 256, 0, stream>>>(
             g.dW, p.dW.step_stride, g.db, p.db.step_stride, xs, sxs, g.x0, s.cu_seqlens, S, L, g.reverse);
       };
       if (outer_by_words(N, g.dW, 0, p.dW.step_stride, by_word)) return;

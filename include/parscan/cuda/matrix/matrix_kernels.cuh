@@ -411,44 +411,70 @@ __global__ void outer_steps_kernel(T* dW, strided_blocks ldW, const T* db, strid
   }
 }
 
-/// One 16-byte word of dW[t] = db[t]·x[prev]ᵀ: row i's `vec` elements from column j0, d = db[t][i],
-/// xs = x[prev] from column j0, or null where t is its sequence's first forward step (then x0s,
-/// x0 from column j0, or 0).
-template <int vec, class T, class X, class C>
-__device__ PARSCAN_INLINE void outer_word(T* out, C d, const X* xs, const T* x0s) {
-  T w[vec];
+/// The shape of a 16-byte word of a step's dW (N×N, row-major) in element type T: `cols`
+/// consecutive elements of one row where a row is one word or more, else `rows` whole rows
+/// (N = 4 in the 16-bit types: two rows of 8 bytes). `steps` a block of the word kernels takes:
+/// 256 / N, or more where that leaves threads without a word.
+template <int N, class T>
+struct outer_word_shape {
+  static constexpr int vec = 16 / static_cast<int>(sizeof(T));
+  static constexpr int rows = vec > N ? vec / N : 1, cols = vec / rows;
+  static constexpr int steps = 256 * vec / (N * N) > 256 / N ? 256 * vec / (N * N) : 256 / N;
+  static constexpr int words = steps * N * N / vec;
+  static_assert(rows == 1 ? N % vec == 0 : vec % N == 0, "a word holds part of one row, or whole rows");
+  /// The step, first row and first column of word w of a block.
+  struct place {
+    int step, row, col;
+  };
+  __device__ PARSCAN_INLINE static place of(int w) {
+    const int e = w * vec;
+    return {e / (N * N), e % (N * N) / N, e % N};
+  }
+};
+
+/// One 16-byte word of dW[t] = db[t]·x[prev]ᵀ (outer_word_shape<N, T>): ds = db[t] from the
+/// word's first row, xs = x[prev] from its first column, or null where t is its sequence's
+/// first forward step (then x0s, x0 from that column, or 0).
+template <int N, class T, class X, class C>
+__device__ PARSCAN_INLINE void outer_word(T* out, const T* ds, const X* xs, const T* x0s) {
+  using W = outer_word_shape<N, T>;
+  C xp[W::cols];
 #pragma unroll
-  for (int j = 0; j < vec; ++j) {
-    const C xp = xs ? to_c<C>(xs[j]) : x0s ? to_c<C>(x0s[j]) : C(0);
-    w[j] = from_c<T>(d * xp);
+  for (int j = 0; j < W::cols; ++j) xp[j] = xs ? to_c<C>(xs[j]) : x0s ? to_c<C>(x0s[j]) : C(0);
+  T w[W::vec];
+#pragma unroll
+  for (int i = 0; i < W::rows; ++i) {
+    const C d = to_c<C>(ds[i]);
+#pragma unroll
+    for (int j = 0; j < W::cols; ++j) w[i * W::cols + j] = from_c<T>(d * xp[j]);
   }
   uint4 word;
   memcpy(&word, w, 16);
   *reinterpret_cast<uint4*>(out) = word;
 }
 
-/// outer_kernel for N known at compile time whose rows are whole 16-byte units (N = 4, 8, 16
-/// in float, 8 and 16 in the 16-bit types): a thread a 16-byte word of dW, where outer_kernel
-/// takes an element a thread with three divisions and two loads an element. A block takes
-/// 256 / N consecutive steps of one sequence and its threads take their words in order, so each
-/// store instruction of a warp writes 512 contiguous bytes of a dense dW. The products are the
-/// same, bit for bit.
+/// outer_kernel for N known at compile time whose steps are whole 16-byte words (N = 4, 8, 16;
+/// outer_word_shape): a thread a 16-byte word of dW, where outer_kernel takes an element a
+/// thread with three divisions and two loads an element. A block takes outer_word_shape::steps
+/// consecutive steps of one sequence and its threads take their words in order, so each store
+/// instruction of a warp writes 512 contiguous bytes of a dense dW. The products are the same,
+/// bit for bit.
 template <int N, class T, class X, class C>
 __global__ void outer_words_kernel(T* dW, strided_blocks ldW, const T* db, strided_blocks ldb, const X* x,
                                    strided_blocks lx, const T* x0, index_t B, index_t L, bool reverse) {
-  constexpr int steps = 256 / N, vec = 16 / static_cast<int>(sizeof(T)), words = steps * N * N / vec;
-  static_assert(N % vec == 0, "a row of dW is whole 16-byte words");
-  const index_t per_seq = (L + steps - 1) / steps, groups = B * per_seq;
+  using W = outer_word_shape<N, T>;
+  const index_t per_seq = (L + W::steps - 1) / W::steps, groups = B * per_seq;
   for (index_t gid = blockIdx.x; gid < groups; gid += gridDim.x) {
-    const index_t s = gid / per_seq, t0 = gid % per_seq * steps;
+    const index_t s = gid / per_seq, t0 = gid % per_seq * W::steps;
 #pragma unroll
-    for (int w = static_cast<int>(threadIdx.x); w < words; w += 256) {
-      const int e = w * vec, js = e / (N * N), i = e % (N * N) / N, j0 = e % N;  // its step, row, first column
-      const index_t t = t0 + js;
+    for (int w = static_cast<int>(threadIdx.x); w < W::words; w += 256) {
+      const auto at = W::of(w);
+      const index_t t = t0 + at.step;
       if (t >= L) break;  // w only grows
       const index_t k = reverse ? L - 1 - t : t;  // forward processing index
-      const X* const xs = k > 0 ? x + lx.at(s, reverse ? t + 1 : t - 1) + j0 : nullptr;
-      outer_word<vec>(dW + ldW.at(s, t) + i * N + j0, to_c<C>(db[ldb.at(s, t) + i]), xs, x0 ? x0 + s * N + j0 : x0);
+      const X* const xs = k > 0 ? x + lx.at(s, reverse ? t + 1 : t - 1) + at.col : nullptr;
+      outer_word<N, T, X, C>(dW + ldW.at(s, t) + at.row * N + at.col, db + ldb.at(s, t) + at.row, xs,
+                             x0 ? x0 + s * N + at.col : x0);
     }
   }
 }
@@ -542,31 +568,31 @@ __global__ void packed_outer_kernel(T* dW, index_t sW, const T* db, index_t sdb,
   }
 }
 
-/// packed_outer_kernel for N known at compile time whose rows are whole 16-byte units, as
-/// outer_words_kernel: a block's 256 / N consecutive packed steps, a thread a 16-byte word of
-/// dW, the words in order; one thread finds the sequence of the block's first step and each
-/// thread walks on from there as its steps cross into the next. The products are the same, bit
-/// for bit.
+/// packed_outer_kernel for N known at compile time whose steps are whole 16-byte words, as
+/// outer_words_kernel: a block's outer_word_shape::steps consecutive packed steps, a thread a
+/// 16-byte word of dW, the words in order; one thread finds the sequence of the block's first
+/// step and each thread walks on from there as its steps cross into the next. The products are
+/// the same, bit for bit.
 template <int N, class T, class X, class C>
 __global__ void packed_outer_words_kernel(T* dW, index_t sW, const T* db, index_t sdb, const X* x, index_t sx,
                                           const T* x0, const std::int64_t* offsets, index_t sequences, index_t total,
                                           bool reverse) {
-  constexpr int steps = 256 / N, vec = 16 / static_cast<int>(sizeof(T)), words = steps * N * N / vec;
-  static_assert(N % vec == 0, "a row of dW is whole 16-byte words");
+  using W = outer_word_shape<N, T>;
   const index_t used = offsets[sequences] < total ? offsets[sequences] : total;
-  const index_t groups = (used + steps - 1) / steps;
+  const index_t groups = (used + W::steps - 1) / W::steps;
   for (index_t gid = blockIdx.x; gid < groups; gid += gridDim.x) {
-    const index_t t0 = gid * steps;
+    const index_t t0 = gid * W::steps;
     index_t s = block_sequence_of(offsets, sequences, t0), origin = offsets[s], end = offsets[s + 1];
 #pragma unroll
-    for (int w = static_cast<int>(threadIdx.x); w < words; w += 256) {
-      const int e = w * vec, js = e / (N * N), i = e % (N * N) / N, j0 = e % N;  // its step, row, first column
-      const index_t t = t0 + js;
+    for (int w = static_cast<int>(threadIdx.x); w < W::words; w += 256) {
+      const auto at = W::of(w);
+      const index_t t = t0 + at.step;
       if (t >= used) break;  // w only grows
       while (t >= end) origin = end, end = offsets[++s + 1];  // past empty sequences too
       const bool first = reverse ? t == end - 1 : t == origin;  // the sequence's first forward step
-      const X* const xs = first ? nullptr : x + (reverse ? t + 1 : t - 1) * sx + j0;
-      outer_word<vec>(dW + t * sW + i * N + j0, to_c<C>(db[t * sdb + i]), xs, x0 ? x0 + s * N + j0 : x0);
+      const X* const xs = first ? nullptr : x + (reverse ? t + 1 : t - 1) * sx + at.col;
+      outer_word<N, T, X, C>(dW + t * sW + at.row * N + at.col, db + t * sdb + at.row, xs,
+                             x0 ? x0 + s * N + at.col : x0);
     }
   }
 }
