@@ -753,9 +753,7 @@ mat_list<X> list_of(X* base, index_t batch_stride, index_t step_stride, index_t 
 /// word kernel took whole rows: its backward ran slower than float's, docs/performance.md.)
 template <class T, class F>
 bool outer_by_words(index_t N, const T* dW, index_t batch_stride, index_t step_stride, F&& launch) {
-  auto on16 = [](index_t elems) { return static_cast<std::size_t>(elems) * sizeof(T) % 16 == 0; };
-  if (!(on16(N * N) && on16(batch_stride) && on16(step_stride) && reinterpret_cast<std::uintptr_t>(dW) % 16 == 0))
-    return false;
+  if (!rows_on16(dW, N * N, batch_stride, step_stride)) return false;  // a step of dW as one row of N² elements
   if (N == 16) return launch(std::integral_constant<int, 16>{}), true;
   if (N == 8) return launch(std::integral_constant<int, 8>{}), true;
   if (N == 4) return launch(std::integral_constant<int, 4>{}), true;

@@ -438,15 +438,17 @@ struct outer_word_shape {
 template <int N, class T, class X, class C>
 __device__ PARSCAN_INLINE void outer_word(T* out, const T* ds, const X* xs, const T* x0s) {
   using W = outer_word_shape<N, T>;
-  C xp[W::cols];
-#pragma unroll
-  for (int j = 0; j < W::cols; ++j) xp[j] = xs ? to_c<C>(xs[j]) : x0s ? to_c<C>(x0s[j]) : C(0);
   T w[W::vec];
+  // x[prev] read where each product needs it (the compiler keeps one load per column): with the
+  // columns converted into an array first, the 16-bit N = 8 and 16 backward ran 3–5% slower.
 #pragma unroll
   for (int i = 0; i < W::rows; ++i) {
     const C d = to_c<C>(ds[i]);
 #pragma unroll
-    for (int j = 0; j < W::cols; ++j) w[i * W::cols + j] = from_c<T>(d * xp[j]);
+    for (int j = 0; j < W::cols; ++j) {
+      const C xp = xs ? to_c<C>(xs[j]) : x0s ? to_c<C>(x0s[j]) : C(0);
+      w[i * W::cols + j] = from_c<T>(d * xp);
+    }
   }
   uint4 word;
   memcpy(&word, w, 16);
